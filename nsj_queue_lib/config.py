@@ -1,0 +1,260 @@
+"""Settings read once from the environment (and from a `.env` file when present).
+
+Every variable of the reference README is here, with its aliases and defaults.
+Nothing is read at import time: `Settings.from_env()` is called by the worker
+and server entry points, and internal code receives the `Settings` object.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping, Optional, Tuple
+
+from nsj_queue_lib.exceptions import ConfigError
+
+DRIVERS = ("POSTGRES", "MYSQL", "SINGLE_STORE")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+_EVERY_5 = "0,5,10,15,20,25,30,35,40,45,50,55"
+
+DEFAULT_CREDENTIALS_URL = "https://api.sre.nasajon.com.br/erp/credentials"
+DEFAULT_OAUTH_TOKEN_URL = (
+    "https://auth.nasajon.com.br/auth/realms/master/protocol/openid-connect/token"
+)
+
+
+def is_identifier(name: str) -> bool:
+    """True for a plain SQL identifier (letters, digits, '_', not starting with a digit)."""
+    return bool(_IDENT.match(name or ""))
+
+
+def validate_identifier(name: str, what: str) -> str:
+    """Return `name` if it is a plain identifier, else raise ConfigError naming `what`."""
+    if not is_identifier(name):
+        raise ConfigError(
+            f"{what}: '{name}' não é um identificador válido "
+            "(use letras, dígitos e '_', começando por letra ou '_', até 63 caracteres)."
+        )
+    return name
+
+
+def validate_table_name(name: str, what: str) -> str:
+    """Validate `table` or `schema.table`."""
+    parts = (name or "").split(".")
+    if len(parts) > 2 or not all(is_identifier(p) for p in parts):
+        raise ConfigError(
+            f"{what}: '{name}' não é um nome de tabela válido (esperado 'tabela' ou 'schema.tabela')."
+        )
+    return name
+
+
+def parse_minutes(text: str) -> frozenset[int]:
+    """Parse a comma list of clock minutes ('0,5,10'); '*' means every minute."""
+    text = text.strip()
+    if text == "*":
+        return frozenset(range(60))
+    out = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or not 0 <= int(part) <= 59:
+            raise ValueError(f"minuto inválido: '{part}'")
+        out.add(int(part))
+    if not out:
+        raise ValueError("lista de minutos vazia")
+    return frozenset(out)
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "sim", "on"):
+        return True
+    if low in ("false", "0", "no", "nao", "não", "off", ""):
+        return False
+    raise ValueError(f"booleano inválido: '{text}'")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("deve ser maior que zero")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise ValueError("deve ser maior que zero")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise ValueError("porta fora do intervalo 1-65535")
+    return value
+
+
+def _driver(text: str) -> str:
+    value = text.strip().upper()
+    if value not in DRIVERS:
+        raise ValueError(f"use um de {', '.join(DRIVERS)}")
+    return value
+
+
+def _str(text: str) -> str:
+    return text
+
+
+def _opt_str(text: str) -> Optional[str]:
+    return text.strip() or None
+
+
+def _table(text: str) -> str:
+    return validate_table_name(text.strip(), "nome")
+
+
+def _opt_table(text: str) -> Optional[str]:
+    return _table(text) if text.strip() else None
+
+
+def _channel(text: str) -> str:
+    return validate_identifier(text.strip(), "nome")
+
+
+@dataclass(frozen=True)
+class _Var:
+    names: Tuple[str, ...]
+    parse: Callable[[str], Any]
+    default: Any = None
+    required: bool = False
+    doc: str = ""
+
+
+def _v(*names: str, parse: Callable[[str], Any] = _str, default: Any = None,
+       required: bool = False, doc: str = "") -> Any:
+    return field(metadata={"var": _Var(names, parse, default, required, doc)}, default=None)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All configuration of workers, server and tools (see `.env.dist`)."""
+
+    # Database
+    db_host: str = _v("DB_HOST", "DATABASE_HOST", required=True, doc="Host do banco")
+    db_port: int = _v("DB_PORT", "DATABASE_PORT", parse=_port, required=True, doc="Porta")
+    db_name: str = _v("DB_BASE", "DATABASE_NAME", required=True, doc="Nome da base")
+    db_user: str = _v("DB_USER", "DATABASE_USER", required=True, doc="Usuário")
+    db_pass: str = _v("DB_PASS", "DATABASE_PASS", default="", doc="Senha (vazia é válida)")
+    db_driver: str = _v("DB_DRIVER", "DATABASE_DRIVER", parse=_driver, default="POSTGRES",
+                        doc="POSTGRES, MYSQL ou SINGLE_STORE")
+    # Queue
+    queue_name: str = _v("QUEUE_NAME", parse=_channel, required=True, doc="Canal do notify")
+    queue_table: str = _v("QUEUE_TABLE", parse=_table, required=True, doc="Tabela da fila")
+    queue_subscriber_table: Optional[str] = _v("QUEUE_SUBSCRIBER_TABLE", parse=_opt_table,
+                                               doc="Tabela de assinaturas (pub/sub)")
+    queue_max_retry: int = _v("QUEUE_MAX_RETRY", parse=_positive_int, default=100)
+    queue_base_interval_retry: float = _v("QUEUE_BASE_INTERVAL_RETRY", parse=float, default=5.0,
+                                          doc="minutos")
+    queue_minute_retry_thread: frozenset = _v("QUEUE_MINUTE_RETRY_THREAD", parse=parse_minutes,
+                                              default=parse_minutes(_EVERY_5))
+    queue_minute_purge_thread: frozenset = _v("QUEUE_MINUTE_PURGE_THREAD", parse=parse_minutes,
+                                              default=parse_minutes("0"))
+    queue_minute_notify_thread: frozenset = _v("QUEUE_MINUTE_NOTIFY_THREAD", parse=parse_minutes,
+                                               default=parse_minutes(_EVERY_5))
+    queue_purge_max_age: int = _v("QUEUE_PURGE_MAX_AGE", parse=_positive_int, default=60,
+                                  doc="dias")
+    queue_purge_limit: int = _v("QUEUE_PURGE_LIMIT", parse=_positive_int, default=1000)
+    queue_purge_round_limit: int = _v("QUEUE_PURGE_ROUND_LIMIT", parse=_positive_int,
+                                      default=100)
+    queue_wait_notify_interval: float = _v("QUEUE_WAIT_NOTIFY_INTERVAL", parse=_positive_float,
+                                           default=30.0, doc="segundos")
+    default_webhook_timeout: float = _v("DEFAULT_WEBHOOK_TIMEOUT", parse=_positive_float,
+                                        default=20.0, doc="segundos")
+    shutdown_timeout: float = _v("QUEUE_SHUTDOWN_TIMEOUT", parse=_positive_float, default=300.0,
+                                 doc="segundos que o SIGTERM espera a tarefa em curso")
+    # Logging
+    log_debug: bool = _v("LOG_DEBUG", parse=_bool, default=False)
+    env: str = _v("ENV", parse=lambda s: s.strip().upper() or "DEV", default="DEV")
+    grafana_url: Optional[str] = _v("GRAFANA_URL", parse=_opt_str)
+    # Client/server mode
+    client_server_mode: bool = _v("CLIENT_SERVER_MODE", parse=_bool, default=False)
+    server_host: str = _v("SERVER_HOST", default="127.0.0.1")
+    server_bind_host: str = _v("SERVER_BIND_HOST", default="0.0.0.0")
+    server_auth_token: Optional[str] = _v("SERVER_AUTH_TOKEN", parse=_opt_str)
+    notify_service_port: int = _v("NOTIFY_SERVICE_PORT", parse=_port, default=8770)
+    lock_service_port: int = _v("LOCK_SERVICE_PORT", parse=_port, default=8970)
+    timeout_socket_message: float = _v("TIMEOUT_SOCKET_MESSAGE", parse=_positive_float,
+                                       default=5.0)
+    max_client_threads: int = _v("MAX_CLIENT_THREADS", parse=_positive_int, default=50)
+    check_tasks_interval: float = _v("CHECK_TASKS_INTERVAL", parse=_positive_float, default=15.0)
+    lock_service_wait_conn_interval: float = _v("LOCK_SERVICE_WAIT_CONN_INTERVAL",
+                                                parse=_positive_float, default=30.0)
+    # Multi-database
+    multi_database: bool = _v("MULTI_DATABASE", parse=_bool, default=False)
+    multi_database_user: Optional[str] = _v("MULTI_DATABASE_USER", parse=_opt_str)
+    multi_database_password: Optional[str] = _v("MULTI_DATABASE_PASSWORD", parse=_opt_str)
+    multi_database_client_id: Optional[str] = _v("MULTI_DATABASE_CLIENT_ID", parse=_opt_str)
+    multi_database_api_credentials_url: str = _v(
+        "MULTI_DATABASE_API_CREDETIALS_URL", "MULTI_DATABASE_API_CREDENTIALS_URL",
+        default=DEFAULT_CREDENTIALS_URL)
+    oauth_token_url: str = _v("OAUTH_TOKEN_URL", default=DEFAULT_OAUTH_TOKEN_URL)
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None, *, load_dotenv: bool = True,
+                 require: Tuple[str, ...] = ("db", "queue")) -> Settings:
+        """Build settings from `env` (default: os.environ plus `.env`).
+
+        `require` selects which groups of required variables must be present:
+        "db" (DB_*) and "queue" (QUEUE_NAME, QUEUE_TABLE).  All problems are
+        collected and raised as one ConfigError naming each variable.
+        """
+        if env is None:
+            if load_dotenv:
+                _load_dotenv()
+            env = os.environ
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for f in fields(cls):
+            var: _Var = f.metadata["var"]
+            raw = next((env[n] for n in var.names if env.get(n) not in (None, "")), None)
+            if raw is None and "DB_PASS" in var.names:
+                raw = next((env[n] for n in var.names if n in env), None)
+            group = "db" if f.name.startswith("db_") else "queue"
+            if raw is None:
+                if var.required and group in require:
+                    problems.append(f"variável {' ou '.join(var.names)} não definida")
+                values[f.name] = var.default
+                continue
+            try:
+                values[f.name] = var.parse(raw)
+            except (ValueError, ConfigError) as exc:
+                problems.append(f"variável {var.names[0]}='{raw}' inválida: {exc}")
+        if problems:
+            raise ConfigError("Configuração inválida: " + "; ".join(problems))
+        return cls(**values)
+
+    @classmethod
+    def variables(cls) -> list[tuple[Tuple[str, ...], Any, str]]:
+        """(names, default, doc) of every variable, for documentation."""
+        return [(f.metadata["var"].names, f.metadata["var"].default, f.metadata["var"].doc)
+                for f in fields(cls)]
+
+    @property
+    def is_mysql(self) -> bool:
+        return self.db_driver in ("MYSQL", "SINGLE_STORE")
+
+    def replace(self, **changes: Any) -> Settings:
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def _load_dotenv() -> None:
+    try:
+        from dotenv import find_dotenv, load_dotenv
+    except ImportError:  # pragma: no cover - dependency is declared
+        return
+    path = find_dotenv(usecwd=True)
+    if path:
+        load_dotenv(path, override=False)

@@ -1,0 +1,35 @@
+"""Exception hierarchy of nsj_queue_lib."""
+
+from __future__ import annotations
+
+
+class NsjQueueError(Exception):
+    """Base of every error raised by nsj_queue_lib."""
+
+
+class ConfigError(NsjQueueError):
+    """A setting is missing or invalid."""
+
+
+class DatabaseUnavailable(NsjQueueError):
+    """The database connection was lost or could not be opened."""
+
+
+class CoordinationError(NsjQueueError):
+    """The notify/lock service (socket server) is unavailable or misbehaved."""
+
+
+class ProtocolError(CoordinationError):
+    """A malformed frame or an unexpected message on the socket protocol."""
+
+
+class NotFoundException(NsjQueueError):
+    """A task was not found."""
+
+
+class SubscriberNotRegistered(NsjQueueError):
+    """A pub/sub task names a subscriber with no handler in the worker."""
+
+
+class TaskTakenOver(NsjQueueError):
+    """The task stopped being ours (rescued by another worker) before finishing."""
