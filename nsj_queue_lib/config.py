@@ -44,7 +44,8 @@ def validate_table_name(name: str, what: str) -> str:
     parts = (name or "").split(".")
     if len(parts) > 2 or not all(is_identifier(p) for p in parts):
         raise ConfigError(
-            f"{what}: '{name}' não é um nome de tabela válido (esperado 'tabela' ou 'schema.tabela')."
+            f"{what}: '{name}' não é um nome de tabela válido "
+            "(esperado 'tabela' ou 'schema.tabela')."
         )
     return name
 

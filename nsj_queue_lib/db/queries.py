@@ -1,0 +1,72 @@
+"""Named SQL queries per dialect, loaded from `sql/<dialect>/queries.sql`."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Dict, Optional
+
+from nsj_queue_lib.db.dialect import Dialect
+
+# The 26 columns of the `tarefa` dict handed to user code (payload resolved from
+# the first attempt, since retries do not repeat it).
+TAREFA_COLUMNS = (
+    "id", "id_inicial", "data_hora_inicial", "data_hora", "origem", "destino", "processo",
+    "chave_externa", "proxima_tentativa", "tentativa", "status", "mensagem", "id_anterior",
+    "data_hora_anterior", "status_anterior", "mensagem_anterior", "tenant",
+    "grupo_empresarial", "payload", "payload_hash", "pub_sub", "publication_id",
+    "subscriber_id", "dead", "live_id", "prioridade",
+)
+
+_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+def read_sql(dialect: Dialect, filename: str) -> str:
+    """Text of a packaged SQL file of the dialect."""
+    return (resources.files("nsj_queue_lib.db") / "sql" / dialect.name / filename).read_text(
+        encoding="utf-8"
+    )
+
+
+@cache
+def raw_queries(dialect: Dialect) -> Dict[str, str]:
+    """All named queries of a dialect, unrendered."""
+    text = read_sql(dialect, "queries.sql")
+    parts = _HEADER.split(text)
+    out: Dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
+        out[name] = "\n".join(lines).strip()
+    return out
+
+
+def _tarefa_cols(dialect: Dialect, table: str) -> str:
+    cols = []
+    for col in TAREFA_COLUMNS:
+        if col == "payload":
+            cols.append(
+                f"coalesce(t.payload, (SELECT i.payload FROM {table} i "
+                "WHERE i.id = t.id_inicial)) AS payload"
+            )
+        else:
+            cols.append(f"t.{col}")
+    return ", ".join(cols)
+
+
+class Queries:
+    """The named queries of one dialect rendered for one queue (done once, then cached)."""
+
+    def __init__(self, dialect: Dialect, queue_table: str,
+                 subscriber_table: Optional[str] = None) -> None:
+        self.dialect = dialect
+        table = dialect.quote_table(queue_table)
+        sub = dialect.quote_table(subscriber_table) if subscriber_table else "<no_subscriber_table>"
+        names = {"table": table, "sub_table": sub, "tarefa_cols": _tarefa_cols(dialect, table)}
+        self._sql = {name: body.format(**names) for name, body in raw_queries(dialect).items()}
+
+    def __getitem__(self, name: str) -> str:
+        return self._sql[name]
+
+    def names(self) -> set:
+        return set(self._sql)

@@ -1,0 +1,43 @@
+"""Render the DDL of a queue (table, subscriber table, indexes, trigger) per dialect."""
+
+from __future__ import annotations
+
+import hashlib
+
+from nsj_queue_lib.config import validate_identifier
+from nsj_queue_lib.db.dialect import Dialect
+from nsj_queue_lib.db.queries import read_sql
+
+_MAX_IDENT = 63
+
+
+def object_name(*parts: str) -> str:
+    """Join parts with '_' and keep it within 63 characters (hash suffix when cut)."""
+    name = "_".join(parts)
+    if len(name) <= _MAX_IDENT:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_IDENT - 9]}_{digest}"
+
+
+def render_schema(dialect: Dialect, schema: str, fila: str) -> str:
+    """DDL for queue `fila` in `schema` (both validated as plain identifiers)."""
+    validate_identifier(schema, "schema")
+    validate_identifier(fila, "fila")
+    q = dialect.quote
+
+    def qualified(name: str) -> str:
+        return f"{q(schema)}.{q(name)}"
+
+    names = {
+        "schema": schema,
+        "fila": fila,
+        "table": qualified(fila),
+        "sub_table": qualified(object_name(fila, "subscriber")),
+        "function": qualified(object_name("notify", fila, "insert")),
+        "trigger": q(object_name("trigger_insert", fila)),
+    }
+    for ix in ("claim", "due", "running", "data_hora", "chain", "equivalent", "publication",
+               "live", "sub"):
+        names[f"ix_{ix}"] = q(object_name("ix", fila, ix))
+    return read_sql(dialect, "schema.sql").format(**names)

@@ -1,0 +1,196 @@
+"""The object that owns a database connection and its transactions.
+
+Connections are opened in autocommit mode; a transaction is an explicit
+BEGIN ... COMMIT issued by `transaction()`.  Driver errors that mean the
+connection is gone are translated to DatabaseUnavailable, whatever the driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterator, List, Mapping, Optional, Sequence
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.dialect import MYSQL, POSTGRES, Dialect, dialect_for_driver
+from nsj_queue_lib.exceptions import DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
+
+Params = Optional[Mapping[str, Any]]
+
+
+def _connection_errors() -> tuple:
+    import psycopg2
+    import pymysql
+
+    return (
+        psycopg2.OperationalError,
+        psycopg2.InterfaceError,
+        pymysql.err.OperationalError,
+        pymysql.err.InterfaceError,
+    )
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True when `exc` means the connection is unusable (lost, refused, closed)."""
+    if isinstance(exc, DatabaseUnavailable):
+        return True
+    return isinstance(exc, _connection_errors())
+
+
+def connect(settings: Settings, *, connect_timeout: int = 5, application_name: str = "") -> Any:
+    """Open a raw DB-API connection in autocommit mode, as configured by `settings`."""
+    try:
+        if settings.db_driver == "POSTGRES":
+            import psycopg2
+
+            conn = psycopg2.connect(
+                host=settings.db_host, port=settings.db_port, dbname=settings.db_name,
+                user=settings.db_user, password=settings.db_pass or None,
+                connect_timeout=connect_timeout,
+                application_name=application_name or f"nsj_queue_lib:{settings.queue_name}",
+                # Detect a dead peer on an idle or half-open connection.
+                keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
+            )
+            conn.autocommit = True
+            return conn
+        import pymysql
+
+        conn = pymysql.connect(
+            host=settings.db_host, port=settings.db_port, database=settings.db_name,
+            user=settings.db_user, password=settings.db_pass or "",
+            connect_timeout=connect_timeout, autocommit=True, charset="utf8mb4",
+            init_command="SET time_zone = '+00:00'",
+        )
+        return conn
+    except _connection_errors() as exc:
+        raise DatabaseUnavailable(
+            f"Não foi possível conectar ao banco {settings.db_host}:{settings.db_port}/"
+            f"{settings.db_name}: {str(exc).strip()}"
+        ) from exc
+
+
+class DbSession:
+    """Owns one connection: runs named statements and explicit transactions."""
+
+    def __init__(self, conn: Any, dialect: Optional[Dialect] = None) -> None:
+        self.conn = conn
+        is_pg = type(conn).__module__.startswith("psycopg")
+        self.dialect = dialect or (POSTGRES if is_pg else MYSQL)
+        self.in_transaction = False
+
+    @classmethod
+    def open(cls, settings: Settings, **kwargs: Any) -> DbSession:
+        return cls(connect(settings, **kwargs), dialect_for_driver(settings.db_driver))
+
+    # -- statements -------------------------------------------------------
+    def _run(self, sql: str, params: Params, fetch: str) -> Any:
+        try:
+            with contextlib.closing(self.conn.cursor()) as cur:
+                cur.execute(sql, params)
+                if fetch == "none":
+                    return cur.rowcount
+                if fetch == "lastrowid":
+                    return cur.lastrowid
+                if cur.description is None:
+                    return [] if fetch == "all" else None
+                cols = [d[0] for d in cur.description]
+                if fetch == "one":
+                    row = cur.fetchone()
+                    return dict(zip(cols, row)) if row is not None else None
+                return [dict(zip(cols, r)) for r in cur.fetchall()]
+        except _connection_errors() as exc:
+            raise DatabaseUnavailable(f"Conexão com o banco perdida: {str(exc).strip()}") from exc
+
+    def execute(self, sql: str, params: Params = None) -> int:
+        """Run a statement; return its row count."""
+        return self._run(sql, params, "none")
+
+    def fetch_one(self, sql: str, params: Params = None) -> Optional[dict]:
+        return self._run(sql, params, "one")
+
+    def fetch_all(self, sql: str, params: Params = None) -> List[dict]:
+        return self._run(sql, params, "all")
+
+    def fetch_value(self, sql: str, params: Params = None) -> Any:
+        row = self._run(sql, params, "one")
+        return next(iter(row.values())) if row else None
+
+    def insert_lastrowid(self, sql: str, params: Params = None) -> int:
+        return self._run(sql, params, "lastrowid")
+
+    # -- transactions -----------------------------------------------------
+    def begin(self) -> None:
+        self.execute("BEGIN")
+        self.in_transaction = True
+
+    def commit(self) -> None:
+        self.execute("COMMIT")
+        self.in_transaction = False
+
+    def rollback(self) -> None:
+        """Roll back; a lost connection is not an error here (the server rolled back)."""
+        self.in_transaction = False
+        try:
+            self.execute("ROLLBACK")
+        except DatabaseUnavailable:
+            pass
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[DbSession]:
+        """BEGIN ... COMMIT, or ROLLBACK when the block raises."""
+        self.begin()
+        try:
+            yield self
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    def is_alive(self) -> bool:
+        try:
+            self.execute("SELECT 1")
+            return True
+        except DatabaseUnavailable:
+            return False
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
+class TaskConnection:
+    """The `bd_conn` given to user code: the queue's connection, inside the task transaction.
+
+    Compatible with code written for the original library: `.conn` is the raw
+    DB-API connection; the object also works as a DB-API connection itself
+    (`cursor()`), and `execute(sql, params)` returns the rows as dicts.
+    Committing is the queue's job: `commit()`/`rollback()` here are refused so
+    the task's writes and its status always commit together.
+    """
+
+    def __init__(self, session: DbSession) -> None:
+        self._session = session
+        self.conn = session.conn
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return self.conn.cursor(*args, **kwargs)
+
+    def execute(self, sql: str, params: Params = None) -> List[dict]:
+        """Run `sql` with bound `params`; return the rows (empty for statements without rows)."""
+        return self._session.fetch_all(sql, params)
+
+    def executemany(self, sql: str, seq: Sequence[Mapping[str, Any]]) -> None:
+        with contextlib.closing(self.conn.cursor()) as cur:
+            cur.executemany(sql, seq)
+
+    def commit(self) -> None:
+        raise RuntimeError(
+            "bd_conn pertence à transação da tarefa: a fila faz o commit junto com o status."
+        )
+
+    rollback = commit
+
+    def close(self) -> None:
+        """No-op: the connection belongs to the worker."""

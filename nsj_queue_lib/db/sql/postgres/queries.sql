@@ -1,0 +1,196 @@
+-- Named queries of the PostgreSQL dialect.
+-- Each block starts with "-- name: <name>"; {table}, {sub_table} and {tarefa_cols}
+-- are identifiers rendered once at start-up; values are always %(name)s parameters.
+-- The MySQL file has the same names (a unit test keeps both in step).
+
+-- name: task_insert
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        coalesce(%(data_hora)s::timestamptz, clock_timestamp()),
+        coalesce(%(data_hora)s::timestamptz, clock_timestamp()))
+RETURNING id
+
+-- name: task_insert_many
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
+VALUES %s
+RETURNING id
+
+-- name: task_insert_many_row
+(%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+ %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+ coalesce(%(data_hora)s::timestamptz, clock_timestamp()),
+ coalesce(%(data_hora)s::timestamptz, clock_timestamp()))
+
+-- name: task_list_equivalent
+SELECT {tarefa_cols}
+  FROM {table} t
+ WHERE t.payload_hash = %(payload_hash)s
+   AND t.chave_externa IS NOT DISTINCT FROM %(chave_externa)s
+   AND t.status = ANY(%(status)s)
+   AND t.origem IS NOT DISTINCT FROM %(origem)s
+   AND t.destino IS NOT DISTINCT FROM %(destino)s
+   AND t.processo IS NOT DISTINCT FROM %(processo)s
+   AND t.tenant IS NOT DISTINCT FROM %(tenant)s
+   AND t.grupo_empresarial IS NOT DISTINCT FROM %(grupo_empresarial)s
+ ORDER BY t.id
+
+-- name: task_claim_locked
+-- Claims the next due task and takes its advisory lock in one statement (autocommit),
+-- so 'processando' is visible while it runs and the lock lives on the task's session.
+UPDATE {table} t
+   SET status = 'processando'
+ WHERE t.id = (SELECT c.id
+                 FROM {table} c
+                WHERE c.status IN ('pendente', 'agendada')
+                  AND c.data_hora <= now()
+                ORDER BY c.prioridade DESC, c.data_hora, c.id
+                LIMIT 1
+                  FOR UPDATE SKIP LOCKED)
+   AND pg_try_advisory_lock(%(lock_ns)s,
+         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                     THEN 4294967296 ELSE 0 END)::int4)
+RETURNING {tarefa_cols}
+
+-- name: task_claim_candidates
+SELECT id
+  FROM {table}
+ WHERE status IN ('pendente', 'agendada')
+   AND data_hora <= now()
+ ORDER BY prioridade DESC, data_hora, id
+ LIMIT %(limit)s
+
+-- name: task_mark_processing
+UPDATE {table} t
+   SET status = 'processando'
+ WHERE t.id = %(id)s
+   AND t.status IN ('pendente', 'agendada')
+RETURNING {tarefa_cols}
+
+-- name: task_lock_row
+-- Client/server mode fencing: holds the row while the task transaction runs.
+SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE
+
+-- name: task_get
+SELECT {tarefa_cols} FROM {table} t WHERE t.id = %(id)s
+
+-- name: task_finish
+UPDATE {table}
+   SET status = 'sucesso', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'processando'
+
+-- name: task_finish_unlock
+-- Success mark and lock release in one round trip; the status guard makes the early
+-- unlock safe (a rescuer blocks on the row and then finds it 'sucesso').
+UPDATE {table}
+   SET status = 'sucesso', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'processando'
+RETURNING pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+
+-- name: task_fail
+UPDATE {table}
+   SET status = %(status)s,
+       mensagem = %(mensagem)s,
+       reenfileirado = %(requeue)s,
+       estouro_tentativas = NOT %(requeue)s,
+       proxima_tentativa = CASE WHEN %(requeue)s
+                                THEN clock_timestamp() + %(delay)s * interval '1 second' END
+ WHERE id = %(id)s AND status = 'processando'
+
+-- name: task_insert_next_attempt
+INSERT INTO {table} (id_inicial, data_hora_inicial, data_hora, origem, destino, processo,
+                     chave_externa, tentativa, status, id_anterior, data_hora_anterior,
+                     status_anterior, mensagem_anterior, tenant, grupo_empresarial, payload_hash,
+                     pub_sub, publication_id, subscriber_id, dead, live_id, prioridade)
+SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, t.proxima_tentativa, t.origem,
+       t.destino, t.processo, t.chave_externa, t.tentativa + 1, 'agendada', t.id, t.data_hora,
+       t.status, t.mensagem, t.tenant, t.grupo_empresarial, t.payload_hash,
+       t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id, t.prioridade
+  FROM {table} t
+ WHERE t.id = %(id)s
+RETURNING id
+
+-- name: task_insert_dead
+INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
+                     payload_hash, tenant, grupo_empresarial, pub_sub, publication_id,
+                     subscriber_id, dead, live_id, prioridade)
+SELECT t.origem, t.destino, t.processo, t.chave_externa, 1, 'pendente',
+       coalesce(t.payload, i.payload), t.payload_hash, t.tenant, t.grupo_empresarial,
+       t.pub_sub, t.publication_id, t.subscriber_id, true, coalesce(t.id_inicial, t.id),
+       t.prioridade
+  FROM {table} t
+  LEFT JOIN {table} i ON i.id = t.id_inicial
+ WHERE t.id = %(id)s
+RETURNING id
+
+-- name: task_seconds_to_next_due
+SELECT extract(epoch FROM (min(data_hora) - now()))
+  FROM {table}
+ WHERE status IN ('pendente', 'agendada')
+
+-- name: task_has_due
+SELECT EXISTS (SELECT 1 FROM {table}
+                WHERE status IN ('pendente', 'agendada') AND data_hora <= now())
+
+-- name: task_list_running
+SELECT id FROM {table}
+ WHERE status = 'processando' AND id > %(after_id)s
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- name: task_promote_scheduled
+UPDATE {table}
+   SET status = 'pendente'
+ WHERE id IN (SELECT id FROM {table}
+               WHERE status = 'agendada' AND data_hora <= now()
+               ORDER BY data_hora
+               LIMIT %(limit)s)
+
+-- name: task_has_lost_pending
+SELECT EXISTS (SELECT 1 FROM {table}
+                WHERE status IN ('pendente', 'agendada')
+                  AND data_hora <= now() - %(seconds)s * interval '1 second')
+
+-- name: task_purge
+-- Deletes old rows of finished chains only: no attempt of the chain is still waiting or
+-- running, and the whole chain is older than the limit (so no payload holder goes early).
+DELETE FROM {table}
+ WHERE id IN (SELECT t.id
+                FROM {table} t
+               WHERE t.data_hora < now() - %(days)s * interval '1 day'
+                 AND NOT EXISTS (
+                     SELECT 1 FROM {table} a
+                      WHERE coalesce(a.id_inicial, a.id) = coalesce(t.id_inicial, t.id)
+                        AND (a.status IN ('pendente', 'agendada', 'processando')
+                             OR a.data_hora >= now() - %(days)s * interval '1 day'))
+               ORDER BY t.data_hora
+               LIMIT %(limit)s)
+
+-- name: notify
+SELECT pg_notify(%(channel)s, %(payload)s)
+
+-- name: subscriber_fanout
+-- One statement: a task per active subscriber of the publication's processo
+-- (a subscriber with NULL tenant/grupo_empresarial receives all).
+INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
+                     payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
+                     prioridade)
+SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
+       coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
+       coalesce(p.live_id, p.id), s.id, p.prioridade
+  FROM {table} p
+  LEFT JOIN {table} i ON i.id = p.id_inicial
+  JOIN {sub_table} s
+    ON s.processo = p.processo
+   AND s.ativo
+   AND (s.tenant IS NULL OR s.tenant = p.tenant)
+   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
+ WHERE p.id = %(id)s
+ ORDER BY s.id
+
+-- name: subscriber_get
+SELECT id, tenant, grupo_empresarial, processo, url, http_method, headers, ativo, created_at
+  FROM {sub_table}
+ WHERE id = %(id)s

@@ -1,0 +1,77 @@
+-- Fila {fila} (gerado por: python -m nsj_queue_lib.db_gen {schema} {fila})
+
+CREATE TABLE {table} (
+    id bigserial NOT NULL PRIMARY KEY,
+    id_inicial int8,
+    data_hora_inicial timestamptz NOT NULL DEFAULT clock_timestamp(),
+    data_hora timestamptz NOT NULL DEFAULT clock_timestamp(),
+    origem varchar(150),
+    destino varchar(150),
+    processo varchar(250),
+    chave_externa varchar(100),
+    proxima_tentativa timestamptz,
+    tentativa int NOT NULL DEFAULT 1,
+    status varchar(100) NOT NULL DEFAULT 'pendente',
+    reenfileirado boolean NOT NULL DEFAULT false,
+    estouro_tentativas boolean NOT NULL DEFAULT false,
+    mensagem varchar(500),
+    id_anterior int8,
+    data_hora_anterior timestamptz,
+    status_anterior varchar(100),
+    mensagem_anterior varchar(500),
+    payload text,
+    tenant int8,
+    grupo_empresarial varchar(40),
+    payload_hash varchar(64),
+    pub_sub boolean NOT NULL DEFAULT false,
+    publication_id int8,
+    subscriber_id varchar(100),
+    dead boolean NOT NULL DEFAULT false,
+    live_id int8,
+    prioridade int NOT NULL DEFAULT 50
+);
+
+-- Claim: due tasks by priority then age, over the active rows only.
+CREATE INDEX {ix_claim} ON {table} (prioridade DESC, data_hora, id)
+    WHERE status IN ('pendente', 'agendada');
+-- Next due time and lost-notification check.
+CREATE INDEX {ix_due} ON {table} (data_hora)
+    WHERE status IN ('pendente', 'agendada');
+-- Rescue of tasks whose worker died.
+CREATE INDEX {ix_running} ON {table} (id) WHERE status = 'processando';
+-- Purge (age) and task chains (attempts of one task).
+CREATE INDEX {ix_data_hora} ON {table} (data_hora);
+CREATE INDEX {ix_chain} ON {table} ((coalesce(id_inicial, id)));
+-- list_equivalent_task.
+CREATE INDEX {ix_equivalent} ON {table} (payload_hash, chave_externa);
+-- Monitoring: fan-out and dead letters.
+CREATE INDEX {ix_publication} ON {table} (publication_id) WHERE publication_id IS NOT NULL;
+CREATE INDEX {ix_live} ON {table} (live_id) WHERE live_id IS NOT NULL;
+
+CREATE TABLE {sub_table} (
+    id varchar(100) NOT NULL PRIMARY KEY,
+    tenant int8,
+    grupo_empresarial varchar(40),
+    processo varchar(250) NOT NULL,
+    url varchar(2048),
+    http_method varchar(8),
+    headers json,
+    ativo boolean NOT NULL DEFAULT true,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX {ix_sub} ON {sub_table} (processo, tenant, grupo_empresarial);
+
+-- Wakes the workers (LISTEN "{fila}") when a task that is due now is inserted.
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('{fila}', '');
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER {trigger} AFTER INSERT ON {table}
+    FOR EACH ROW
+    WHEN (NEW.data_hora <= clock_timestamp() AND NEW.status <> 'agendada')
+    EXECUTE FUNCTION {function}();

@@ -1,0 +1,131 @@
+"""QueueClient: the producer SDK.
+
+Inserts run on the caller's connection and never commit or roll back: the task
+belongs to the caller's transaction, so it exists only if that transaction
+commits.  Importing this module needs no environment variable.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Iterable, List, Optional, Sequence
+
+from nsj_queue_lib.config import validate_table_name
+from nsj_queue_lib.db.dialect import detect_dialect
+from nsj_queue_lib.db.payload import payload_hash, to_text
+from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, TaskRepository
+from nsj_queue_lib.db.session import DbSession
+
+DEFAULT_EQUIVALENT_STATUS = ("sucesso", "pendente", "agendada")
+
+
+class QueueClient:
+    """Enqueue tasks in a queue table, inside the caller's transaction.
+
+    Parameters
+    ----------
+    bd_conn:
+        An open DB-API connection (psycopg2, pymysql or mysql-connector-python),
+        or an object exposing one as `.conn` (such as the worker's `bd_conn`).
+    queue_table:
+        The queue table ('tabela' or 'schema.tabela').
+    queue_subscriber_table:
+        The subscriber table, for pub/sub queues (optional).
+    """
+
+    def __init__(self, bd_conn: Any, queue_table: str,
+                 queue_subscriber_table: Optional[str] = None) -> None:
+        validate_table_name(queue_table, "queue_table")
+        if queue_subscriber_table:
+            validate_table_name(queue_subscriber_table, "queue_subscriber_table")
+        raw = getattr(bd_conn, "conn", bd_conn)
+        self._repo = TaskRepository(DbSession(raw, detect_dialect(raw)), queue_table,
+                                    queue_subscriber_table)
+        self.queue_table = queue_table
+        self.queue_subscriber_table = queue_subscriber_table
+
+    @staticmethod
+    def _row(origem: Optional[str], destino: Optional[str], processo: Optional[str],
+             chave_externa: Optional[str], payload: Any, tenant: Optional[int],
+             grupo_empresarial: Optional[str], data_hora: Optional[_dt.datetime],
+             prioridade: Optional[int], pub_sub: bool) -> dict:
+        text = to_text(payload)
+        if prioridade is not None and not isinstance(prioridade, int):
+            raise TypeError("prioridade deve ser um inteiro")
+        return {
+            "origem": origem, "destino": destino, "processo": processo,
+            "chave_externa": chave_externa, "payload": text, "payload_hash": payload_hash(text),
+            "tenant": tenant, "grupo_empresarial": grupo_empresarial, "pub_sub": pub_sub,
+            "prioridade": DEFAULT_PRIORITY if prioridade is None else prioridade,
+            "data_hora": data_hora,
+        }
+
+    def insert_task(self, origem: Optional[str], destino: Optional[str], processo: Optional[str],
+                    chave_externa: Optional[str], payload: Any, tenant: Optional[int] = None,
+                    grupo_empresarial: Optional[str] = None,
+                    data_hora: Optional[_dt.datetime] = None,
+                    prioridade: Optional[int] = None) -> int:
+        """Enqueue a simple task; return its id.
+
+        A dict (or list) payload is stored as JSON text.  `data_hora` schedules
+        the task for later; a larger `prioridade` runs first (default 50).
+        """
+        row = self._row(origem, destino, processo, chave_externa, payload, tenant,
+                        grupo_empresarial, data_hora, prioridade, False)
+        return self._repo.task_insert(**row)
+
+    def insert_task_pub_sub(self, origem: Optional[str], destino: Optional[str],
+                            processo: str, chave_externa: Optional[str], payload: Any,
+                            tenant: Optional[int] = None,
+                            grupo_empresarial: Optional[str] = None,
+                            data_hora: Optional[_dt.datetime] = None,
+                            prioridade: Optional[int] = None) -> int:
+        """Publish a task to every active subscriber of `processo`; return the publication id."""
+        row = self._row(origem, destino, processo, chave_externa, payload, tenant,
+                        grupo_empresarial, data_hora, prioridade, True)
+        return self._repo.task_insert(**row)
+
+    def insert_task_webhook(self, origem: Optional[str], destino: Optional[str],
+                            processo: str, chave_externa: Optional[str], payload: Any,
+                            tenant: Optional[int] = None,
+                            grupo_empresarial: Optional[str] = None,
+                            data_hora: Optional[_dt.datetime] = None,
+                            prioridade: Optional[int] = None) -> int:
+        """Publish a task whose subscribers are webhooks (a pub/sub publication)."""
+        return self.insert_task_pub_sub(origem, destino, processo, chave_externa, payload,
+                                        tenant, grupo_empresarial, data_hora, prioridade)
+
+    def insert_tasks(self, tasks: Iterable[dict], pub_sub: bool = False) -> List[int]:
+        """Enqueue many tasks in one round trip; return their ids in order.
+
+        Each dict takes the keyword arguments of `insert_task` (`origem`,
+        `destino`, `processo`, `chave_externa`, `payload`, and optionally
+        `tenant`, `grupo_empresarial`, `data_hora`, `prioridade`).
+        """
+        rows = []
+        for task in tasks:
+            unknown = set(task) - {"origem", "destino", "processo", "chave_externa", "payload",
+                                   "tenant", "grupo_empresarial", "data_hora", "prioridade"}
+            if unknown:
+                raise TypeError(f"campos desconhecidos em insert_tasks: {sorted(unknown)}")
+            rows.append(self._row(task.get("origem"), task.get("destino"), task.get("processo"),
+                                  task.get("chave_externa"), task.get("payload"),
+                                  task.get("tenant"), task.get("grupo_empresarial"),
+                                  task.get("data_hora"), task.get("prioridade"), pub_sub))
+        return self._repo.task_insert_many(rows)
+
+    def list_equivalent_task(self, origem: Optional[str], destino: Optional[str],
+                             processo: Optional[str], chave_externa: Optional[str],
+                             payload: Any, tenant: Optional[int] = None,
+                             grupo_empresarial: Optional[str] = None,
+                             status: Sequence[str] = DEFAULT_EQUIVALENT_STATUS) -> List[dict]:
+        """Tasks already queued with the same payload, chave_externa, origem, destino,
+        processo, tenant and grupo_empresarial, in one of `status`.
+
+        `payload` may be a dict or a str (a dict is serialised as `insert_task` does).
+        """
+        text = to_text(payload)
+        return self._repo.task_list_equivalent(
+            payload_hash=payload_hash(text), chave_externa=chave_externa, status=list(status),
+            origem=origem, destino=destino, processo=processo, tenant=tenant,
+            grupo_empresarial=grupo_empresarial)

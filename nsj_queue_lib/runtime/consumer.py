@@ -1,0 +1,114 @@
+"""The consumer loop: wait for work, claim, run, repeat; reconnect when the DB is lost."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.backend import Backend
+from nsj_queue_lib.coordination.base import HALT_PAYLOAD
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
+from nsj_queue_lib.runtime.claim import LockerClaimer, SqlLockClaimer
+from nsj_queue_lib.runtime.runner import Dispatch, TaskRunner
+from nsj_queue_lib.runtime.schedule import Backoff
+
+logger = logging.getLogger(__name__)
+
+WAIT_SLICE = 0.5  # seconds; bounds how long a stop request waits for an idle worker
+BUSY_RETRY = 0.05  # due rows exist but another worker is claiming them right now
+
+
+class Consumer:
+    """Runs tasks one at a time until `stop` is set (signal or HALT)."""
+
+    def __init__(self, settings: Settings, backend: Backend, dispatch: Dispatch,
+                 stop: threading.Event,
+                 on_connect: Optional[Callable[[], None]] = None) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.dispatch = dispatch
+        self.stop = stop
+        self.on_connect = on_connect
+        self.tasks_done = 0
+        self.halted = False
+
+    def run(self) -> None:
+        backoff = Backoff()
+        while not self.stop.is_set():
+            session: Optional[DbSession] = None
+            try:
+                session = DbSession.open(self.settings)
+                self._serve(session, backoff)
+            except (DatabaseUnavailable, CoordinationError) as exc:
+                delay = backoff.next()
+                logger.warning("Conexão indisponível (%s); nova tentativa em %.1f s", exc, delay)
+                self.stop.wait(delay)
+            finally:
+                if session is not None:
+                    session.close()
+
+    def _serve(self, session: DbSession, backoff: Backoff) -> None:
+        settings = self.settings
+        repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
+        notifier = self.backend.notifier(session)
+        locker = self.backend.task_locker(session)
+        try:
+            self._check_table(repo)
+            notifier.listen()
+            if self.backend.task_locks_in_sql:
+                claimer = SqlLockClaimer(repo, settings.queue_table)
+            else:
+                claimer = LockerClaimer(repo, locker, settings.queue_table)
+            runner = TaskRunner(settings, repo, locker, self.dispatch,
+                                self.backend.task_locks_in_sql,
+                                fence_row=not self.backend.task_locks_in_sql)
+            logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
+            if self.on_connect is not None:
+                self.on_connect()
+            backoff.reset()
+            while not self.stop.is_set():
+                tarefa = claimer.claim()
+                if tarefa is not None:
+                    runner.run(tarefa)
+                    self.tasks_done += 1
+                    continue
+                self._idle_wait(repo, notifier)
+        finally:
+            notifier.close()
+            locker.close()
+
+    def _check_table(self, repo: TaskRepository) -> None:
+        import psycopg2
+        import pymysql
+
+        try:
+            repo.task_seconds_to_next_due()
+        except (psycopg2.ProgrammingError, pymysql.err.ProgrammingError) as exc:
+            raise ConfigError(
+                f"QUEUE_TABLE: a tabela '{self.settings.queue_table}' não existe ou não tem as "
+                f"colunas de uma fila (gere-a com python -m nsj_queue_lib.db_gen): "
+                f"{str(exc).strip().splitlines()[0]}") from exc
+
+    def _idle_wait(self, repo: TaskRepository, notifier) -> None:
+        # Wake at the earliest of: a notification, the next scheduled task or retry
+        # becoming due, the periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL), or a stop.
+        timeout = self.settings.queue_wait_notify_interval
+        next_due = repo.task_seconds_to_next_due()
+        if next_due is not None:
+            timeout = min(timeout, max(next_due, BUSY_RETRY))
+        remaining = timeout
+        while remaining > 0 and not self.stop.is_set():
+            step = min(WAIT_SLICE, remaining)
+            notes = notifier.wait(step)
+            remaining -= step
+            if notes:
+                if any(n.payload == HALT_PAYLOAD for n in notes):
+                    logger.info("HALT recebido no canal %s: parando o worker",
+                                self.settings.queue_name)
+                    self.halted = True
+                    self.stop.set()
+                return

@@ -1,0 +1,117 @@
+"""TaskRunner: runs one claimed task in one transaction and records its outcome."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import Locker, task_lock_key
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import TaskConnection
+from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.runtime.failure import error_text, record_failure
+
+logger = logging.getLogger(__name__)
+
+SUCCESS_MESSAGE = "Concluído com sucesso"
+
+# dispatch(tarefa, bd_conn) -> message returned by user code
+Dispatch = Callable[[dict, TaskConnection], Any]
+
+
+def success_message(result: Any, task_id: int) -> str:
+    if result is None:
+        return SUCCESS_MESSAGE
+    if isinstance(result, str):
+        return result
+    logger.warning("Tarefa %s: execute retornou %s em vez de str; gravado como texto",
+                   task_id, type(result).__name__)
+    return str(result)
+
+
+class TaskRunner:
+    """Runs claimed tasks on the worker's session.
+
+    The user's writes on `bd_conn` and the 'sucesso' mark commit in one
+    transaction.  On an exception the writes roll back and the failure, with
+    its next attempt or dead letter, is recorded in a second transaction.
+    The final UPDATEs only touch a row still 'processando', so a task rescued
+    meanwhile by another worker is never completed twice.
+    """
+
+    def __init__(self, settings: Settings, repo: TaskRepository, locker: Locker,
+                 dispatch: Dispatch, task_locks_in_sql: bool, fence_row: bool = False) -> None:
+        self.settings = settings
+        self.repo = repo
+        self.session = repo.session
+        self.locker = locker
+        self.dispatch = dispatch
+        self.task_locks_in_sql = task_locks_in_sql
+        self.fence_row = fence_row
+
+    def run(self, tarefa: dict) -> Optional[bool]:
+        """Run the task; True on success, False on a recorded failure, None if taken over."""
+        task_id = tarefa["id"]
+        key = task_lock_key(self.settings.queue_table, task_id)
+        released = False
+        try:
+            outcome, released = self._run_locked(tarefa, key)
+            return outcome
+        finally:
+            if not released:
+                try:
+                    self.locker.unlock(key)
+                except DatabaseUnavailable:
+                    pass  # the session is gone, and its locks with it
+
+    def _run_locked(self, tarefa: dict, key: Any) -> tuple:
+        task_id = tarefa["id"]
+        session = self.session
+        session.begin()
+        try:
+            if self.fence_row and not self.repo.task_lock_row(task_id):
+                session.rollback()
+                return None, False
+            result = self.dispatch(tarefa, TaskConnection(session))
+            message = success_message(result, task_id)
+            if self.task_locks_in_sql:
+                done = self.repo.task_finish_unlock(task_id, message, key)
+            else:
+                done = self.repo.task_finish(task_id, message)
+            if not done:
+                session.rollback()
+                logger.warning("Tarefa %s deixou de estar 'processando' (resgatada por outro "
+                               "worker); o trabalho desta execução foi desfeito", task_id)
+                return None, False
+            session.commit()
+            logger.debug("Tarefa %s concluída", task_id)
+            return True, self.task_locks_in_sql
+        except KeyboardInterrupt:
+            session.rollback()
+            raise
+        except BaseException as exc:  # SystemExit from user code is a task failure too
+            session.rollback()
+            if self._connection_lost(exc):
+                raise DatabaseUnavailable(
+                    f"Conexão perdida durante a tarefa {task_id}: {exc}") from exc
+            logger.error("Tarefa %s falhou: %s", task_id, error_text(exc),
+                         exc_info=not isinstance(exc, SystemExit))
+            self._record_failure(tarefa, error_text(exc))
+            return False, False
+
+    def _connection_lost(self, exc: BaseException) -> bool:
+        if isinstance(exc, DatabaseUnavailable):
+            return True
+        conn = self.session.conn
+        closed = getattr(conn, "closed", None)
+        if isinstance(closed, int) and not isinstance(closed, bool):
+            return closed != 0  # psycopg2
+        is_open = getattr(conn, "open", True)  # pymysql
+        return not is_open
+
+    def _record_failure(self, tarefa: dict, error: str) -> None:
+        with self.session.transaction():
+            if record_failure(self.repo, tarefa, error, self.settings) is None:
+                logger.warning("Tarefa %s já não estava 'processando'; falha não registrada",
+                               tarefa["id"])

@@ -1,0 +1,46 @@
+"""Pure time arithmetic: minute-aligned slots, retry delays and reconnect back-off."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import random
+from typing import FrozenSet, Optional
+
+
+def seconds_to_next_slot(minutes: FrozenSet[int], now: _dt.datetime) -> float:
+    """Seconds from `now` to the start of the next clock minute listed in `minutes`.
+
+    The slot is strictly after the current minute's start, so a job runs once
+    per matching minute (all workers wake at the same instant on purpose: the
+    admin lock lets exactly one of them do the work).
+    """
+    base = now.replace(second=0, microsecond=0)
+    for step in range(1, 24 * 60 + 1):
+        slot = base + _dt.timedelta(minutes=step)
+        if slot.minute in minutes:
+            return max(0.0, (slot - now).total_seconds())
+    raise ValueError("no minute configured")
+
+
+def retry_delay_seconds(tentativa: int, base_interval_minutes: float) -> float:
+    """Delay before the next attempt: tentativa x QUEUE_BASE_INTERVAL_RETRY minutes."""
+    return max(0.0, tentativa * base_interval_minutes * 60.0)
+
+
+class Backoff:
+    """Exponential back-off with jitter for reconnects (0.5 s doubling up to `cap`)."""
+
+    def __init__(self, first: float = 0.5, cap: float = 30.0,
+                 rng: Optional[random.Random] = None) -> None:
+        self.first = first
+        self.cap = cap
+        self.attempt = 0
+        self._rng = rng or random.Random()
+
+    def next(self) -> float:
+        delay = min(self.cap, self.first * (2 ** self.attempt))
+        self.attempt += 1
+        return delay * (0.5 + self._rng.random() / 2)
+
+    def reset(self) -> None:
+        self.attempt = 0

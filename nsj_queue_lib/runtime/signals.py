@@ -1,0 +1,50 @@
+"""SIGTERM/SIGINT handling: the first signal stops gracefully, the second exits at once."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from typing import Any, Callable, Dict
+
+logger = logging.getLogger(__name__)
+
+EXIT_FORCED = 1
+
+
+def install(stop: threading.Event, grace_seconds: float,
+            on_first: Callable[[], None] = lambda: None) -> Callable[[], None]:
+    """Install the handlers (main thread only); return a function restoring the old ones."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous: Dict[int, Any] = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if stop.is_set():
+            logger.warning("%s recebido novamente: saindo imediatamente", name)
+            os._exit(EXIT_FORCED)
+        logger.info("%s recebido: terminando a tarefa em curso e parando (segundo sinal "
+                    "força a saída)", name)
+        stop.set()
+        on_first()
+        # A task that ignores the stop request past the grace period is abandoned:
+        # its transaction is rolled back by the database and the task is rescued later.
+        timer = threading.Timer(grace_seconds, _force_exit, args=(grace_seconds,))
+        timer.daemon = True
+        timer.start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def _force_exit(grace: float) -> None:
+    logger.error("A tarefa em curso não terminou em %.0f s após o pedido de parada; saindo", grace)
+    os._exit(EXIT_FORCED)

@@ -1,0 +1,96 @@
+"""WorkerRuntime: wiring, start-up checks, shutdown order and exit codes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, List, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.backend import make_backend
+from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
+from nsj_queue_lib.runtime import signals
+from nsj_queue_lib.runtime.consumer import Consumer
+from nsj_queue_lib.runtime.maintenance import RetryService, admin_services
+from nsj_queue_lib.runtime.runner import Dispatch
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CONFIG = 2
+
+JOIN_TIMEOUT = 10.0
+
+
+class WorkerRuntime:
+    """Everything behind `WorkerBase.run()`."""
+
+    def __init__(self, settings: Settings, dispatch: Dispatch,
+                 extra_services: Optional[List[Any]] = None) -> None:
+        self.settings = settings
+        self.dispatch = dispatch
+        self.stop = threading.Event()
+        self.backend = make_backend(settings)
+        self.services = admin_services(settings, self.backend, self.stop)
+        self.services.extend(extra_services or [])
+        self.consumer = Consumer(settings, self.backend, dispatch, self.stop,
+                                 on_connect=self._rescue_once)
+        self.on_stop: List[Callable[[], None]] = []
+
+    def _rescue_once(self) -> None:
+        # At start and after each reconnect: rescue tasks whose worker died (maybe
+        # this very process before a crash) instead of waiting for the next slot.
+        rescue = next(s for s in self.services if isinstance(s, RetryService))
+        try:
+            rescue.run_once()
+        except (DatabaseUnavailable, CoordinationError) as exc:
+            logger.warning("Resgate inicial não executado: %s", exc)
+
+    def run(self) -> int:
+        restore = signals.install(self.stop, self.settings.shutdown_timeout)
+        try:
+            for service in self.services:
+                service.start()
+            # Shutdown order: the consumer returns only after its current task has
+            # committed (its lock and connection stay alive until then, so no other
+            # worker rescues a task that is still running); then the admin threads
+            # stop; then connections close.
+            self.consumer.run()
+        finally:
+            self.stop.set()
+            for service in self.services:
+                service.join(JOIN_TIMEOUT)
+            for callback in self.on_stop:
+                callback()
+            restore()
+        logger.info("Worker finalizado (%s tarefas executadas)", self.consumer.tasks_done)
+        return EXIT_OK
+
+
+def run_worker(build: Callable[[Settings], WorkerRuntime],
+               settings: Optional[Settings] = None) -> int:
+    """Read settings, build the runtime and run it; return the process exit code."""
+    from nsj_queue_lib.log import configure_logging
+
+    try:
+        settings = settings or Settings.from_env()
+    except ConfigError as exc:
+        configure_logging(None)
+        logger.error("%s", exc)
+        return EXIT_CONFIG
+    configure_logging(settings)
+    try:
+        runtime = build(settings)
+    except ConfigError as exc:
+        logger.error("%s", exc)
+        return EXIT_CONFIG
+    if settings.queue_table.split(".")[-1] != settings.queue_name:
+        logger.warning("QUEUE_NAME (%s) difere do nome da tabela (%s): a trigger gerada pelo "
+                       "db_gen notifica o canal com o nome da tabela", settings.queue_name,
+                       settings.queue_table)
+    try:
+        return runtime.run()
+    except ConfigError as exc:
+        logger.error("%s", exc)
+        return EXIT_CONFIG

@@ -1,0 +1,110 @@
+"""WorkerBase: extend it, implement `execute`, and call `run()`."""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import logging
+import sys
+from typing import Any, Callable, Dict, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.exceptions import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def accepts_extra_arg(func: Callable[..., Any], base_count: int) -> bool:
+    """True when `func` (bound) takes more than `base_count` positional arguments."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = 0
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            return True
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional += 1
+    return positional > base_count
+
+
+class WorkerBase(abc.ABC):
+    """Base of a queue worker.
+
+    Implement `execute(payload, tarefa, bd_conn)` (and optionally
+    `execute_dead`). What it returns is stored in `mensagem`; raising marks the
+    attempt as `falha` and schedules the next one. `bd_conn` is the queue's own
+    connection inside the task's transaction: what the task writes through it
+    commits together with the task's success, or rolls back with its failure.
+    In multi-database mode, methods that accept a fourth parameter receive
+    `multi_db_conn`, a connection to the task tenant's database.
+    """
+
+    def __init__(self, settings: Optional[Settings] = None) -> None:
+        self.settings = settings
+        self._accepts: Dict[str, bool] = {}
+
+    @abc.abstractmethod
+    def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
+                multi_db_conn: Any = None) -> Optional[str]:
+        """Process one task; return the message to store (None: "Concluído com sucesso")."""
+
+    def execute_dead(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
+                     multi_db_conn: Any = None) -> Optional[str]:
+        """Process a dead-letter task (one that exhausted its attempts).
+
+        The default logs a warning and asks for manual intervention.
+        """
+        original = tarefa.get("live_id") or tarefa.get("id")
+        message = (f"Tarefa com ID {original} excedeu o número de tentativas, sem sucesso. "
+                   "Será necessária intervenção manual.")
+        logger.warning(message)
+        return message
+
+    def _call(self, name: str, base_args: tuple, multi_db_conn: Any) -> Any:
+        method = getattr(self, name)
+        if multi_db_conn is not None:
+            if name not in self._accepts:
+                self._accepts[name] = accepts_extra_arg(method, len(base_args))
+            if self._accepts[name]:
+                return method(*base_args, multi_db_conn)
+        return method(*base_args)
+
+    def internal_execute(self, tarefa: Dict[str, Any], bd_conn: Any,
+                         multi_db_conn: Any = None) -> Any:
+        return self._call("execute", (tarefa["payload"], tarefa, bd_conn), multi_db_conn)
+
+    def internal_execute_dead(self, tarefa: Dict[str, Any], bd_conn: Any,
+                              multi_db_conn: Any = None) -> Any:
+        return self._call("execute_dead", (tarefa["payload"], tarefa, bd_conn), multi_db_conn)
+
+    # -- runtime wiring ---------------------------------------------------
+    def dispatch(self, tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any = None) -> Any:
+        """Route a claimed task: dead letter, publication (fan-out) or normal task."""
+        if tarefa.get("dead"):
+            return self.internal_execute_dead(tarefa, bd_conn, multi_db_conn)
+        if tarefa.get("pub_sub"):
+            from nsj_queue_lib.pubsub.fanout import publish
+
+            return publish(self, tarefa, bd_conn)
+        return self.internal_execute(tarefa, bd_conn, multi_db_conn)
+
+    def build_runtime(self, settings: Settings) -> Any:
+        """Create the runtime that serves this worker (overridable for extra services)."""
+        from nsj_queue_lib.runtime.dispatch import make_dispatch
+        from nsj_queue_lib.runtime.supervisor import WorkerRuntime
+
+        self.settings = settings
+        return WorkerRuntime(settings, make_dispatch(self, settings))
+
+    def run(self) -> None:
+        """Run the worker until SIGTERM/SIGINT or HALT; exit non-zero on a startup error."""
+        from nsj_queue_lib.runtime.supervisor import run_worker
+
+        code = run_worker(self.build_runtime, self.settings)
+        if code:
+            sys.exit(code)
+
+
+__all__ = ["ConfigError", "WorkerBase"]
