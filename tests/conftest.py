@@ -22,7 +22,7 @@ def pg_server():
     server = pg.acquire()
     yield server
     if server.embedded is not None:
-        server.embedded.cleanup()
+        server.release()
 
 
 @pytest.fixture(autouse=True)

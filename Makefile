@@ -1,0 +1,70 @@
+# nsj_queue_lib — tarefas de desenvolvimento.  `make help` lista os alvos.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+-include .env
+export
+
+.PHONY: help demo test lint bench postgres tests tests_pubsub tests_webhook tests_server \
+        tests_pubsub_server tests_webhook_server stop remove build_pkg upload_pkg install_to_pkg
+
+help: ## lista os alvos
+	@grep -E '^[a-z_]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 24
+
+$(STAMP): setup.cfg pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP) ## demo: workers consumindo uma fila real (PostgreSQL de DB_* ou embutido)
+	$(PY) -m nsj_queue_lib.demo
+
+test: $(STAMP) ## lint + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de MYSQL_TEST_*)
+	$(PY) -m ruff check nsj_queue_lib tests bench
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff
+	$(PY) -m ruff check nsj_queue_lib tests bench
+
+bench: $(STAMP) ## benchmark (bench/README.md)
+	$(PY) bench/bench.py
+
+# --- Alvos com Docker (precisam de um Docker engine; não usados por `make test`) ---
+postgres: ## [docker] sobe o PostgreSQL de exemplo
+	docker compose up -d postgres
+
+tests: ## [docker] testes da fila simples em container
+	docker compose run --rm tests pytest tests/core
+
+tests_pubsub: ## [docker] testes de pub/sub em container
+	docker compose run --rm tests pytest tests/pubsub -k "not webhook"
+
+tests_webhook: ## [docker] testes de webhook em container
+	docker compose run --rm tests pytest tests/pubsub -k webhook
+
+tests_server: ## [docker] testes do modo cliente/servidor em container
+	docker compose run --rm tests pytest tests/server tests/client_server
+
+tests_pubsub_server: ## [docker] pub/sub no modo cliente/servidor
+	docker compose run --rm -e CLIENT_SERVER_MODE=true tests pytest tests/client_server -k pubsub
+
+tests_webhook_server: ## [docker] webhook no modo cliente/servidor
+	docker compose run --rm -e CLIENT_SERVER_MODE=true tests pytest tests/client_server -k webhook
+
+stop: ## [docker] para os containers
+	docker compose stop
+
+remove: ## [docker] remove os containers
+	docker compose down -v
+
+install_to_pkg: $(STAMP) ## instala as ferramentas de empacotamento
+	$(PY) -m pip install -q build twine
+
+build_pkg: $(STAMP) ## gera sdist e wheel em dist/
+	rm -rf dist && $(PY) -m build
+
+upload_pkg: ## envia dist/ ao PyPI (twine)
+	$(PY) -m twine upload dist/*
