@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, List
+from typing import Any, List, Optional
 
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.schema import render_schema
@@ -38,7 +38,7 @@ def _count(conn: Any, where: str) -> int:
         return int(cur.fetchone()[0])
 
 
-def main(argv: List[str] = None) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nsj_queue_lib.demo")
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)

@@ -68,7 +68,9 @@ class QueueClient:
         """Enqueue a simple task; return its id.
 
         A dict (or list) payload is stored as JSON text.  `data_hora` schedules
-        the task for later; a larger `prioridade` runs first (default 50).
+        the task for later; a larger `prioridade` runs first (default 50).  On
+        MySQL the columns hold UTC: an aware `data_hora` is converted, a naive
+        one is taken as UTC.
         """
         row = self._row(origem, destino, processo, chave_externa, payload, tenant,
                         grupo_empresarial, data_hora, prioridade, False)

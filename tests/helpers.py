@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.schema import render_schema
@@ -34,15 +34,19 @@ def eventually(check: Callable[[], Any], timeout: float = 20.0, interval: float 
 class WorkerProc:
     """A worker running as a real process (python -m <module>)."""
 
-    def __init__(self, module: str, env: Dict[str, str], log_path: Path) -> None:
+    def __init__(self, module: str, env: Dict[str, str], log_path: Path,
+                 drop_env: Sequence[str] = (), cwd: Optional[Path] = None) -> None:
         self.module = module
         self.log_path = log_path
         self._log = open(log_path, "wb")
         full_env = {k: v for k, v in os.environ.items()}
         full_env.update(env)
+        for name in drop_env:
+            full_env.pop(name, None)
         full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
         full_env["PYTHONUNBUFFERED"] = "1"
-        self.proc = subprocess.Popen([sys.executable, "-m", module], env=full_env, cwd=str(ROOT),
+        self.proc = subprocess.Popen([sys.executable, "-m", module], env=full_env,
+                                     cwd=str(cwd or ROOT),
                                      stdout=self._log, stderr=subprocess.STDOUT)
 
     @property
@@ -50,7 +54,8 @@ class WorkerProc:
         return self.proc.pid
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def signal(self, sig: int) -> None:
@@ -73,6 +78,29 @@ class WorkerProc:
 
     def wait_exit(self, timeout: float = 20.0) -> int:
         return self.proc.wait(timeout)
+
+
+READY_MARK = "Worker conectado"
+
+
+def wait_ready(proc: WorkerProc, timeout: float = 20.0) -> None:
+    """Until the worker logged that it is connected and listening (fail if it exits first)."""
+
+    def ready() -> bool:
+        if proc.proc.poll() is not None:
+            raise AssertionError(f"worker saiu com {proc.proc.returncode}:\n{proc.log()}")
+        return READY_MARK in proc.log()
+
+    eventually(ready, timeout, interval=0.05, message="worker ready")
+
+
+def run_python(args: Sequence[str], env: Optional[Dict[str, str]] = None,
+               cwd: Optional[Path] = None, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """Run `python <args>` with exactly `env` (plus PYTHONPATH=ROOT); capture text output."""
+    full_env = dict(env if env is not None else os.environ)
+    full_env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, *args], env=full_env, cwd=str(cwd or ROOT),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 class Queue:
@@ -167,12 +195,45 @@ class Queue:
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
-    def start_worker(self, module: str = "tests.workers.scripted", **extra: Any) -> WorkerProc:
+    def start_worker(self, module: str = "tests.workers.scripted", *,
+                     drop_env: Sequence[str] = (), cwd: Optional[Path] = None,
+                     **extra: Any) -> WorkerProc:
+        """Start a worker subprocess; `extra` are env variables, `drop_env` names to remove."""
         n = len(self.workers)
         proc = WorkerProc(module, self.worker_env(**extra),
-                          self.log_dir / f"{self.schema}-w{n}.log")
+                          self.log_dir / f"{self.schema}-w{n}.log", drop_env=drop_env, cwd=cwd)
         self.workers.append(proc)
         return proc
+
+    def start_ready_worker(self, module: str = "tests.workers.scripted",
+                           **extra: Any) -> WorkerProc:
+        """Start a worker and wait until it listens on the queue's channel."""
+        proc = self.start_worker(module, **extra)
+        wait_ready(proc)
+        return proc
+
+    def settings(self, **extra: Any) -> Any:
+        """Settings of this queue (as a worker would read them), for in-process services."""
+        from nsj_queue_lib.config import Settings
+
+        return Settings.from_env(self.worker_env(**extra), load_dotenv=False)
+
+    def db_now(self) -> Any:
+        return self.value("SELECT clock_timestamp()")
+
+    def task_lock_held(self, task_id: int) -> bool:
+        """True while some session holds the advisory lock of task `task_id`."""
+        from nsj_queue_lib.coordination.base import task_lock_key
+
+        ns, obj = task_lock_key(self.table, task_id)
+        return bool(self.value(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = %s AND objid = %s AND objsubid = 2",
+            (ns & 0xFFFFFFFF, obj & 0xFFFFFFFF)))
+
+    def chain(self, first_id: int) -> List[dict]:
+        """The attempts of one task (first attempt and its retries), in order."""
+        return self.rows("id = %s OR id_inicial = %s", (first_id, first_id))
 
     def wait_status(self, task_id: int, status: str, timeout: float = 20.0) -> dict:
         return eventually(lambda: next((r for r in self.rows("id = %s", (task_id,))

@@ -39,9 +39,10 @@ CREATE INDEX "ix_fila_teste_due" ON "public"."fila_teste" (data_hora)
     WHERE status IN ('pendente', 'agendada');
 -- Rescue of tasks whose worker died.
 CREATE INDEX "ix_fila_teste_running" ON "public"."fila_teste" (id) WHERE status = 'processando';
--- Purge (age) and task chains (attempts of one task).
-CREATE INDEX "ix_fila_teste_data_hora" ON "public"."fila_teste" (data_hora);
-CREATE INDEX "ix_fila_teste_chain" ON "public"."fila_teste" ((coalesce(id_inicial, id)));
+-- Purge by age: BRIN is tiny and nearly free to maintain on an append-mostly table.
+CREATE INDEX "ix_fila_teste_data_hora" ON "public"."fila_teste" USING brin (data_hora);
+-- Attempts of one task (retries point to their first attempt).
+CREATE INDEX "ix_fila_teste_chain" ON "public"."fila_teste" (id_inicial) WHERE id_inicial IS NOT NULL;
 -- list_equivalent_task.
 CREATE INDEX "ix_fila_teste_equivalent" ON "public"."fila_teste" (payload_hash, chave_externa);
 -- Monitoring: fan-out and dead letters.
@@ -62,7 +63,8 @@ CREATE TABLE "public"."fila_teste_subscriber" (
 
 CREATE INDEX "ix_fila_teste_sub" ON "public"."fila_teste_subscriber" (processo, tenant, grupo_empresarial);
 
--- Wakes the workers (LISTEN "fila_teste") when a task that is due now is inserted.
+-- Wakes the workers (LISTEN "fila_teste") when a task is inserted: a task due now is claimed,
+-- and a future one (scheduled or a retry) makes idle workers re-arm their timer to its time.
 CREATE OR REPLACE FUNCTION "public"."notify_fila_teste_insert"() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -73,5 +75,5 @@ $$;
 
 CREATE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."fila_teste"
     FOR EACH ROW
-    WHEN (NEW.data_hora <= clock_timestamp() AND NEW.status <> 'agendada')
+    WHEN (NEW.status IN ('pendente', 'agendada'))
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();

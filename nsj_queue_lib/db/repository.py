@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any, List, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ConfigError
 
 DEFAULT_PRIORITY = 50
+MYSQL_INSERT_CHUNK = 500  # rows per multi-row INSERT (keeps under max_allowed_packet)
+_PARAM = re.compile(r"%\((\w+)\)s")
 MESSAGE_MAX = 500  # length of the mensagem / mensagem_anterior columns
 
 # Task statuses as persisted (the vocabulary of the reference).
@@ -19,6 +23,10 @@ PENDENTE = "pendente"
 PROCESSANDO = "processando"
 SUCESSO = "sucesso"
 FALHA = "falha"
+
+
+_BULK_COLUMNS = ("origem", "destino", "processo", "chave_externa", "payload", "payload_hash",
+                 "tenant", "grupo_empresarial", "pub_sub", "prioridade", "data_hora")
 
 
 def truncate_message(message: str, limit: int = MESSAGE_MAX) -> str:
@@ -37,6 +45,26 @@ def _normalize(row: Optional[dict]) -> Optional[dict]:
     return row
 
 
+def _utc_naive(value: Any) -> Any:
+    """MySQL DATETIME(6) columns hold naive UTC: convert an aware datetime to it.
+
+    A naive datetime is taken as UTC already (the drivers drop tzinfo silently).
+    """
+    if isinstance(value, _dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def _expand_in(sql: str, params: dict, name: str) -> str:
+    """MySQL: turn `IN %(name)s` into `IN (%(name_0)s, ...)` (mysql-connector binds no
+    tuples); values stay parameters.  An empty list matches nothing."""
+    values = list(params.pop(name))
+    keys = [f"{name}_{i}" for i in range(len(values))]
+    params.update(zip(keys, values))
+    placeholders = ", ".join(f"%({k})s" for k in keys) or "NULL"
+    return sql.replace(f"%({name})s", f"({placeholders})")
+
+
 class TaskRepository:
     """Queue-table operations for one queue on one session."""
 
@@ -45,47 +73,65 @@ class TaskRepository:
         self.session = session
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
+        self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
 
     # -- producer ---------------------------------------------------------
     def task_insert(self, **row: Any) -> int:
         if self.dialect.returning:
             return int(self.session.fetch_value(self.q["task_insert"], row))
+        row["data_hora"] = _utc_naive(row.get("data_hora"))
         return int(self.session.insert_lastrowid(self.q["task_insert"], row))
 
     def task_insert_many(self, rows: Sequence[dict]) -> List[int]:
         if not rows:
             return []
         if self.dialect.name == "postgres":
-            from psycopg2.extras import execute_values
-
-            with self.session.conn.cursor() as cur:
-                result = execute_values(
-                    cur, self.q["task_insert_many"], rows,
-                    template=self.q["task_insert_many_row"], page_size=len(rows), fetch=True,
-                )
-            return [r[0] for r in result]
+            columns = {key: [row[key] for row in rows] for key in _BULK_COLUMNS}
+            return [r["id"] for r in self.session.fetch_all(self.q["task_insert_many"], columns)]
         return self._insert_many_mysql(rows)
 
     def _insert_many_mysql(self, rows: Sequence[dict]) -> List[int]:
-        # One multi-row INSERT; MySQL gives the first id and consecutive ids for
-        # a single multi-row statement when innodb_autoinc_lock_mode <= 1; read them
-        # back by range to be safe with any lock mode.
-        cur = self.session.conn.cursor()
-        try:
-            cur.executemany(self.q["task_insert"], list(rows))
-            first = cur.lastrowid
-        finally:
-            cur.close()
-        return list(range(int(first), int(first) + len(rows)))
+        # One multi-row INSERT per chunk ("simple insert": InnoDB reserves its ids in one
+        # block, so they are lastrowid + k * auto_increment_increment).
+        step = self._autoinc_step()
+        head, row_sql = self.q["task_insert_many"].split("\nVALUES ", 1)
+        ids: List[int] = []
+        for start in range(0, len(rows), MYSQL_INSERT_CHUNK):
+            chunk = rows[start:start + MYSQL_INSERT_CHUNK]
+            values, params = [], {}
+            for k, row in enumerate(chunk):
+                values.append(_PARAM.sub(rf"%(\1_{k})s", row_sql))
+                for key in _BULK_COLUMNS:
+                    value = row.get(key)
+                    params[f"{key}_{k}"] = _utc_naive(value) if key == "data_hora" else value
+            sql = head + "\nVALUES " + ",\n".join(values)
+            first = int(self.session.insert_lastrowid(sql, params))
+            ids.extend(first + k * step for k in range(len(chunk)))
+        return ids
+
+    def _autoinc_step(self) -> int:
+        if self._step is None:
+            self._step = int(self.session.fetch_value("SELECT @@auto_increment_increment") or 1)
+        return self._step
 
     def task_list_equivalent(self, **params: Any) -> List[dict]:
-        status = params["status"]
-        params["status"] = list(status) if self.dialect.name == "postgres" else tuple(status)
-        rows = self.session.fetch_all(self.q["task_list_equivalent"], params)
+        sql = self.q["task_list_equivalent"]
+        if self.dialect.name == "postgres":
+            params["status"] = list(params["status"])
+        else:
+            sql = _expand_in(sql, params, "status")
+        rows = self.session.fetch_all(sql, params)
         return [_normalize(r) for r in rows]
 
     # -- claim / finish ---------------------------------------------------
+    def _require_sql_locks(self, name: str) -> None:
+        if not self.dialect.advisory_locks:
+            raise ConfigError(
+                f"{name} usa advisory locks do PostgreSQL; com {self.dialect.name} os locks vêm "
+                "do servidor de filas (CLIENT_SERVER_MODE=true).")
+
     def task_claim_locked(self, lock_ns: int) -> Optional[dict]:
+        self._require_sql_locks("task_claim_locked")
         return _normalize(self.session.fetch_one(self.q["task_claim_locked"], {"lock_ns": lock_ns}))
 
     def task_claim_candidates(self, limit: int) -> List[int]:
@@ -111,6 +157,7 @@ class TaskRepository:
         return self.session.execute(self.q["task_finish"], params) == 1
 
     def task_finish_unlock(self, task_id: int, mensagem: str, key: LockKey) -> bool:
+        self._require_sql_locks("task_finish_unlock")
         params = {"id": task_id, "mensagem": truncate_message(mensagem),
                   "lock_ns": key[0], "lock_id": key[1]}
         return self.session.fetch_one(self.q["task_finish_unlock"], params) is not None
@@ -163,7 +210,10 @@ class TaskRepository:
         return self.session.execute(self.q["subscriber_fanout"], {"id": publication_id})
 
     def subscriber_get(self, subscriber_id: str) -> Optional[dict]:
-        return self.session.fetch_one(self.q["subscriber_get"], {"id": subscriber_id})
+        row = self.session.fetch_one(self.q["subscriber_get"], {"id": subscriber_id})
+        if row is not None and row.get("ativo") is not None:
+            row["ativo"] = bool(row["ativo"])  # MySQL: TINYINT(1)
+        return row
 
 
 def open_repository(settings: Settings, **connect_kwargs: Any) -> TaskRepository:

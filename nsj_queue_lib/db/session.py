@@ -32,11 +32,33 @@ def _connection_errors() -> tuple:
     )
 
 
+# MySQL server errors that end the connection; client errors (2000-2999) do too.
+_MYSQL_CONNECTION_CODES = frozenset({
+    1040, 1053, 1077, 1078, 1079, 1080, 1152, 1158, 1159, 1160, 1161, 1184, 1927, 4031,
+})
+# Lock wait timeout and deadlock: reported as DatabaseUnavailable, like psycopg2's
+# TransactionRollbackError on PostgreSQL (the runtime reconnects and rescues).
+_MYSQL_TRANSIENT_CODES = frozenset({1205, 1213})
+
+
+def _mysql_statement_error(exc: BaseException, conn: Any = None) -> bool:
+    """pymysql raises OperationalError also for errors of one statement (deadlock 1213,
+    lock wait timeout 1205, SIGNAL 1644, ...): those leave the connection usable."""
+    import pymysql
+
+    if not isinstance(exc, pymysql.err.OperationalError) or not exc.args:
+        return False
+    code = exc.args[0]
+    if not isinstance(code, int) or 2000 <= code < 3000 or code in _MYSQL_CONNECTION_CODES:
+        return False
+    return conn is None or bool(getattr(conn, "open", True))
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """True when `exc` means the connection is unusable (lost, refused, closed)."""
     if isinstance(exc, DatabaseUnavailable):
         return True
-    return isinstance(exc, _connection_errors())
+    return isinstance(exc, _connection_errors()) and not _mysql_statement_error(exc)
 
 
 def connect(settings: Settings, *, connect_timeout: int = 5, application_name: str = "") -> Any:
@@ -101,6 +123,9 @@ class DbSession:
                     return dict(zip(cols, row)) if row is not None else None
                 return [dict(zip(cols, r)) for r in cur.fetchall()]
         except _connection_errors() as exc:
+            if (_mysql_statement_error(exc, self.conn)
+                    and exc.args[0] not in _MYSQL_TRANSIENT_CODES):
+                raise  # MySQL: an error of this statement (unknown column, SIGNAL, ...)
             raise DatabaseUnavailable(f"Conexão com o banco perdida: {str(exc).strip()}") from exc
 
     def execute(self, sql: str, params: Params = None) -> int:
@@ -179,7 +204,14 @@ class TaskConnection:
 
     def execute(self, sql: str, params: Params = None) -> List[dict]:
         """Run `sql` with bound `params`; return the rows (empty for statements without rows)."""
-        return self._session.fetch_all(sql, params)
+        try:
+            return self._session.fetch_all(sql, params)
+        except DatabaseUnavailable as exc:
+            # MySQL: a deadlock or lock wait timeout of the task's own SQL is a task
+            # failure, not a lost connection (pymysql raises OperationalError for both).
+            if exc.__cause__ is not None and _mysql_statement_error(exc.__cause__, self.conn):
+                raise exc.__cause__ from None
+            raise
 
     def executemany(self, sql: str, seq: Sequence[Mapping[str, Any]]) -> None:
         with contextlib.closing(self.conn.cursor()) as cur:

@@ -137,7 +137,8 @@ class TenantConnections:
                  check_after_idle: float = 30.0, application_name: str = "nsj_queue_lib",
                  clock: Callable[[], float] = time.monotonic) -> None:
         if idle_timeout <= 0 or connect_timeout <= 0 or check_after_idle < 0:
-            raise ValueError("idle_timeout and connect_timeout must be positive")
+            raise ValueError("idle_timeout and connect_timeout must be positive, "
+                             "check_after_idle must not be negative")
         self._credentials = credentials_client
         self._driver = _driver(driver)
         self._idle_timeout = float(idle_timeout)

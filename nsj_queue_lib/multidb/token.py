@@ -96,8 +96,12 @@ class TokenProvider:
                 try:
                     return self._grant_locked(refresh_token=state.refresh_token)
                 except MultiDatabaseError as exc:
+                    if exc.status_code is None:
+                        # Server unreachable: a password grant would fail the
+                        # same way; keep the refresh token for the next call.
+                        raise
                     logger.warning(
-                        "Refresh do token OAuth falhou (%s); tentando o password grant.", exc)
+                        "Refresh do token OAuth recusado (%s); tentando o password grant.", exc)
                     self._state = None
             return self._grant_locked(refresh_token=None)
 

@@ -1,4 +1,16 @@
-"""Fan-out of a publication into one task per matching active subscriber."""
+"""Fan-out of a publication into one task per matching active subscriber.
+
+One INSERT ... SELECT (`subscriber_fanout`) runs in the publication's own
+transaction: the subscriber tasks exist exactly when the publication is
+marked `sucesso`.  Each subscriber task copies the publication's origem,
+destino, processo, chave_externa, tenant, grupo_empresarial, payload (text,
+unchanged), payload_hash and prioridade, and carries `publication_id` (the id
+returned by `QueueClient.insert_task_pub_sub`) and `subscriber_id`.
+
+Matching: same `processo`, `ativo`, and for tenant and grupo_empresarial
+either a NULL on the subscriber (receives all) or equality with the
+publication (a publication with NULL there reaches only subscribers with NULL).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +18,7 @@ import logging
 from typing import Any
 
 from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.exceptions import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -16,14 +29,15 @@ NO_SUBSCRIBER = "Não haviam assinantes configurados! Tarefa descartada sem nenh
 def publish(worker: Any, tarefa: dict, bd_conn: Any) -> str:
     """Replace the publication by its subscriber tasks, in the task's transaction."""
     settings = worker.settings
-    if not settings.queue_subscriber_table:
-        raise RuntimeError(
+    if not getattr(settings, "queue_subscriber_table", None):
+        raise ConfigError(
             "Tabela de assinaturas não informada (QUEUE_SUBSCRIBER_TABLE) para a fila "
-            f"{settings.queue_table}: a publicação não pode ser distribuída."
+            f"{getattr(settings, 'queue_table', '?')}: a publicação não pode ser distribuída."
         )
     repo = TaskRepository(bd_conn._session, settings.queue_table, settings.queue_subscriber_table)
     count = repo.subscriber_fanout(tarefa["id"])
     if count <= 0:
+        logger.info("Publicação %s sem assinantes ativos para o processo", tarefa["id"])
         return NO_SUBSCRIBER
     logger.info("Publicação %s distribuída para %s assinante(s)", tarefa["id"], count)
     return PUBLISHED.format(n=count)

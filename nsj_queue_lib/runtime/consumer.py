@@ -19,7 +19,10 @@ from nsj_queue_lib.runtime.schedule import Backoff
 logger = logging.getLogger(__name__)
 
 WAIT_SLICE = 0.5  # seconds; bounds how long a stop request waits for an idle worker
-BUSY_RETRY = 0.05  # due rows exist but another worker is claiming them right now
+# Due rows exist but none could be claimed (another worker holds them right now):
+# retry soon, backing off up to BUSY_MAX while that lasts.
+BUSY_FIRST = 0.002
+BUSY_MAX = 1.0
 
 
 class Consumer:
@@ -70,13 +73,15 @@ class Consumer:
             if self.on_connect is not None:
                 self.on_connect()
             backoff.reset()
+            busy = BUSY_FIRST
             while not self.stop.is_set():
                 tarefa = claimer.claim()
                 if tarefa is not None:
                     runner.run(tarefa)
                     self.tasks_done += 1
+                    busy = BUSY_FIRST
                     continue
-                self._idle_wait(repo, notifier)
+                busy = self._idle_wait(repo, notifier, busy)
         finally:
             notifier.close()
             locker.close()
@@ -87,19 +92,26 @@ class Consumer:
 
         try:
             repo.task_seconds_to_next_due()
-        except (psycopg2.ProgrammingError, pymysql.err.ProgrammingError) as exc:
+        except (psycopg2.ProgrammingError, pymysql.err.ProgrammingError,
+                pymysql.err.OperationalError) as exc:
+            if isinstance(exc, pymysql.err.OperationalError) and exc.args[0] != 1054:
+                raise
             raise ConfigError(
                 f"QUEUE_TABLE: a tabela '{self.settings.queue_table}' não existe ou não tem as "
                 f"colunas de uma fila (gere-a com python -m nsj_queue_lib.db_gen): "
                 f"{str(exc).strip().splitlines()[0]}") from exc
 
-    def _idle_wait(self, repo: TaskRepository, notifier) -> None:
+    def _idle_wait(self, repo: TaskRepository, notifier, busy: float) -> float:
         # Wake at the earliest of: a notification, the next scheduled task or retry
         # becoming due, the periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL), or a stop.
         timeout = self.settings.queue_wait_notify_interval
         next_due = repo.task_seconds_to_next_due()
-        if next_due is not None:
-            timeout = min(timeout, max(next_due, BUSY_RETRY))
+        if next_due is not None and next_due <= 0:
+            timeout, busy = busy, min(busy * 2, BUSY_MAX)
+        else:
+            busy = BUSY_FIRST
+            if next_due is not None:
+                timeout = min(timeout, next_due)
         remaining = timeout
         while remaining > 0 and not self.stop.is_set():
             step = min(WAIT_SLICE, remaining)
@@ -111,4 +123,5 @@ class Consumer:
                                 self.settings.queue_name)
                     self.halted = True
                     self.stop.set()
-                return
+                break
+        return busy

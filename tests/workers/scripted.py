@@ -11,6 +11,9 @@ Payload keys (JSON object):
   return: any        value returned by execute (default "ok <id>")
   system_exit: bool  raise SystemExit
   long_message: int  raise an error whose message has this many characters
+  report: bool       insert an effect (tipo 'report') whose chave is a JSON description of
+                     what execute received: sorted tarefa keys, payload type and text,
+                     tentativa, id_inicial
 Non-JSON payloads are parsed with json.loads, so they fail as a recorded error.
 """
 
@@ -43,6 +46,11 @@ class ScriptedWorker(WorkerBase):
             Path(data["started_file"]).write_text(str(os.getpid()))
         if data.get("efeito"):
             _effect(bd_conn, tarefa, data["efeito"], "execute")
+        if data.get("report"):
+            info = {"keys": sorted(tarefa.keys()), "payload_type": type(payload).__name__,
+                    "payload": payload, "tentativa": tarefa["tentativa"],
+                    "id_inicial": tarefa["id_inicial"]}
+            _effect(bd_conn, tarefa, json.dumps(info), "report")
         if data.get("wait_file"):
             while not Path(data["wait_file"]).exists():
                 time.sleep(0.02)

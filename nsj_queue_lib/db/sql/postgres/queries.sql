@@ -6,23 +6,25 @@
 -- name: task_insert
 INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
                      tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
-VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
-        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
-        coalesce(%(data_hora)s::timestamptz, clock_timestamp()),
-        coalesce(%(data_hora)s::timestamptz, clock_timestamp()))
+SELECT %(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+       %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s, d.dh, d.dh
+  FROM (SELECT coalesce(%(data_hora)s::timestamptz, clock_timestamp()) AS dh) d
 RETURNING id
 
 -- name: task_insert_many
+-- One statement for the whole batch: each parameter is an array (one per column).
 INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
                      tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
-VALUES %s
+SELECT u.origem, u.destino, u.processo, u.chave_externa, u.payload, u.payload_hash,
+       u.tenant, u.grupo_empresarial, u.pub_sub, u.prioridade, d.dh, d.dh
+  FROM unnest(%(origem)s::varchar[], %(destino)s::varchar[], %(processo)s::varchar[],
+              %(chave_externa)s::varchar[], %(payload)s::text[], %(payload_hash)s::varchar[],
+              %(tenant)s::int8[], %(grupo_empresarial)s::varchar[], %(pub_sub)s::boolean[],
+              %(prioridade)s::int[], %(data_hora)s::timestamptz[])
+       AS u(origem, destino, processo, chave_externa, payload, payload_hash, tenant,
+            grupo_empresarial, pub_sub, prioridade, data_hora)
+ CROSS JOIN LATERAL (SELECT coalesce(u.data_hora, clock_timestamp()) AS dh) d
 RETURNING id
-
--- name: task_insert_many_row
-(%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
- %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
- coalesce(%(data_hora)s::timestamptz, clock_timestamp()),
- coalesce(%(data_hora)s::timestamptz, clock_timestamp()))
 
 -- name: task_list_equivalent
 SELECT {tarefa_cols}
@@ -40,6 +42,10 @@ SELECT {tarefa_cols}
 -- name: task_claim_locked
 -- Claims the next due task and takes its advisory lock in one statement (autocommit),
 -- so 'processando' is visible while it runs and the lock lives on the task's session.
+-- Asynchronous commit is safe here: the task's own (synchronous) commit flushes the WAL
+-- up to and including this claim, and a claim lost in a server crash only means the task
+-- is still 'pendente' and runs then; it halves the WAL flushes per task.
+SET LOCAL synchronous_commit = off;
 UPDATE {table} t
    SET status = 'processando'
  WHERE t.id = (SELECT c.id
@@ -63,6 +69,7 @@ SELECT id
  LIMIT %(limit)s
 
 -- name: task_mark_processing
+SET LOCAL synchronous_commit = off;
 UPDATE {table} t
    SET status = 'processando'
  WHERE t.id = %(id)s
@@ -162,10 +169,10 @@ DELETE FROM {table}
                WHERE t.data_hora < now() - %(days)s * interval '1 day'
                  AND NOT EXISTS (
                      SELECT 1 FROM {table} a
-                      WHERE coalesce(a.id_inicial, a.id) = coalesce(t.id_inicial, t.id)
+                      WHERE (a.id = coalesce(t.id_inicial, t.id)
+                             OR a.id_inicial = coalesce(t.id_inicial, t.id))
                         AND (a.status IN ('pendente', 'agendada', 'processando')
                              OR a.data_hora >= now() - %(days)s * interval '1 day'))
-               ORDER BY t.data_hora
                LIMIT %(limit)s)
 
 -- name: notify
@@ -173,13 +180,16 @@ SELECT pg_notify(%(channel)s, %(payload)s)
 
 -- name: subscriber_fanout
 -- One statement: a task per active subscriber of the publication's processo
--- (a subscriber with NULL tenant/grupo_empresarial receives all).
+-- (a subscriber with NULL tenant/grupo_empresarial receives all; a publication with
+-- NULL tenant/grupo_empresarial reaches only subscribers with NULL there), keeping
+-- the publication's payload and prioridade; publication_id is the id returned by
+-- insert_task_pub_sub (the first attempt's id, also when a retry fans out).
 INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
                      payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
                      prioridade)
 SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
        coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
-       coalesce(p.live_id, p.id), s.id, p.prioridade
+       coalesce(p.id_inicial, p.id), s.id, p.prioridade
   FROM {table} p
   LEFT JOIN {table} i ON i.id = p.id_inicial
   JOIN {sub_table} s

@@ -39,9 +39,10 @@ CREATE INDEX {ix_due} ON {table} (data_hora)
     WHERE status IN ('pendente', 'agendada');
 -- Rescue of tasks whose worker died.
 CREATE INDEX {ix_running} ON {table} (id) WHERE status = 'processando';
--- Purge (age) and task chains (attempts of one task).
-CREATE INDEX {ix_data_hora} ON {table} (data_hora);
-CREATE INDEX {ix_chain} ON {table} ((coalesce(id_inicial, id)));
+-- Purge by age: BRIN is tiny and nearly free to maintain on an append-mostly table.
+CREATE INDEX {ix_data_hora} ON {table} USING brin (data_hora);
+-- Attempts of one task (retries point to their first attempt).
+CREATE INDEX {ix_chain} ON {table} (id_inicial) WHERE id_inicial IS NOT NULL;
 -- list_equivalent_task.
 CREATE INDEX {ix_equivalent} ON {table} (payload_hash, chave_externa);
 -- Monitoring: fan-out and dead letters.
@@ -62,7 +63,8 @@ CREATE TABLE {sub_table} (
 
 CREATE INDEX {ix_sub} ON {sub_table} (processo, tenant, grupo_empresarial);
 
--- Wakes the workers (LISTEN "{fila}") when a task that is due now is inserted.
+-- Wakes the workers (LISTEN "{fila}") when a task is inserted: a task due now is claimed,
+-- and a future one (scheduled or a retry) makes idle workers re-arm their timer to its time.
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -73,5 +75,5 @@ $$;
 
 CREATE TRIGGER {trigger} AFTER INSERT ON {table}
     FOR EACH ROW
-    WHEN (NEW.data_hora <= clock_timestamp() AND NEW.status <> 'agendada')
+    WHEN (NEW.status IN ('pendente', 'agendada'))
     EXECUTE FUNCTION {function}();

@@ -1,0 +1,24 @@
+"""Benchmark worker: each task inserts one side-effect row through bd_conn."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict
+
+from nsj_queue_lib.worker_base import WorkerBase
+
+SCHEMA = os.environ.get("QUEUE_TABLE", "public.x").split(".")[0]
+SQL = f'INSERT INTO "{SCHEMA}".efeitos (tarefa_id, t_inicio) VALUES (%s, %s)'
+
+
+class NoopWorker(WorkerBase):
+    def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any) -> None:
+        started = time.time()
+        with bd_conn.cursor() as cur:
+            cur.execute(SQL, (tarefa["id"], started))
+        return None
+
+
+if __name__ == "__main__":
+    NoopWorker().run()

@@ -1,0 +1,224 @@
+-- Named queries of the MySQL / MariaDB / SingleStore dialect.
+-- Same names and %(name)s parameters as sql/postgres/queries.sql (a unit test keeps both
+-- in step); {table}, {sub_table} and {tarefa_cols} are identifiers rendered once at
+-- start-up; values are always parameters. No literal percent sign may appear here
+-- (pymysql would read it as a placeholder).
+--
+-- What differs from PostgreSQL:
+-- * No RETURNING: TaskRepository uses cursor.lastrowid after an INSERT and re-selects the
+--   row after task_mark_processing.
+-- * "Now" is UTC_TIMESTAMP(6) (microseconds; CURRENT_TIMESTAMP() has whole seconds and
+--   delayed due tasks by up to a second), against DATETIME(6) columns holding UTC, so the
+--   caller's session time_zone does not matter. Timestamps come back as naive datetimes
+--   in UTC; the repository stores an aware data_hora converted to UTC, a naive one as is.
+-- * Fractional second intervals are written in whole microseconds
+--   (INTERVAL ROUND(x * 1000000) MICROSECOND), which every MySQL flavour takes exactly.
+-- * IS NOT DISTINCT FROM is <=>; "= ANY(array)" is IN (...), expanded by the repository
+--   into one placeholder per status.
+-- * LIMIT cannot sit inside an IN (subquery) (error 1235), and a DELETE/UPDATE cannot read
+--   its own table in a subquery (error 1093): purge and promotion join the table to a
+--   derived table with the LIMIT, which MySQL materialises first.
+-- * task_claim_locked, task_finish_unlock and notify need PostgreSQL advisory locks and
+--   NOTIFY. With MySQL the queue server provides locks and wake-ups, so the runtime never
+--   runs them (Backend.task_locks_in_sql is False in client/server mode); the first two
+--   raise a clear error if called, notify is a no-op.
+
+-- name: task_insert
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)),
+        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)))
+
+-- name: task_insert_many
+-- One row here; the repository repeats the VALUES tuple once per task (parameters
+-- suffixed _0, _1, ...) into one multi-row INSERT, whose lastrowid is the first row's id.
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)),
+        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)))
+
+-- name: task_list_equivalent
+-- %(status)s is expanded by the repository into (%(status_0)s, %(status_1)s, ...).
+SELECT {tarefa_cols}
+  FROM {table} t
+ WHERE t.payload_hash = %(payload_hash)s
+   AND t.chave_externa <=> %(chave_externa)s
+   AND t.status IN %(status)s
+   AND t.origem <=> %(origem)s
+   AND t.destino <=> %(destino)s
+   AND t.processo <=> %(processo)s
+   AND t.tenant <=> %(tenant)s
+   AND t.grupo_empresarial <=> %(grupo_empresarial)s
+ ORDER BY t.id
+
+-- name: task_claim_locked
+-- Not available: needs PostgreSQL advisory locks (the repository refuses it first).
+SIGNAL SQLSTATE '45000'
+   SET MESSAGE_TEXT = 'nsj_queue_lib: task_claim_locked exige PostgreSQL; use o servidor de filas'
+
+-- name: task_claim_candidates
+-- One ordered index range per waiting status (ix_claim), merged; never a sort of the
+-- whole backlog.
+SELECT c.id
+  FROM ((SELECT id, prioridade, data_hora
+           FROM {table}
+          WHERE status = 'pendente' AND data_hora <= UTC_TIMESTAMP(6)
+          ORDER BY prioridade DESC, data_hora, id
+          LIMIT %(limit)s)
+        UNION ALL
+        (SELECT id, prioridade, data_hora
+           FROM {table}
+          WHERE status = 'agendada' AND data_hora <= UTC_TIMESTAMP(6)
+          ORDER BY prioridade DESC, data_hora, id
+          LIMIT %(limit)s)) c
+ ORDER BY c.prioridade DESC, c.data_hora, c.id
+ LIMIT %(limit)s
+
+-- name: task_mark_processing
+-- The repository re-reads the row ({tarefa_cols}) with task_get when one row changed.
+UPDATE {table}
+   SET status = 'processando'
+ WHERE id = %(id)s
+   AND status IN ('pendente', 'agendada')
+
+-- name: task_lock_row
+-- Client/server mode fencing: holds the row while the task transaction runs.
+SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE
+
+-- name: task_get
+SELECT {tarefa_cols} FROM {table} t WHERE t.id = %(id)s
+
+-- name: task_finish
+UPDATE {table}
+   SET status = 'sucesso', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'processando'
+
+-- name: task_finish_unlock
+-- Not available: needs PostgreSQL advisory locks (the repository refuses it first).
+SIGNAL SQLSTATE '45000'
+   SET MESSAGE_TEXT = 'nsj_queue_lib: task_finish_unlock exige PostgreSQL; use o servidor de filas'
+
+-- name: task_fail
+UPDATE {table}
+   SET status = %(status)s,
+       mensagem = %(mensagem)s,
+       reenfileirado = %(requeue)s,
+       estouro_tentativas = NOT %(requeue)s,
+       proxima_tentativa = CASE WHEN %(requeue)s
+                                THEN UTC_TIMESTAMP(6)
+                                     + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND END
+ WHERE id = %(id)s AND status = 'processando'
+
+-- name: task_insert_next_attempt
+INSERT INTO {table} (id_inicial, data_hora_inicial, data_hora, origem, destino, processo,
+                     chave_externa, tentativa, status, id_anterior, data_hora_anterior,
+                     status_anterior, mensagem_anterior, tenant, grupo_empresarial, payload_hash,
+                     pub_sub, publication_id, subscriber_id, dead, live_id, prioridade)
+SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, t.proxima_tentativa, t.origem,
+       t.destino, t.processo, t.chave_externa, t.tentativa + 1, 'agendada', t.id, t.data_hora,
+       t.status, t.mensagem, t.tenant, t.grupo_empresarial, t.payload_hash,
+       t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id, t.prioridade
+  FROM {table} t
+ WHERE t.id = %(id)s
+
+-- name: task_insert_dead
+INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
+                     payload_hash, tenant, grupo_empresarial, pub_sub, publication_id,
+                     subscriber_id, dead, live_id, prioridade)
+SELECT t.origem, t.destino, t.processo, t.chave_externa, 1, 'pendente',
+       coalesce(t.payload, i.payload), t.payload_hash, t.tenant, t.grupo_empresarial,
+       t.pub_sub, t.publication_id, t.subscriber_id, TRUE, coalesce(t.id_inicial, t.id),
+       t.prioridade
+  FROM {table} t
+  LEFT JOIN {table} i ON i.id = t.id_inicial
+ WHERE t.id = %(id)s
+
+-- name: task_seconds_to_next_due
+-- Seconds (DECIMAL, with microseconds) until the earliest waiting task; negative when due.
+-- One min() per status, each read from the end of ix_due (a min() over IN scans it all).
+SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), min(x.m)) / 1000000
+  FROM (SELECT min(data_hora) AS m FROM {table} WHERE status = 'pendente'
+        UNION ALL
+        SELECT min(data_hora) FROM {table} WHERE status = 'agendada') x
+
+-- name: task_has_due
+SELECT EXISTS (SELECT 1 FROM {table}
+                WHERE status IN ('pendente', 'agendada') AND data_hora <= UTC_TIMESTAMP(6))
+
+-- name: task_list_running
+SELECT id FROM {table}
+ WHERE status = 'processando' AND id > %(after_id)s
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- name: task_promote_scheduled
+-- Multi-table UPDATE joined by primary key to a materialised derived table.
+UPDATE {table} u
+  JOIN (SELECT id FROM {table}
+         WHERE status = 'agendada' AND data_hora <= UTC_TIMESTAMP(6)
+         ORDER BY data_hora
+         LIMIT %(limit)s) x ON x.id = u.id
+   SET u.status = 'pendente'
+ WHERE u.status = 'agendada'
+
+-- name: task_has_lost_pending
+SELECT EXISTS (SELECT 1 FROM {table}
+                WHERE status IN ('pendente', 'agendada')
+                  AND data_hora <= UTC_TIMESTAMP(6)
+                                   - INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND)
+
+-- name: task_purge
+-- Deletes old rows of finished chains only: no attempt of the chain is still waiting or
+-- running, and the whole chain is older than the limit (so no payload holder goes early).
+-- An attempt a belongs to the chain of root r when a.id = r or a.id_inicial = r.
+-- Multi-table DELETE joined by primary key to a materialised derived table (LIMIT cannot
+-- sit inside IN (subquery), and "id IN (derived)" would scan the whole table).
+DELETE d
+  FROM {table} d
+  JOIN (SELECT t.id
+          FROM {table} t
+         WHERE t.data_hora < UTC_TIMESTAMP(6) - INTERVAL %(days)s DAY
+           AND NOT EXISTS (
+               SELECT 1 FROM {table} a
+                WHERE (a.id = coalesce(t.id_inicial, t.id)
+                       OR a.id_inicial = coalesce(t.id_inicial, t.id))
+                  AND (a.status IN ('pendente', 'agendada', 'processando')
+                       OR a.data_hora >= UTC_TIMESTAMP(6) - INTERVAL %(days)s DAY))
+         ORDER BY t.data_hora
+         LIMIT %(limit)s) x ON x.id = d.id
+
+-- name: notify
+-- No-op: MySQL has no NOTIFY; the queue server wakes the workers. Kept so that the
+-- dialects have the same names; the runtime never calls it for MySQL.
+SELECT 1
+
+-- name: subscriber_fanout
+-- One statement: a task per active subscriber of the publication's processo
+-- (a subscriber with NULL tenant/grupo_empresarial receives all; a publication with
+-- NULL tenant/grupo_empresarial reaches only subscribers with NULL there), keeping
+-- the publication's payload and prioridade; publication_id is the id returned by
+-- insert_task_pub_sub (the first attempt's id, also when a retry fans out).
+INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
+                     payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
+                     prioridade)
+SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
+       coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
+       coalesce(p.id_inicial, p.id), s.id, p.prioridade
+  FROM {table} p
+  LEFT JOIN {table} i ON i.id = p.id_inicial
+  JOIN {sub_table} s
+    ON s.processo = p.processo
+   AND s.ativo
+   AND (s.tenant IS NULL OR s.tenant = p.tenant)
+   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
+ WHERE p.id = %(id)s
+ ORDER BY s.id
+
+-- name: subscriber_get
+SELECT id, tenant, grupo_empresarial, processo, url, http_method, headers, ativo, created_at
+  FROM {sub_table}
+ WHERE id = %(id)s

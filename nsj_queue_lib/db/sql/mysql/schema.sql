@@ -1,0 +1,72 @@
+-- Fila {fila} (gerado por: python -m nsj_queue_lib.db_gen {schema} {fila} --mysql)
+-- MySQL / MariaDB / SingleStore dialect: the "schema" is a MySQL database.
+--
+-- Times are DATETIME(6) in UTC. The library always writes UTC_TIMESTAMP(6) (microsecond
+-- precision: a task inserted "now" is due at once) and its connections use time_zone
+-- '+00:00'; the DEFAULTs below are UTC only on sessions with that time_zone.
+-- No trigger, no NOTIFY, no foreign key, no partial or expression index: with MySQL and
+-- SingleStore the queue server (CLIENT_SERVER_MODE=true) wakes the workers and holds the locks.
+-- Verified on MariaDB 10.11. Not tried on SingleStore nor MySQL 8 (neither was available):
+-- SingleStore may need a table type (ROWSTORE/COLUMNSTORE) or SHARD KEY choice, and may
+-- ignore "prioridade DESC" in an index.
+
+CREATE DATABASE IF NOT EXISTS `{schema}`;
+
+CREATE TABLE {table} (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    id_inicial BIGINT NULL,
+    data_hora_inicial DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    data_hora DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    origem VARCHAR(150) NULL,
+    destino VARCHAR(150) NULL,
+    processo VARCHAR(250) NULL,
+    chave_externa VARCHAR(100) NULL,
+    proxima_tentativa DATETIME(6) NULL,
+    tentativa INT NOT NULL DEFAULT 1,
+    status VARCHAR(100) NOT NULL DEFAULT 'pendente',
+    reenfileirado BOOLEAN NOT NULL DEFAULT FALSE,
+    estouro_tentativas BOOLEAN NOT NULL DEFAULT FALSE,
+    mensagem VARCHAR(500) NULL,
+    id_anterior BIGINT NULL,
+    data_hora_anterior DATETIME(6) NULL,
+    status_anterior VARCHAR(100) NULL,
+    mensagem_anterior VARCHAR(500) NULL,
+    payload LONGTEXT NULL,
+    tenant BIGINT NULL,
+    grupo_empresarial VARCHAR(40) NULL,
+    payload_hash VARCHAR(64) NULL,
+    pub_sub BOOLEAN NOT NULL DEFAULT FALSE,
+    publication_id BIGINT NULL,
+    subscriber_id VARCHAR(100) NULL,
+    dead BOOLEAN NOT NULL DEFAULT FALSE,
+    live_id BIGINT NULL,
+    prioridade INT NOT NULL DEFAULT 50,
+    -- Claim: one index range per waiting status, already in claim order.
+    KEY {ix_claim} (status, prioridade DESC, data_hora, id),
+    -- Next due time, has-due check, lost-notification check, promotion of 'agendada'.
+    KEY {ix_due} (status, data_hora),
+    -- Rescue of tasks whose worker died (status = 'processando' ORDER BY id).
+    KEY {ix_running} (status, id),
+    -- Purge (age).
+    KEY {ix_data_hora} (data_hora),
+    -- Task chains (attempts of one task: id = root OR id_inicial = root).
+    KEY {ix_chain} (id_inicial),
+    -- list_equivalent_task.
+    KEY {ix_equivalent} (payload_hash, chave_externa),
+    -- Monitoring: fan-out and dead letters.
+    KEY {ix_publication} (publication_id),
+    KEY {ix_live} (live_id)
+) DEFAULT CHARSET = utf8mb4;
+
+CREATE TABLE {sub_table} (
+    id VARCHAR(100) NOT NULL PRIMARY KEY,
+    tenant BIGINT NULL,
+    grupo_empresarial VARCHAR(40) NULL,
+    processo VARCHAR(250) NOT NULL,
+    url VARCHAR(2048) NULL,
+    http_method VARCHAR(8) NULL,
+    headers JSON NULL,
+    ativo BOOLEAN NOT NULL DEFAULT TRUE,
+    created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    KEY {ix_sub} (processo, tenant, grupo_empresarial)
+) DEFAULT CHARSET = utf8mb4;

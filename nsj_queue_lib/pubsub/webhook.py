@@ -1,0 +1,263 @@
+"""HTTP delivery of a pub/sub task to the subscriber's webhook.
+
+`build_request(subscription, publication)` is pure: it turns a row of the
+subscriber table (`url`, `http_method`, `headers`) and the publication's payload
+text into a `WebhookRequest`, or raises `WebhookConfigError` with a clear
+message.  `deliver(request, timeout)` performs the call with `requests`.
+
+Rules:
+
+* Methods: GET, POST, PUT and DELETE (case-insensitive).  GET and DELETE carry
+  no body; POST and PUT send the publication payload text verbatim (UTF-8).
+* When the body parses as JSON and no subscription header sets Content-Type
+  (case-insensitive), `Content-Type: application/json` is added.  A body that is
+  not JSON is sent without an added Content-Type.
+* Success is a final 2xx status (redirects are followed, as `requests` does).
+  Anything else (3xx that was not followed, 4xx, 5xx, timeout, refused
+  connection, invalid URL) raises `WebhookError`, whose message keeps the HTTP
+  status and the start of the response body, or the network error: the task
+  fails and goes through the normal retries and dead letter.
+* Nothing here logs header values or bodies; URLs are logged and stored with
+  any `user:password@` part removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from typing import Any, Dict, Mapping, Optional
+from urllib.parse import urlsplit, urlunsplit
+
+from nsj_queue_lib.exceptions import NsjQueueError
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_METHODS = ("GET", "POST", "PUT", "DELETE")
+METHODS_WITH_BODY = ("POST", "PUT")
+JSON_CONTENT_TYPE = "application/json"
+BODY_PREVIEW = 200  # characters of the response body kept in the task message
+URL_PREVIEW = 150  # characters of the URL kept in the task message (fits the 500-char column)
+_FULL_READ_LIMIT = 1 << 20  # responses up to this size are read whole (connection reused)
+_PARTIAL_READ = 4096
+
+
+class WebhookConfigError(NsjQueueError):
+    """The subscription cannot be delivered as a webhook (url, method or headers invalid)."""
+
+
+class WebhookError(NsjQueueError):
+    """A webhook call failed: non-2xx status, timeout or network error.
+
+    `status` is the HTTP status (None for network errors) and `body_start` the
+    beginning of the response body ("" when there was no response).
+    """
+
+    def __init__(self, message: str, *, method: str, url: str,
+                 status: Optional[int] = None, body_start: str = "") -> None:
+        super().__init__(message)
+        self.method = method
+        self.url = url
+        self.status = status
+        self.body_start = body_start
+
+
+@dataclasses.dataclass(frozen=True)
+class WebhookRequest:
+    """What will be sent: method, url, headers and the body (None for GET/DELETE)."""
+
+    method: str
+    url: str
+    headers: Dict[str, str]
+    body: Optional[bytes] = None
+
+    def __repr__(self) -> str:  # never show header values or the body
+        return (f"WebhookRequest(method={self.method!r}, url={safe_url(self.url)!r}, "
+                f"headers={sorted(self.headers)!r}, body_bytes="
+                f"{None if self.body is None else len(self.body)})")
+
+
+def safe_url(url: str) -> str:
+    """`url` without a `user:password@` part, for logs and messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _headers(raw: Any, sub_id: Any) -> Dict[str, str]:
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, (bytes, bytearray)):
+        raw = raw.decode("utf-8")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise WebhookConfigError(
+                f"Assinatura '{sub_id}': a coluna headers não é um JSON válido.") from exc
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise WebhookConfigError(
+            f"Assinatura '{sub_id}': a coluna headers deve ser um objeto JSON "
+            f"({{\"Nome\": \"valor\"}}), não {type(raw).__name__}.")
+    out: Dict[str, str] = {}
+    for name, value in raw.items():
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else (
+            json.dumps(value) if isinstance(value, (dict, list)) else str(value))
+        if any(c in str(name) + text for c in "\r\n"):
+            raise WebhookConfigError(
+                f"Assinatura '{sub_id}': o header '{name}' contém quebra de linha.")
+        out[str(name)] = text
+    return out
+
+
+def build_request(subscription: Mapping[str, Any], publication: Optional[str]) -> WebhookRequest:
+    """The HTTP request for one subscriber task (pure: no I/O).
+
+    `subscription` is the subscriber row (`id`, `url`, `http_method`, `headers`)
+    and `publication` the publication's payload text as stored in the queue.
+    """
+    sub_id = subscription.get("id")
+    url = (subscription.get("url") or "").strip()
+    if not url:
+        raise WebhookConfigError(f"Assinatura '{sub_id}' sem url configurada para o webhook.")
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise WebhookConfigError(
+            f"Assinatura '{sub_id}': url do webhook deve começar por http:// ou https:// "
+            f"({safe_url(url)}).")
+    method = (subscription.get("http_method") or "").strip().upper()
+    if not method:
+        raise WebhookConfigError(
+            f"Assinatura '{sub_id}' sem http_method configurado para o webhook "
+            f"(suportados: {', '.join(SUPPORTED_METHODS)}).")
+    if method not in SUPPORTED_METHODS:
+        raise WebhookConfigError(
+            f"Assinatura '{sub_id}': método HTTP não suportado: {method} "
+            f"(suportados: {', '.join(SUPPORTED_METHODS)}).")
+    headers = _headers(subscription.get("headers"), sub_id)
+    body: Optional[bytes] = None
+    if method in METHODS_WITH_BODY:
+        text = publication if publication is not None else ""
+        body = text.encode("utf-8")
+        has_content_type = any(k.lower() == "content-type" for k in headers)
+        if not has_content_type and text and _is_json(text):
+            headers["Content-Type"] = JSON_CONTENT_TYPE
+    return WebhookRequest(method=method, url=url, headers=headers, body=body)
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _read_body_start(response: Any) -> str:
+    """Start of the response body, reading a large or unsized body only partly."""
+    length = response.headers.get("Content-Length")
+    try:
+        small = length is not None and int(length) <= _FULL_READ_LIMIT
+    except ValueError:
+        small = False
+    try:
+        if small:
+            data = response.content
+        else:
+            data = response.raw.read(_PARTIAL_READ, decode_content=True) or b""
+    except Exception as exc:  # the status is what matters; the body is informative
+        return f"<corpo ilegível: {type(exc).__name__}>"
+    encoding = response.encoding or "utf-8"
+    try:
+        text = data[: BODY_PREVIEW * 4].decode(encoding, errors="replace")
+    except LookupError:
+        text = data[: BODY_PREVIEW * 4].decode("utf-8", errors="replace")
+    return _one_line(text, BODY_PREVIEW)
+
+
+def _network_error_text(exc: BaseException) -> str:
+    """A short description of a requests/urllib3 error (the innermost reason)."""
+    reason: Any = exc
+    for _ in range(4):
+        inner = getattr(reason, "reason", None)
+        if inner is None and reason.args and isinstance(reason.args[0], BaseException):
+            inner = reason.args[0]
+        if inner is None or inner is reason:
+            break
+        reason = inner
+    text = str(reason).strip() or type(reason).__name__
+    # urllib3 prefixes "<connection object at 0x...>: "; keep what follows.
+    if ">: " in text:
+        text = text.split(">: ", 1)[1]
+    return _one_line(text, 200)
+
+
+def deliver(request: WebhookRequest, timeout: float, session: Any = None) -> str:
+    """Perform the call; return the success message or raise WebhookError."""
+    import requests
+
+    sender = session if session is not None else requests
+    shown = _one_line(safe_url(request.url), URL_PREVIEW)
+    started = time.monotonic()
+    try:
+        response = sender.request(request.method, request.url, headers=request.headers,
+                                  data=request.body, timeout=timeout, stream=True)
+    except requests.Timeout as exc:
+        logger.warning("Webhook %s %s: tempo esgotado (%.3g s)", request.method, shown, timeout)
+        raise WebhookError(
+            f"Webhook {request.method} {shown}: tempo esgotado após {timeout:g} s "
+            f"(timeout): {_network_error_text(exc)}",
+            method=request.method, url=shown) from exc
+    except requests.ConnectionError as exc:
+        logger.warning("Webhook %s %s: falha de conexão", request.method, shown)
+        raise WebhookError(
+            f"Webhook {request.method} {shown}: falha de conexão: {_network_error_text(exc)}",
+            method=request.method, url=shown) from exc
+    except requests.RequestException as exc:
+        logger.warning("Webhook %s %s: requisição inválida", request.method, shown)
+        raise WebhookError(
+            f"Webhook {request.method} {shown}: requisição inválida: "
+            f"{type(exc).__name__}: {_network_error_text(exc)}",
+            method=request.method, url=shown) from exc
+    try:
+        status = response.status_code
+        body_start = _read_body_start(response)
+    finally:
+        response.close()
+    elapsed = time.monotonic() - started
+    if 200 <= status < 300:
+        logger.info("Webhook %s %s: HTTP %s em %.3f s", request.method, shown, status, elapsed)
+        return (f"Webhook disparado com sucesso. Método HTTP: {request.method}. URL: {shown}. "
+                f"Status Resposta: {status}. Resposta: {body_start}")
+    logger.warning("Webhook %s %s: HTTP %s em %.3f s", request.method, shown, status, elapsed)
+    raise WebhookError(
+        f"Webhook {request.method} {shown} respondeu HTTP {status}. Resposta: {body_start}",
+        method=request.method, url=shown, status=status, body_start=body_start)
+
+
+__all__ = [
+    "SUPPORTED_METHODS",
+    "WebhookConfigError",
+    "WebhookError",
+    "WebhookRequest",
+    "build_request",
+    "deliver",
+    "safe_url",
+]

@@ -1,0 +1,262 @@
+"""The socket server of the client/server mode (one queue per server).
+
+`Server` is independent of the database: it receives the `has_due_tasks`
+callable used by the periodic check, so it can run with any implementation
+(the real SQL check in `server_main`, a fake in the tests).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import select
+import socket
+import threading
+from typing import Any, Callable, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.server import protocol as p
+from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
+from nsj_queue_lib.server.listener_thread import ListenerThread
+from nsj_queue_lib.server.lock_service_thread import AcceptThread
+from nsj_queue_lib.server.locks import LockTable
+from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
+
+logger = logging.getLogger(__name__)
+
+SERVICE_NOTIFY = "notify"
+SERVICE_LOCK = "lock"
+_REFUSE_DRAIN_WAIT = 0.05
+
+
+class Server:
+    """Notify and lock services over TCP; see docs/protocol.md.
+
+    `start()` binds both ports (port 0 picks a free port; see `notify_port` and
+    `lock_port`) and starts the threads; `stop()` closes everything and joins
+    the threads.  `wake_workers()` sends a wake-up to every listening worker.
+    """
+
+    def __init__(self, has_due_tasks: Callable[[], bool], *, host: str = "0.0.0.0",
+                 notify_port: int = 8770, lock_port: int = 8970,
+                 token: Optional[str] = None, timeout: float = 5.0, max_clients: int = 50,
+                 check_interval: float = 15.0, accept_wait: float = 30.0,
+                 heartbeat_interval: Optional[float] = None, channel: str = "",
+                 max_frame: int = p.MAX_FRAME_BYTES) -> None:
+        if max_clients < 1:
+            raise ValueError("max_clients deve ser maior que zero")
+        self.host = host
+        self.token = token or None
+        self.timeout = float(timeout)
+        self.heartbeat_interval = float(heartbeat_interval or timeout)
+        self.channel = channel
+        self.max_clients = max_clients
+        self.locks = LockTable()
+        self._has_due_tasks = has_due_tasks
+        self._ports = {SERVICE_NOTIFY: notify_port, SERVICE_LOCK: lock_port}
+        self._check_interval = check_interval
+        self._accept_wait = accept_wait
+        self._max_frame = max_frame
+        self._interpreter = RpcInterpreter(self)
+        self._mutex = threading.Lock()
+        self._clients: dict[int, ListenerThread] = {}
+        self._listening: set[int] = set()
+        self._ids = itertools.count(1)
+        self._sockets: dict[str, socket.socket] = {}
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._wake_r: Optional[socket.socket] = None
+        self._wake_w: Optional[socket.socket] = None
+        self._started = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings, has_due_tasks: Callable[[], bool]) -> Server:
+        """Server configured from the client/server variables of `settings`."""
+        return cls(has_due_tasks, host=settings.server_bind_host,
+                   notify_port=settings.notify_service_port,
+                   lock_port=settings.lock_service_port, token=settings.server_auth_token,
+                   timeout=settings.timeout_socket_message,
+                   max_clients=settings.max_client_threads,
+                   check_interval=settings.check_tasks_interval,
+                   accept_wait=settings.lock_service_wait_conn_interval,
+                   channel=settings.queue_name or "")
+
+    # -- life cycle ----------------------------------------------------------------
+    def start(self) -> None:
+        """Bind both ports and start the threads (raises OSError if a port is taken)."""
+        if self._started:
+            raise RuntimeError("servidor já iniciado")
+        try:
+            for service, port in self._ports.items():
+                self._sockets[service] = self._bind(port)
+                self._ports[service] = self._sockets[service].getsockname()[1]
+        except OSError:
+            for sock in self._sockets.values():
+                sock.close()
+            self._sockets.clear()
+            raise
+        self._started = True
+        self._wake_r, self._wake_w = socket.socketpair()
+        for service, sock in self._sockets.items():
+            self._threads.append(AcceptThread(service, sock, self._wake_r, self._stopping,
+                                              self._accept_wait, self._admit))
+        self._threads.append(CheckTasksThread(self._has_due_tasks, self.wake_workers,
+                                              self.listener_count, self._check_interval,
+                                              self._stopping))
+        for thread in self._threads:
+            thread.start()
+        logger.info("Servidor da fila '%s' no ar: notify em %s:%d, locks em %s:%d, até %d "
+                    "clientes, autenticação %s.", self.channel, self.host, self.notify_port,
+                    self.host, self.lock_port, self.max_clients,
+                    "ativa" if self.token else "DESATIVADA (defina SERVER_AUTH_TOKEN)")
+
+    def _bind(self, port: int) -> socket.socket:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            self.host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(max(self.max_clients, 16))
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Close the listeners and every client connection, and join the threads."""
+        if not self._started or self._stopping.is_set():
+            self._stopped.wait(timeout)
+            return
+        logger.info("Encerrando o servidor...")
+        self._stopping.set()
+        if self._wake_w is not None:
+            try:
+                self._wake_w.send(b"x")
+            except OSError:
+                pass
+        join_wait = timeout if timeout is not None else self.timeout + 2.0
+        for thread in self._threads:
+            if isinstance(thread, AcceptThread):
+                thread.join(join_wait)
+        for sock in self._sockets.values():
+            sock.close()
+        with self._mutex:
+            clients = list(self._clients.values())
+        for client in clients:
+            client.abort("servidor encerrando")
+        for client in clients:
+            client.join(join_wait)
+        for thread in self._threads:
+            thread.join(join_wait)
+        for sock in (self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
+        self._stopped.set()
+        logger.info("Servidor encerrado.")
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until the server has stopped; True if it has."""
+        return self._stopped.wait(timeout)
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def notify_port(self) -> int:
+        return self._ports[SERVICE_NOTIFY]
+
+    @property
+    def lock_port(self) -> int:
+        return self._ports[SERVICE_LOCK]
+
+    # -- clients -------------------------------------------------------------------
+    def _admit(self, sock: socket.socket, peer: str, service: str) -> None:
+        with self._mutex:
+            if self._stopping.is_set():
+                refusal: Optional[tuple[str, str]] = (p.ERR_SERVER_STOPPING,
+                                                      "servidor em encerramento")
+            elif len(self._clients) >= self.max_clients:
+                refusal = (p.ERR_TOO_MANY_CLIENTS,
+                           f"limite de {self.max_clients} clientes conectados atingido "
+                           "(MAX_CLIENT_THREADS); tente novamente mais tarde")
+            else:
+                refusal = None
+                conn_id = next(self._ids)
+                client = ListenerThread(sock, Session(conn_id, peer, service), self._interpreter,
+                                        timeout=self.timeout,
+                                        heartbeat_interval=self.heartbeat_interval,
+                                        on_closed=self._closed, max_frame=self._max_frame)
+                self._clients[conn_id] = client
+        if refusal is not None:
+            logger.warning("Conexão de %s (%s) recusada: %s", peer, service, refusal[1])
+            self._refuse(sock, *refusal)
+            return
+        try:
+            client.start()
+        except RuntimeError as exc:  # cannot start a new thread
+            with self._mutex:
+                self._clients.pop(conn_id, None)
+            logger.error("Conexão de %s recusada: %s", peer, exc)
+            self._refuse(sock, p.ERR_TOO_MANY_CLIENTS, "servidor sem recursos para o cliente")
+            return
+        logger.debug("Cliente %s conectado ao serviço %s (sessão %d).", peer, service, conn_id)
+
+    def _refuse(self, sock: socket.socket, code: str, message: str) -> None:
+        """Send an error frame and close; unread input is drained so the peer sees a FIN."""
+        try:
+            sock.settimeout(min(1.0, self.timeout))
+            sock.sendall(p.encode(p.reply_error(None, code, message)))
+            sock.shutdown(socket.SHUT_WR)
+            sock.setblocking(False)
+            select.select([sock], [], [], _REFUSE_DRAIN_WAIT)
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+    def _closed(self, client: ListenerThread, reason: str) -> None:
+        session = client.session
+        with self._mutex:
+            self._clients.pop(session.conn_id, None)
+            self._listening.discard(session.conn_id)
+        released = self.locks.release_all(session.conn_id)
+        normal = reason.startswith(("conexão encerrada", "servidor encerrando"))
+        level = logging.DEBUG if normal and not released else (
+            logging.INFO if normal else logging.WARNING)
+        logger.log(level, "Sessão %d (%s, %s) encerrada: %s; %d lock(s) liberado(s).",
+                   session.conn_id, session.peer, session.service, reason, released)
+
+    def set_listening(self, conn_id: int, listening: bool) -> None:
+        with self._mutex:
+            if listening and conn_id in self._clients:
+                self._listening.add(conn_id)
+            else:
+                self._listening.discard(conn_id)
+
+    def listener_count(self) -> int:
+        with self._mutex:
+            return len(self._listening)
+
+    def wake_workers(self, payload: str = "") -> int:
+        """Send a wake-up (or HALT) to every listening worker; return how many got it."""
+        with self._mutex:
+            targets = [self._clients[c] for c in self._listening if c in self._clients]
+        message = p.event(p.OP_NOTIFY, channel=self.channel, payload=payload)
+        return sum(1 for client in targets if client.send(message))
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for monitoring and tests."""
+        with self._mutex:
+            clients, listening = len(self._clients), len(self._listening)
+        return {"clients": clients, "listeners": listening, "locks": len(self.locks),
+                "lock_owners": self.locks.owners(), "max_clients": self.max_clients,
+                "threads": threading.active_count(), "channel": self.channel}

@@ -1,0 +1,191 @@
+"""One thread per connected client: reads its frames, answers them, watches its health.
+
+The thread owns the reading side of the socket.  Writes (replies, heartbeat
+pings, and wake-ups sent by other threads) go through `send`, serialised by a
+per-connection mutex and bounded by the socket timeout (TIMEOUT_SOCKET_MESSAGE).
+
+Health rules (see docs/protocol.md):
+
+* ``hello`` must arrive within ``timeout`` seconds of the connection.
+* An incomplete frame must be completed within ``timeout`` seconds.
+* After ``heartbeat_interval`` seconds without receiving anything, the server
+  sends a ``ping``; if nothing arrives within ``timeout`` seconds after it, the
+  peer is considered dead.  A client busy on a long task still answers from its
+  reader thread, so its locks are kept; a dead or frozen peer loses them.
+
+Whatever ends the connection, `run` releases every lock of the session and
+unregisters it from the server (through the `on_closed` callback).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import select
+import socket
+import threading
+import time
+from typing import Callable, Optional
+
+from nsj_queue_lib.exceptions import ProtocolError
+from nsj_queue_lib.server import protocol as p
+from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
+
+logger = logging.getLogger(__name__)
+
+_RECV_BYTES = 65536
+_MAX_SELECT_WAIT = 1.0
+_ping_ids = itertools.count(1)
+
+
+class ListenerThread(threading.Thread):
+    """Serve one client connection until it ends."""
+
+    def __init__(self, sock: socket.socket, session: Session, interpreter: RpcInterpreter, *,
+                 timeout: float, heartbeat_interval: float,
+                 on_closed: Callable[[ListenerThread, str], None],
+                 max_frame: int = p.MAX_FRAME_BYTES) -> None:
+        super().__init__(name=f"nsj-queue-client-{session.conn_id}", daemon=True)
+        self.sock = sock
+        self.session = session
+        self._interpreter = interpreter
+        self._timeout = timeout
+        self._heartbeat = heartbeat_interval
+        self._on_closed = on_closed
+        self._decoder = p.FrameDecoder(max_frame)
+        self._send_mutex = threading.Lock()
+        self._reason: Optional[str] = None
+        self._reason_mutex = threading.Lock()
+        now = time.monotonic()
+        self._connected_at = now
+        self._last_recv = now
+        self._partial_since: Optional[float] = None
+        self._ping_id: Optional[str] = None
+        self._ping_sent_at = 0.0
+        sock.settimeout(timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # not TCP (tests may use socketpairs)
+
+    # -- called from other threads -------------------------------------------------
+    def send(self, message: p.Message) -> bool:
+        """Send one frame; on failure the connection is aborted and False returned."""
+        try:
+            data = p.encode(message)
+        except (ProtocolError, TypeError, ValueError) as exc:
+            logger.error("Mensagem não enviada à sessão %s: %s", self.session.conn_id, exc)
+            return False
+        try:
+            with self._send_mutex:
+                self.sock.sendall(data)
+            return True
+        except OSError as exc:
+            self.abort(f"falha ao enviar: {exc}")
+            return False
+
+    def abort(self, reason: str) -> None:
+        """End the connection (idempotent); `run` notices and cleans up."""
+        with self._reason_mutex:
+            if self._reason is None:
+                self._reason = reason
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # -- connection thread ---------------------------------------------------------
+    def run(self) -> None:
+        reason = "conexão encerrada pelo cliente"
+        try:
+            reason = self._serve()
+        except Exception as exc:  # a bug must not take the server down
+            logger.exception("Erro inesperado na sessão %s", self.session.conn_id)
+            reason = f"erro interno: {exc}"
+        finally:
+            with self._reason_mutex:
+                if self._reason is None:
+                    self._reason = reason
+                final = self._reason
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+            self._on_closed(self, final)
+
+    def _serve(self) -> str:
+        while self._reason is None:
+            wait, expired = self._next_deadline()
+            if expired:
+                return expired
+            try:
+                readable, _, _ = select.select([self.sock], [], [], min(wait, _MAX_SELECT_WAIT))
+            except (OSError, ValueError) as exc:
+                return f"erro no socket: {exc}"
+            if not readable:
+                continue
+            try:
+                data = self.sock.recv(_RECV_BYTES)
+            except socket.timeout:
+                continue
+            except OSError as exc:
+                return f"erro de leitura: {exc}"
+            if not data:
+                return "conexão encerrada pelo cliente"
+            problem = self._received(data)
+            if problem:
+                return problem
+        return self._reason
+
+    def _next_deadline(self) -> tuple[float, Optional[str]]:
+        """Seconds until the next health event, or the reason the connection expired."""
+        now = time.monotonic()
+        deadlines: list[float] = []
+        if not self.session.authenticated:
+            if now - self._connected_at > self._timeout:
+                return 0.0, "'hello' não recebido a tempo"
+            deadlines.append(self._connected_at + self._timeout)
+        if self._partial_since is not None:
+            if now - self._partial_since > self._timeout:
+                return 0.0, "frame incompleto além do timeout"
+            deadlines.append(self._partial_since + self._timeout)
+        if self._ping_id is not None:
+            if now - self._ping_sent_at > self._timeout:
+                return 0.0, "cliente não respondeu ao ping (heartbeat)"
+            deadlines.append(self._ping_sent_at + self._timeout)
+        elif self.session.authenticated:
+            if now - self._last_recv >= self._heartbeat:
+                self._ping_id = f"srv-{next(_ping_ids)}"
+                self._ping_sent_at = now
+                self.send(p.request(p.OP_PING, self._ping_id))
+                deadlines.append(now + self._timeout)
+            else:
+                deadlines.append(self._last_recv + self._heartbeat)
+        return max(0.0, min(deadlines, default=now + _MAX_SELECT_WAIT) - now), None
+
+    def _received(self, data: bytes) -> Optional[str]:
+        """Handle received bytes; return a reason to close the connection, or None."""
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolError as exc:
+            logger.warning("Sessão %s (%s) encerrada: %s", self.session.conn_id,
+                           self.session.peer, exc)
+            return f"violação de protocolo: {exc}"
+        now = time.monotonic()
+        if frames:
+            self._last_recv = now
+            self._ping_id = None  # any frame proves the peer is alive
+        if self._decoder.buffered == 0:
+            self._partial_since = None
+        elif frames or self._partial_since is None:
+            self._partial_since = now
+        for frame in frames:
+            if p.is_reply(frame):
+                continue  # answer to a heartbeat ping; liveness already recorded
+            outcome = self._interpreter.handle(self.session, frame)
+            if outcome.reply is not None and not self.send(outcome.reply):
+                return self._reason or "falha ao enviar resposta"
+            if outcome.close:
+                code, message = p.error_of(outcome.reply or {})
+                return f"recusado: {code} ({message})"
+        return None

@@ -1,0 +1,162 @@
+"""Interpretation of the requests of one client session (no socket code here).
+
+`RpcInterpreter.handle(session, message)` returns the reply to send and
+whether the connection must be closed after it.  The session must start with
+a valid ``hello`` (protocol version, auth token, optional queue name); any
+other request before it is refused and the connection closed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Optional, Protocol
+
+from nsj_queue_lib.server import protocol as p
+from nsj_queue_lib.server.locks import LockTable
+from nsj_queue_lib.version import __version__
+
+logger = logging.getLogger(__name__)
+
+
+class ServerContext(Protocol):
+    """What the interpreter needs from the server."""
+
+    locks: LockTable
+    token: Optional[str]
+    channel: str
+    heartbeat_interval: float
+    timeout: float
+
+    def set_listening(self, conn_id: int, listening: bool) -> None: ...
+
+    def wake_workers(self, payload: str = "") -> int: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class Session:
+    """State of one client connection."""
+
+    conn_id: int
+    peer: str
+    service: str  # "notify" or "lock": the port it connected to
+    authenticated: bool = False
+    role: str = ""
+    client_name: str = ""
+    listening: bool = False
+
+
+class Outcome(NamedTuple):
+    reply: Optional[p.Message]
+    close: bool = False
+
+
+class RpcInterpreter:
+    """Dispatch of requests by their 'op'."""
+
+    def __init__(self, server: ServerContext) -> None:
+        self._server = server
+        self._handlers: dict[str, Callable[[Session, p.Message], Any]] = {
+            p.OP_PING: lambda s, m: "pong",
+            p.OP_TRY_LOCK: self._try_lock,
+            p.OP_UNLOCK: self._unlock,
+            p.OP_UNLOCK_ALL: lambda s, m: self._server.locks.release_all(s.conn_id),
+            p.OP_LISTEN: self._listen,
+            p.OP_UNLISTEN: self._unlisten,
+            p.OP_NOTIFY: self._notify,
+            p.OP_STATUS: lambda s, m: self._server.stats(),
+        }
+
+    def handle(self, session: Session, message: p.Message) -> Outcome:
+        """Handle one request frame (a frame with 'op')."""
+        msg_id = message.get("id")
+        op = message.get("op", "")
+        if msg_id is None:
+            return Outcome(p.reply_error(None, p.ERR_BAD_REQUEST,
+                                         "toda requisição deve ter o campo 'id'"), True)
+        if op == p.OP_HELLO:
+            return self._hello(session, message)
+        if not session.authenticated:
+            return Outcome(p.reply_error(msg_id, p.ERR_NOT_AUTHENTICATED,
+                                         "envie 'hello' antes de qualquer outra mensagem"), True)
+        handler = self._handlers.get(op)
+        if handler is None:
+            return Outcome(p.reply_error(msg_id, p.ERR_UNKNOWN_OP,
+                                         f"operação desconhecida: {op!r}"))
+        try:
+            return Outcome(p.reply_ok(msg_id, handler(session, message)))
+        except ValueError as exc:
+            return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST, str(exc)))
+
+    def _hello(self, session: Session, message: p.Message) -> Outcome:
+        msg_id = message.get("id")
+        if session.authenticated:
+            return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST, "'hello' repetido"))
+        version = message.get("version")
+        if version != p.PROTOCOL_VERSION or isinstance(version, bool):
+            return Outcome(p.reply_error(
+                msg_id, p.ERR_UNSUPPORTED_VERSION,
+                f"versão de protocolo {version!r} não suportada "
+                f"(o servidor usa a versão {p.PROTOCOL_VERSION})"), True)
+        if not self._token_ok(message.get("token")):
+            logger.warning("Cliente %s recusado: token de autenticação inválido ou ausente.",
+                           session.peer)
+            return Outcome(p.reply_error(msg_id, p.ERR_UNAUTHORIZED,
+                                         "token de autenticação inválido ou ausente"), True)
+        try:
+            queue = p.optional_str(message, "queue")
+            role = p.optional_str(message, "role") or ""
+            name = p.optional_str(message, "client") or ""
+        except ValueError as exc:
+            return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST, str(exc)), True)
+        channel = self._server.channel
+        if queue and channel and queue.lower() != channel.lower():
+            logger.warning("Cliente %s recusado: pediu a fila '%s', este servidor atende '%s'.",
+                           session.peer, queue, channel)
+            return Outcome(p.reply_error(
+                msg_id, p.ERR_WRONG_QUEUE,
+                f"este servidor atende a fila '{channel}', não '{queue}'"), True)
+        session.authenticated = True
+        session.role = role[:32]
+        session.client_name = name[:128]
+        logger.debug("Sessão %s (%s, %s) autenticada: papel=%s cliente=%s", session.conn_id,
+                     session.peer, session.service, session.role, session.client_name)
+        return Outcome(p.reply_ok(
+            msg_id, "welcome", session=str(session.conn_id), version=p.PROTOCOL_VERSION,
+            server=f"nsj_queue_lib/{__version__}", channel=channel,
+            heartbeat=self._server.heartbeat_interval, timeout=self._server.timeout))
+
+    def _token_ok(self, given: Any) -> bool:
+        expected = self._server.token
+        if not expected:
+            return True
+        if not isinstance(given, str):
+            return False
+        return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+    def _try_lock(self, session: Session, message: p.Message) -> bool:
+        return self._server.locks.try_lock(session.conn_id, p.check_key(message.get("key")))
+
+    def _unlock(self, session: Session, message: p.Message) -> bool:
+        return self._server.locks.unlock(session.conn_id, p.check_key(message.get("key")))
+
+    def _listen(self, session: Session, message: p.Message) -> bool:
+        session.listening = True
+        self._server.set_listening(session.conn_id, True)
+        return True
+
+    def _unlisten(self, session: Session, message: p.Message) -> bool:
+        session.listening = False
+        self._server.set_listening(session.conn_id, False)
+        return True
+
+    def _notify(self, session: Session, message: p.Message) -> int:
+        payload = p.check_payload(message.get("payload"))
+        woken = self._server.wake_workers(payload)
+        logger.info("Notify%s recebido de %s (%s); %d worker(s) acordado(s).",
+                    f" '{payload}'" if payload else "", session.peer,
+                    session.role or "cliente", woken)
+        return woken

@@ -1,0 +1,121 @@
+"""Entry point of the socket server: ``python -m nsj_queue_lib.server.server_main``.
+
+It reads the settings from the environment (DB_*, QUEUE_NAME, QUEUE_TABLE and
+the client/server variables), checks the queue table for due tasks every
+CHECK_TASKS_INTERVAL seconds, and serves until SIGTERM or SIGINT, when it stops
+gracefully (listeners and client connections closed, threads joined).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any, Callable, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.server.core import Server
+
+logger = logging.getLogger(__name__)
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class DatabaseDueCheck:
+    """`has_due_tasks` backed by the queue repository; reopens it after a failure."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._repository: Any = None
+
+    def __call__(self) -> bool:
+        if self._repository is None:
+            from nsj_queue_lib.db.repository import open_repository
+
+            self._repository = open_repository(self._settings)
+        try:
+            return bool(self._repository.task_has_due())
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        repository, self._repository = self._repository, None
+        close = getattr(repository, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as exc:
+                logger.debug("Erro ao fechar o repositório: %s", exc)
+
+
+def serve(server: Server, *, install_signals: bool = True,
+          on_ready: Optional[Callable[[Server], None]] = None) -> int:
+    """Start `server`, block until SIGTERM/SIGINT (or `server.stop()`), then stop it.
+
+    Returns the process exit code: 0 after a graceful stop, 1 if a port could
+    not be bound.
+    """
+    stop_requested = threading.Event()
+    previous: dict[int, Any] = {}
+    if install_signals and threading.current_thread() is threading.main_thread():
+        def _on_signal(signum: int, frame: Any) -> None:
+            logger.info("Sinal %s recebido; encerrando.", signal.Signals(signum).name)
+            stop_requested.set()
+
+        for sig in _STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, _on_signal)
+    try:
+        try:
+            server.start()
+        except OSError as exc:
+            logger.error("Não foi possível abrir as portas do servidor (%s:%d e %s:%d): %s",
+                         server.host, server.notify_port, server.host, server.lock_port, exc)
+            return 1
+        if on_ready is not None:
+            on_ready(server)
+        while not stop_requested.wait(0.5):
+            if server.wait(0):
+                break
+        server.stop()
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, *,
+        install_signals: bool = True) -> int:
+    """Serve the queue of `settings` until a stop signal; the default check uses the DB."""
+    check = has_due_tasks if has_due_tasks is not None else DatabaseDueCheck(settings)
+    try:
+        return serve(Server.from_settings(settings, check), install_signals=install_signals)
+    finally:
+        if isinstance(check, DatabaseDueCheck):
+            check.close()
+
+
+def _configure_logging(debug: bool) -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(stream=sys.stdout,
+                            format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: "
+                                   "%(message)s")
+    root.setLevel(logging.DEBUG if debug else logging.INFO)
+
+
+def main() -> int:
+    """Command-line entry point."""
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        print(f"nsj_queue_lib server: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_debug)
+    return run(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

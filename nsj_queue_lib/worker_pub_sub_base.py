@@ -1,0 +1,326 @@
+"""Pub/sub workers: one handler per subscriber id.
+
+A publication (a row inserted by `QueueClient.insert_task_pub_sub`) is
+replaced, in its own transaction, by one task per active subscriber of its
+`processo` (see `nsj_queue_lib.pubsub.fanout`).  Each of those tasks lives its
+own life (retries, dead letter) and runs the handler registered for its
+subscriber id::
+
+    class MeuWorker(WorkerPubSubBase):
+        @Subscriber("indexador")
+        def indexar(self, payload, subscription, tarefa, bd_conn):
+            ...
+            return "indexado"
+
+        @DeadSubscriber("indexador")
+        def indexar_morta(self, payload, subscription, tarefa, bd_conn):
+            return "registrado para análise"
+
+A handler may take a fifth parameter, `multi_db_conn`; it receives it only if
+it declares it.  What it returns is stored in `mensagem`; raising fails the
+attempt.
+
+Handler payload (compatible with code written for the original library)::
+
+    payload = {"publication": <publication>, "subscription": <subscription>}
+
+* `publication` is the publication's payload **parsed** when its text is a
+  JSON object or array (a `dict` / `list` from the standard `json` module:
+  strings that look like dates or UUIDs stay strings); any other text, or a
+  JSON scalar, is given as the original string.  The original library gave
+  the raw JSON string here (double encoding); code that did
+  `json.loads(payload["publication"])` must drop that call.  The exact text
+  is always `tarefa["payload"]`.
+* `subscription` (also the second argument) is the subscriber row read from
+  the subscriber table when the task runs: id, tenant, grupo_empresarial,
+  processo, url, http_method, headers (dict), ativo (bool), created_at
+  (timezone-aware datetime).
+
+Registrations belong to the class that declares them and are inherited by its
+subclasses; two worker classes in one process never see each other's
+handlers.  A subscriber id without a handler fails with
+`SubscriberNotRegistered` naming it.  A dead-letter task whose subscriber has
+no `@DeadSubscriber` handler falls back to `WorkerBase.execute_dead`.
+
+`@SubscriberWebhook("id")` on the class delivers that subscriber's tasks as
+HTTP calls (see `nsj_queue_lib.pubsub.webhook`), with no handler code.
+"""
+
+from __future__ import annotations
+
+import http.cookiejar
+import logging
+import threading
+from types import MappingProxyType
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, TypeVar
+
+from nsj_queue_lib.exceptions import ConfigError, SubscriberNotRegistered
+from nsj_queue_lib.pubsub.message import (
+    NotASubscriberTask,
+    SubscriptionNotFound,
+    handler_payload,
+    normalize_subscription,
+)
+from nsj_queue_lib.worker_base import WorkerBase, accepts_extra_arg
+
+logger = logging.getLogger(__name__)
+
+_SUB_MARK = "_nsjq_subscriber_ids"
+_DEAD_MARK = "_nsjq_dead_subscriber_ids"
+_HANDLER_ARGS = 4  # payload, subscription, tarefa, bd_conn
+DEFAULT_WEBHOOK_TIMEOUT = 20.0
+
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
+
+
+def _check_id(subscriber_id: Any, what: str) -> str:
+    if not isinstance(subscriber_id, str) or not subscriber_id.strip():
+        raise TypeError(f"{what} espera o id do assinante (str não vazia), "
+                        f"recebeu {subscriber_id!r}")
+    return subscriber_id
+
+
+def _mark(func: Any, attr: str, subscriber_id: str, what: str) -> Any:
+    target = func.__func__ if isinstance(func, (staticmethod, classmethod)) else func
+    if not callable(target):
+        raise TypeError(f"@{what}('{subscriber_id}') deve decorar um método")
+    ids = getattr(target, attr, ())
+    setattr(target, attr, (*ids, subscriber_id))
+    return func
+
+
+class Subscriber:
+    """Method decorator: `@Subscriber("id")` makes the method the handler of subscriber `id`.
+
+    The registration belongs to the `WorkerPubSubBase` subclass whose body
+    declares the method.  Stacking several `@Subscriber` on one method
+    registers it for several ids.
+    """
+
+    def __init__(self, subscriber_id: str) -> None:
+        self.subscriber_id = _check_id(subscriber_id, "Subscriber")
+
+    def __call__(self, func: F) -> F:
+        return _mark(func, _SUB_MARK, self.subscriber_id, "Subscriber")
+
+
+class DeadSubscriber:
+    """Method decorator: `@DeadSubscriber("id")` handles the dead letters of subscriber `id`.
+
+    Same signature as a `@Subscriber` handler.  Without one, dead letters of
+    the subscriber run `WorkerBase.execute_dead` (log and succeed).
+    """
+
+    def __init__(self, subscriber_id: str) -> None:
+        self.subscriber_id = _check_id(subscriber_id, "DeadSubscriber")
+
+    def __call__(self, func: F) -> F:
+        return _mark(func, _DEAD_MARK, self.subscriber_id, "DeadSubscriber")
+
+
+class SubscriberWebhook:
+    """Class decorator: `@SubscriberWebhook("id")` delivers subscriber `id` as a webhook.
+
+    The subscriber's tasks call its `url` with `http_method` and `headers`
+    (see `nsj_queue_lib.pubsub.webhook`).  A `@Subscriber` handler for the
+    same id takes precedence.  Applies to the decorated class and its
+    subclasses only.
+    """
+
+    def __init__(self, subscriber_id: str) -> None:
+        self.subscriber_id = _check_id(subscriber_id, "SubscriberWebhook")
+
+    def __call__(self, cls: C) -> C:
+        if not (isinstance(cls, type) and issubclass(cls, WorkerPubSubBase)):
+            raise TypeError("@SubscriberWebhook deve decorar uma subclasse de WorkerPubSubBase")
+        cls._webhook_subscriber_ids = frozenset(
+            cls._webhook_subscriber_ids | {self.subscriber_id})
+        return cls
+
+
+def _collect(cls: type, attr: str, what: str) -> Dict[str, str]:
+    """subscriber id -> method name declared in the body of `cls` itself."""
+    own: Dict[str, str] = {}
+    for name, value in vars(cls).items():
+        target = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+        for sid in getattr(target, attr, ()):
+            if sid in own and own[sid] != name:
+                raise TypeError(f"{cls.__name__}: @{what}('{sid}') declarado em "
+                                f"'{own[sid]}' e em '{name}'")
+            own[sid] = name
+    return own
+
+
+class WorkerPubSubBase(WorkerBase):
+    """Base of pub/sub workers: routes each subscriber task to its handler.
+
+    Subclasses declare handlers with `@Subscriber` / `@DeadSubscriber` and
+    webhook subscribers with `@SubscriberWebhook`; see the module docstring
+    for the handler signature and the payload shape.
+    """
+
+    _subscriber_methods: Mapping[str, str] = MappingProxyType({})
+    _dead_subscriber_methods: Mapping[str, str] = MappingProxyType({})
+    _webhook_subscriber_ids: FrozenSet[str] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        subs: Dict[str, str] = {}
+        dead: Dict[str, str] = {}
+        hooks: set = set()
+        for base in reversed(cls.__mro__[1:]):
+            if isinstance(base, type) and issubclass(base, WorkerPubSubBase):
+                subs.update(base._subscriber_methods)
+                dead.update(base._dead_subscriber_methods)
+                hooks |= base._webhook_subscriber_ids
+        subs.update(_collect(cls, _SUB_MARK, "Subscriber"))
+        dead.update(_collect(cls, _DEAD_MARK, "DeadSubscriber"))
+        cls._subscriber_methods = MappingProxyType(subs)
+        cls._dead_subscriber_methods = MappingProxyType(dead)
+        cls._webhook_subscriber_ids = frozenset(hooks)
+
+    def __init__(self, settings: Any = None) -> None:
+        super().__init__(settings)
+        self._handler_accepts: Dict[Any, bool] = {}
+        self._sub_repo: Optional[Tuple[Any, Any]] = None
+        self._http_local = threading.local()
+
+    # -- registrations ------------------------------------------------------
+    @classmethod
+    def subscriber_ids(cls) -> FrozenSet[str]:
+        """Ids with a `@Subscriber` handler in this class (own or inherited)."""
+        return frozenset(cls._subscriber_methods)
+
+    @classmethod
+    def dead_subscriber_ids(cls) -> FrozenSet[str]:
+        """Ids with a `@DeadSubscriber` handler in this class (own or inherited)."""
+        return frozenset(cls._dead_subscriber_methods)
+
+    @classmethod
+    def webhook_subscriber_ids(cls) -> FrozenSet[str]:
+        """Ids marked with `@SubscriberWebhook` on this class or its bases."""
+        return cls._webhook_subscriber_ids
+
+    def is_webhook_subscriber(self, subscriber_id: str) -> bool:
+        """True when tasks of `subscriber_id` without a handler are delivered as webhooks."""
+        return subscriber_id in self._webhook_subscriber_ids
+
+    def subscriber_handler(self, subscriber_id: str, dead: bool = False) -> Optional[Callable]:
+        """The bound handler of `subscriber_id` (None when not registered)."""
+        table = self._dead_subscriber_methods if dead else self._subscriber_methods
+        name = table.get(subscriber_id)
+        if name is None:
+            return None
+        handler = getattr(self, name, None)
+        return handler if callable(handler) else None
+
+    # -- execution ----------------------------------------------------------
+    def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
+                multi_db_conn: Any = None) -> Optional[str]:
+        """Run the handler (or the webhook) of the task's subscriber."""
+        subscriber_id = self._subscriber_id(tarefa)
+        handler = self.subscriber_handler(subscriber_id)
+        if handler is not None:
+            subscription = self.load_subscription(subscriber_id, bd_conn)
+            return self._call_handler(handler, payload, subscription, tarefa, bd_conn,
+                                      multi_db_conn)
+        if self.is_webhook_subscriber(subscriber_id):
+            subscription = self.load_subscription(subscriber_id, bd_conn)
+            return self.deliver_webhook(payload, subscription, tarefa)
+        raise SubscriberNotRegistered(
+            f"Subscriber '{subscriber_id}' não registrado no worker {type(self).__name__}: "
+            f"nenhum método com @Subscriber('{subscriber_id}') nem "
+            f"@SubscriberWebhook('{subscriber_id}').")
+
+    def execute_dead(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
+                     multi_db_conn: Any = None) -> Optional[str]:
+        """Run the `@DeadSubscriber` handler, or `WorkerBase.execute_dead` when there is none."""
+        subscriber_id = tarefa.get("subscriber_id")
+        handler = self.subscriber_handler(subscriber_id, dead=True) if subscriber_id else None
+        if handler is None:
+            return super().execute_dead(payload, tarefa, bd_conn, multi_db_conn)
+        subscription = self.load_subscription(subscriber_id, bd_conn)
+        return self._call_handler(handler, payload, subscription, tarefa, bd_conn,
+                                  multi_db_conn)
+
+    def _subscriber_id(self, tarefa: Dict[str, Any]) -> str:
+        subscriber_id = tarefa.get("subscriber_id")
+        if not subscriber_id:
+            raise NotASubscriberTask(
+                f"Tarefa {tarefa.get('id')} não tem subscriber_id: um worker pub/sub só executa "
+                "tarefas geradas pela publicação (QueueClient.insert_task_pub_sub).")
+        return str(subscriber_id)
+
+    def _call_handler(self, handler: Callable, payload: str, subscription: Dict[str, Any],
+                      tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any) -> Any:
+        args = (handler_payload(payload, subscription), subscription, tarefa, bd_conn)
+        if multi_db_conn is not None:
+            key = getattr(handler, "__func__", handler)
+            cache = self.__dict__.setdefault("_handler_accepts", {})
+            accepts = cache.get(key)
+            if accepts is None:
+                accepts = cache[key] = accepts_extra_arg(handler, _HANDLER_ARGS)
+            if accepts:
+                return handler(*args, multi_db_conn)
+        return handler(*args)
+
+    # -- subscription -------------------------------------------------------
+    def _repository(self, bd_conn: Any) -> Any:
+        from nsj_queue_lib.db.repository import TaskRepository
+        from nsj_queue_lib.db.session import DbSession
+
+        session = getattr(bd_conn, "_session", None)
+        if session is None:
+            session = DbSession(getattr(bd_conn, "conn", bd_conn))
+        cached = self.__dict__.get("_sub_repo")
+        if cached is not None and cached[0] is session:
+            return cached[1]
+        settings = self.settings
+        sub_table = getattr(settings, "queue_subscriber_table", None)
+        if not sub_table:
+            raise ConfigError("QUEUE_SUBSCRIBER_TABLE não configurada: o worker pub/sub "
+                              "precisa da tabela de assinaturas.")
+        repo = TaskRepository(session, settings.queue_table, sub_table)
+        self._sub_repo = (session, repo)
+        return repo
+
+    def load_subscription(self, subscriber_id: str, bd_conn: Any) -> Dict[str, Any]:
+        """The subscriber row as handlers see it, read now in the task's transaction."""
+        row = self._repository(bd_conn).subscriber_get(subscriber_id)
+        if row is None:
+            raise SubscriptionNotFound(
+                f"Assinatura '{subscriber_id}' não encontrada na tabela "
+                f"{self.settings.queue_subscriber_table} (removida após a publicação?).")
+        return normalize_subscription(row)
+
+    # -- webhook ------------------------------------------------------------
+    def _http_session(self) -> Any:
+        local = self.__dict__.setdefault("_http_local", threading.local())
+        session = getattr(local, "session", None)
+        if session is None:
+            import requests
+
+            session = requests.Session()
+            # One session serves every subscriber: never carry cookies between calls.
+            session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+            local.session = session
+        return session
+
+    def deliver_webhook(self, payload: Optional[str], subscription: Dict[str, Any],
+                        tarefa: Dict[str, Any]) -> str:
+        """Call the subscription's webhook with the publication; return the success message."""
+        from nsj_queue_lib.pubsub.webhook import build_request, deliver
+
+        request = build_request(subscription, payload)
+        timeout = getattr(self.settings, "default_webhook_timeout", None)
+        return deliver(request, timeout or DEFAULT_WEBHOOK_TIMEOUT, self._http_session())
+
+
+__all__ = [
+    "DeadSubscriber",
+    "Subscriber",
+    "SubscriberNotRegistered",
+    "SubscriberWebhook",
+    "WorkerPubSubBase",
+]

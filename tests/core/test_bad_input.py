@@ -1,0 +1,121 @@
+"""Bad configuration and misbehaving task code: clear exits, recorded failures, no stalls."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers import eventually, run_python
+
+
+def test_db_gen_rejects_invalid_identifiers():
+    for args, named in ((["bad schema", "fila"], "schema"),
+                        (["public", "fila; DROP TABLE x"], "fila"),
+                        (["public", '"fila"'], "fila")):
+        res = run_python(["-m", "nsj_queue_lib.db_gen", *args])
+        assert res.returncode == 2, res
+        assert res.stdout == ""
+        assert named in res.stderr
+        assert "identificador válido" in res.stderr
+
+
+def test_worker_exits_2_when_queue_table_does_not_exist(queue):
+    w = queue.start_worker(QUEUE_TABLE=f"{queue.schema}.nao_existe")
+    assert w.wait_exit(20) == 2
+    log = w.log()
+    assert "QUEUE_TABLE" in log
+    assert "nao_existe" in log
+
+
+def test_worker_exits_2_without_db_host(queue, tmp_path):
+    w = queue.start_worker(drop_env=("DB_HOST", "DATABASE_HOST"), cwd=tmp_path)
+    assert w.wait_exit(20) == 2
+    assert "DB_HOST" in w.log()
+
+
+def test_worker_exits_2_for_mysql_without_client_server_mode(queue):
+    w = queue.start_worker(DB_DRIVER="MYSQL", CLIENT_SERVER_MODE="false")
+    assert w.wait_exit(20) == 2
+    assert "CLIENT_SERVER_MODE" in w.log()
+
+
+def test_worker_exits_2_for_invalid_int_setting(queue):
+    w = queue.start_worker(QUEUE_MAX_RETRY="muitas")
+    assert w.wait_exit(20) == 2
+    assert "QUEUE_MAX_RETRY" in w.log()
+
+
+def test_non_json_payload_is_a_recorded_failure_and_worker_goes_on(queue):
+    bad = queue.insert("isto não é json", prioridade=90)
+    good = queue.insert({"efeito": "next"})
+    w = queue.start_worker()
+    queue.wait_status(good, "sucesso")
+    row = queue.row(bad)
+    assert row["status"] == "falha"
+    assert "JSONDecodeError" in row["mensagem"]
+    assert queue.count(f"id_anterior = {bad}") == 1  # retried like any failure
+    assert w.proc.poll() is None
+    assert [e["tarefa_id"] for e in queue.effects()] == [good]
+
+
+def test_non_string_return_value_is_stored_as_text(queue):
+    task_id = queue.insert({"return": 123})
+    queue.start_worker()
+    row = queue.wait_status(task_id, "sucesso")
+    assert row["mensagem"] == "123"
+
+
+def test_none_return_value_gets_default_message(queue):
+    task_id = queue.insert({"return": None})
+    queue.start_worker()
+    row = queue.wait_status(task_id, "sucesso")
+    assert row["mensagem"] == "Concluído com sucesso"
+
+
+def test_system_exit_in_task_is_a_failure_and_worker_survives(queue):
+    bad = queue.insert({"system_exit": True, "efeito": "nao"}, prioridade=90)
+    good = queue.insert({"efeito": "sim"})
+    w = queue.start_worker(QUEUE_MAX_RETRY="1")
+    queue.wait_status(good, "sucesso")
+    row = queue.row(bad)
+    assert row["status"] == "falha"
+    assert "SystemExit" in row["mensagem"]
+    assert w.proc.poll() is None
+    # The interrupted attempt's write rolled back (its dead letter's handler wrote 'dead').
+    assert [e["chave"] for e in queue.effects("tipo = 'execute'")] == ["sim"]
+    later = queue.insert({"efeito": "depois"})
+    queue.wait_status(later, "sucesso")
+    assert w.proc.poll() is None
+
+
+def test_long_error_message_is_truncated_and_task_retried(queue):
+    task_id = queue.insert({"long_message": 2000})
+    queue.start_worker(QUEUE_BASE_INTERVAL_RETRY="10")  # the retry stays scheduled
+    nxt = eventually(lambda: queue.rows(f"id_anterior = {task_id}"), message="retry row")[0]
+    row = queue.row(task_id)
+    assert row["status"] == "falha"
+    assert len(row["mensagem"]) == 500
+    assert row["mensagem"].startswith("ValueError: xxxx")
+    assert row["mensagem"].endswith("Tarefa reenfileirada.")
+    assert nxt["status"] == "agendada"
+    assert nxt["tentativa"] == 2
+    assert nxt["mensagem_anterior"] == row["mensagem"]
+
+
+def test_long_return_value_is_truncated_and_success_kept(queue):
+    task_id = queue.insert({"return": "y" * 2000, "efeito": "longo"})
+    queue.start_worker()
+    row = queue.wait_status(task_id, "sucesso")
+    assert len(row["mensagem"]) <= 500
+    assert row["mensagem"].startswith("y" * 400)
+    assert queue.count() == 1
+    assert [e["chave"] for e in queue.effects()] == ["longo"]
+
+
+def test_payload_reaches_worker_unchanged_when_not_json_object(queue):
+    # A JSON list is valid JSON but not an object: the scripted worker fails on .get(),
+    # which must still be a recorded failure, not a crashed worker.
+    task_id = queue.insert(json.dumps([1, 2, 3]))
+    w = queue.start_worker(QUEUE_MAX_RETRY="1")
+    row = queue.wait_status(task_id, "falha")
+    assert "AttributeError" in row["mensagem"]
+    assert w.proc.poll() is None

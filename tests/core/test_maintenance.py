@@ -1,0 +1,184 @@
+"""The admin services run in-process against real rows: purge, rescue (retry) and notify."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from nsj_queue_lib.coordination.backend import PostgresBackend
+from nsj_queue_lib.coordination.base import ADMIN_RETRY, admin_lock_key, task_lock_key
+from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
+from tests.helpers import eventually
+
+EVERY_MINUTE = frozenset(range(60))
+
+
+def _raw(queue, **cols) -> int:
+    """Insert a row exactly as given (no QueueClient defaults); return its id."""
+    names = ", ".join(cols)
+    marks = ", ".join(["%s"] * len(cols))
+    return queue.value(f'INSERT INTO "{queue.schema}"."{queue.fila}" ({names}) '
+                       f"VALUES ({marks}) RETURNING id", tuple(cols.values()))
+
+
+def _service(cls, queue, **env):
+    settings = queue.settings(**env)
+    return cls(settings, PostgresBackend(settings), EVERY_MINUTE)
+
+
+@pytest.fixture
+def listener(queue, pg_server):
+    """Listens on the queue's channel.  `listener(marker)` sends NOTIFY `marker` and returns
+    the payloads delivered before it (PostgreSQL delivers in commit order), then forgets them.
+    """
+    conn = pg_server.connect()
+    with conn.cursor() as cur:
+        cur.execute(f'LISTEN "{queue.fila}"')
+
+    def until_marker(marker: str) -> list:
+        queue.sql("SELECT pg_notify(%s, %s)", (queue.fila, marker))
+        eventually(lambda: (conn.poll(), marker in [n.payload for n in conn.notifies])[1],
+                   message=f"marker {marker}")
+        payloads = [n.payload for n in conn.notifies]
+        conn.notifies.clear()
+        return payloads[:payloads.index(marker)]
+
+    yield until_marker
+    conn.close()
+
+
+@pytest.fixture
+def other_conn(pg_server):
+    conn = pg_server.connect()
+    yield conn
+    conn.close()
+
+
+def test_purge_deletes_old_finished_chains_only_and_respects_limit(queue):
+    now = queue.db_now()
+    old = now - dt.timedelta(days=10)
+    recent = now - dt.timedelta(hours=1)
+
+    a1 = _raw(queue, status="falha", data_hora=old, payload="a")
+    a2 = _raw(queue, status="sucesso", data_hora=old, id_inicial=a1, tentativa=2)
+    b = _raw(queue, status="sucesso", data_hora=old, payload="b")
+    xs = [_raw(queue, status="sucesso", data_hora=old, payload=f"x{i}") for i in range(5)]
+    deletable = {a1, a2, b, *xs}
+
+    kept = {
+        _raw(queue, status="pendente", data_hora=old, payload="c"),
+        _raw(queue, status="agendada", data_hora=old, payload="d"),
+        _raw(queue, status="processando", data_hora=old, payload="e"),
+        _raw(queue, status="sucesso", data_hora=recent, payload="h"),
+    }
+    f1 = _raw(queue, status="falha", data_hora=old, payload="f")  # chain with an active retry
+    f2 = _raw(queue, status="agendada", data_hora=old, id_inicial=f1, tentativa=2)
+    g1 = _raw(queue, status="falha", data_hora=old, payload="g")  # chain ended recently
+    g2 = _raw(queue, status="sucesso", data_hora=recent, id_inicial=g1, tentativa=2)
+    kept |= {f1, f2, g1, g2}
+
+    one_round = _service(PurgeService, queue, QUEUE_PURGE_MAX_AGE="1", QUEUE_PURGE_LIMIT="3",
+                         QUEUE_PURGE_ROUND_LIMIT="1")
+    assert one_round.run_once().count == 3
+    assert queue.count() == len(deletable) + len(kept) - 3
+    assert one_round.run_once().count == 3
+
+    rounds = _service(PurgeService, queue, QUEUE_PURGE_MAX_AGE="1", QUEUE_PURGE_LIMIT="3")
+    assert rounds.run_once().count == 2
+    assert {r["id"] for r in queue.rows()} == kept
+    assert rounds.run_once().count == 0
+
+
+def test_purge_whole_backlog_in_rounds(queue):
+    old = queue.db_now() - dt.timedelta(days=100)
+    for i in range(7):
+        _raw(queue, status="sucesso", data_hora=old, payload=str(i))
+    purge = _service(PurgeService, queue, QUEUE_PURGE_LIMIT="2")  # default age: 60 days
+    assert purge.run_once().count == 7
+    assert queue.count() == 0
+
+
+def test_rescue_requeues_unlocked_processing_and_leaves_locked(queue, other_conn, listener):
+    q1 = _raw(queue, status="falha", payload="payload-q", tentativa=1)
+    dying = _raw(queue, status="processando", id_inicial=q1, tentativa=2, prioridade=60)
+    free = queue.insert({"x": 1}, prioridade=70)
+    held = queue.insert({"x": 2})
+    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" SET status = \'processando\' '
+              "WHERE id IN (%s, %s)", (free, held))
+    with other_conn.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s, %s)", task_lock_key(queue.table, held))
+        assert cur.fetchone()[0] is True
+
+    listener("before")
+    rescue = _service(RetryService, queue, QUEUE_MAX_RETRY="2")
+    assert rescue.run_once().count == 2
+    # Woken: by the rescue itself and by the trigger of the rows it inserted.
+    assert "" in listener("after")
+
+    old = queue.row(free)
+    assert old["status"] == "falha"
+    assert "worker parou" in old["mensagem"]
+    assert old["reenfileirado"] is True
+    nxt = queue.rows("id_anterior = %s", (free,))
+    assert len(nxt) == 1
+    assert nxt[0]["status"] == "agendada"
+    assert nxt[0]["tentativa"] == 2
+    assert nxt[0]["id_inicial"] == free
+    assert nxt[0]["prioridade"] == 70
+    assert nxt[0]["status_anterior"] == "falha"
+
+    # Last attempt of its chain: goes to the dead letters with the first attempt's payload.
+    assert queue.row(dying)["status"] == "falha"
+    assert queue.row(dying)["estouro_tentativas"] is True
+    dead = queue.rows("dead")
+    assert len(dead) == 1
+    assert dead[0]["live_id"] == q1
+    assert dead[0]["payload"] == "payload-q"
+    assert dead[0]["prioridade"] == 60
+
+    assert queue.row(held)["status"] == "processando"
+    assert queue.rows("id_anterior = %s", (held,)) == []
+
+    with other_conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_unlock(%s, %s)", task_lock_key(queue.table, held))
+    assert rescue.run_once().count == 1
+    assert queue.row(held)["status"] == "falha"
+
+
+def test_rescue_skips_when_another_worker_holds_the_admin_lock(queue, other_conn):
+    task_id = queue.insert({"x": 1})
+    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" SET status = \'processando\'')
+    with other_conn.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                    admin_lock_key(queue.table, ADMIN_RETRY))
+    result = _service(RetryService, queue).run_once()
+    assert result.skipped
+    assert queue.row(task_id)["status"] == "processando"
+    assert queue.count() == 1
+
+
+def test_notify_service_promotes_due_agendada_and_wakes_workers(queue, listener):
+    now = queue.db_now()
+    due = _raw(queue, status="agendada", data_hora=now - dt.timedelta(seconds=5))
+    future = _raw(queue, status="agendada", data_hora=now + dt.timedelta(hours=1))
+    listener("before")  # drop the notifications of the inserts above
+
+    result = _service(NotifyService, queue).run_once()
+    assert result.count == 1
+    assert queue.row(due)["status"] == "pendente"
+    assert queue.row(future)["status"] == "agendada"
+    assert listener("after") == [""]
+
+
+def test_notify_service_rewakes_for_lost_pending_only(queue, listener):
+    _raw(queue, status="pendente", data_hora=queue.db_now() - dt.timedelta(seconds=1))
+    listener("m0")  # drop the insert's own notification
+    notify = _service(NotifyService, queue, QUEUE_WAIT_NOTIFY_INTERVAL="60")
+    assert notify.run_once().count == 0
+    assert listener("m1") == []  # waiting 1 s < 60 s: not lost, no wake-up
+
+    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" '
+              "SET data_hora = clock_timestamp() - interval '2 minutes'")
+    assert notify.run_once().count == 0
+    assert listener("m2") == [""]  # lost: the workers are woken

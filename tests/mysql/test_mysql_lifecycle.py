@@ -1,0 +1,341 @@
+"""A task's whole life on MariaDB, in process: LockerClaimer + TaskRunner + admin services.
+
+No worker processes and no socket server: locks come from `DictLocker`, an in-process
+stand-in with the Locker contract (session-owned, non-blocking, released on close).  It
+is only for these unit-level tests; the real MySQL path uses the queue server's locks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from typing import Any, Dict, List
+
+import pytest
+
+from nsj_queue_lib.coordination.base import LockKey, task_lock_key
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.queue_client import QueueClient
+from nsj_queue_lib.runtime.claim import LockerClaimer
+from nsj_queue_lib.runtime.failure import WORKER_STOPPED
+from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
+from nsj_queue_lib.runtime.runner import TaskRunner
+from tests.helpers import eventually
+from tests.mysql.conftest import make_settings
+
+
+class DictLocker:
+    """Locks in a dict shared by the 'sessions' of one test."""
+
+    def __init__(self, owners: Dict[LockKey, Any]) -> None:
+        self.owners = owners
+        self._mutex = threading.Lock()
+
+    def try_lock(self, key: LockKey) -> bool:
+        with self._mutex:
+            if self.owners.get(key, self) is not self:
+                return False
+            self.owners[key] = self
+            return True
+
+    def unlock(self, key: LockKey) -> bool:
+        with self._mutex:
+            if self.owners.get(key) is not self:
+                return False
+            del self.owners[key]
+            return True
+
+    def close(self) -> None:
+        with self._mutex:
+            for key in [k for k, v in self.owners.items() if v is self]:
+                del self.owners[key]
+
+
+class FakeBackend:
+    """Backend of the client/server mode, with DictLocker locks and recorded wake-ups."""
+
+    task_locks_in_sql = False
+
+    def __init__(self) -> None:
+        self.owners: Dict[LockKey, Any] = {}
+        self.wakes: List[str] = []
+
+    def task_locker(self, session: DbSession) -> DictLocker:
+        return DictLocker(self.owners)
+
+    admin_locker = task_locker
+
+    def wake_workers(self, session: DbSession, payload: str = "") -> None:
+        self.wakes.append(payload)
+
+
+class Worker:
+    """What the consumer loop wires for MySQL: its own session, LockerClaimer, TaskRunner."""
+
+    def __init__(self, settings, backend: FakeBackend, handler) -> None:
+        self.settings = settings
+        self.session = DbSession.open(settings)
+        self.repo = TaskRepository(self.session, settings.queue_table,
+                                   settings.queue_subscriber_table)
+        self.locker = backend.task_locker(self.session)
+        self.claimer = LockerClaimer(self.repo, self.locker, settings.queue_table)
+        self.runner = TaskRunner(settings, self.repo, self.locker, handler,
+                                 task_locks_in_sql=False, fence_row=True)
+
+    def claim(self):
+        return self.claimer.claim()
+
+    def run_next(self):
+        tarefa = self.claim()
+        assert tarefa is not None, "nenhuma tarefa disponível"
+        return tarefa, self.runner.run(tarefa)
+
+    def close(self) -> None:
+        self.locker.close()
+        self.session.close()
+
+
+@pytest.fixture
+def backend() -> FakeBackend:
+    return FakeBackend()
+
+
+@pytest.fixture
+def workers(myqueue, backend):
+    made: List[Worker] = []
+
+    def make(handler, **settings_env: str) -> Worker:
+        w = Worker(make_settings(myqueue, **settings_env), backend, handler)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+
+
+def _enqueue(q, payload: Any = "carga", **kwargs) -> int:
+    conn = q.server.connect(q.database, autocommit=False)
+    try:
+        task_id = QueueClient(conn, q.table, q.sub_table).insert_task(
+            "origem", "destino", "proc", kwargs.pop("chave_externa", None), payload, **kwargs)
+        conn.commit()
+        return task_id
+    finally:
+        conn.close()
+
+
+def handler_ok(q):
+    def run(tarefa: dict, bd_conn) -> str:
+        bd_conn.execute(f"INSERT INTO `{q.database}`.efeitos (tarefa_id, chave) "
+                        "VALUES (%(id)s, %(chave)s)", {"id": tarefa["id"], "chave": "ok"})
+        return f"ok {tarefa['id']} {tarefa['payload']}"
+    return run
+
+
+def handler_fail(q):
+    def run(tarefa: dict, bd_conn) -> str:
+        bd_conn.execute(f"INSERT INTO `{q.database}`.efeitos (tarefa_id, chave) "
+                        "VALUES (%(id)s, 'desfeito')", {"id": tarefa["id"]})
+        raise ValueError(f"falhou {tarefa['tentativa']}")
+    return run
+
+
+def test_success_commits_effect_and_status_together(myqueue, workers, backend):
+    task_id = _enqueue(myqueue, {"a": 1})
+    w = workers(handler_ok(myqueue))
+    tarefa = w.claim()
+    assert tarefa["id"] == task_id and tarefa["status"] == "processando"
+    assert tarefa["payload"] == '{"a": 1}' and tarefa["pub_sub"] is False
+    assert backend.owners[task_lock_key(myqueue.table, task_id)] is w.locker
+    assert workers(handler_ok(myqueue)).claim() is None  # nothing else to take
+    assert w.runner.run(tarefa) is True
+    row = myqueue.row(task_id)
+    assert (row["status"], row["mensagem"]) == ("sucesso", f'ok {task_id} {{"a": 1}}')
+    assert [(e["tarefa_id"], e["chave"]) for e in myqueue.effects()] == [(task_id, "ok")]
+    assert backend.owners == {}  # lock released
+
+
+def test_claim_skips_a_task_locked_by_another_worker(myqueue, workers):
+    first = _enqueue(myqueue, prioridade=90)
+    second = _enqueue(myqueue, prioridade=10)
+    a, b = workers(handler_ok(myqueue)), workers(handler_ok(myqueue))
+    assert a.locker.try_lock(task_lock_key(myqueue.table, first))  # a is about to claim it
+    assert b.claim()["id"] == second
+    assert b.claim() is None
+
+
+def test_claim_takes_highest_priority_then_oldest(myqueue, workers):
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
+    low = _enqueue(myqueue, prioridade=10, data_hora=old)
+    new_high = _enqueue(myqueue, prioridade=80)
+    old_high = _enqueue(myqueue, prioridade=80, data_hora=old)
+    w = workers(handler_ok(myqueue))
+    assert [w.run_next()[0]["id"] for _ in range(3)] == [old_high, new_high, low]
+
+
+def test_failure_rolls_back_and_requeues_with_payload(myqueue, workers):
+    task_id = _enqueue(myqueue, "carga original")
+    w = workers(handler_fail(myqueue), QUEUE_MAX_RETRY="3")
+    assert w.run_next()[1] is False
+    assert myqueue.effects() == []  # the handler's write rolled back
+    first = myqueue.row(task_id)
+    assert (first["status"], first["reenfileirado"]) == ("falha", 1)
+    assert first["mensagem"].startswith("ValueError: falhou 1")
+    retry = myqueue.rows("id_inicial = %s", (task_id,))
+    assert [(r["tentativa"], r["status"], r["payload"]) for r in retry] == [(2, "agendada", None)]
+    # the retry is due at once (QUEUE_BASE_INTERVAL_RETRY=0) and gets the root's payload
+    ok = workers(handler_ok(myqueue))
+    tarefa2, outcome2 = ok.run_next()
+    assert (tarefa2["id"], tarefa2["tentativa"], tarefa2["payload"]) == \
+        (retry[0]["id"], 2, "carga original")
+    assert outcome2 is True
+    assert myqueue.row(retry[0]["id"])["status"] == "sucesso"
+
+
+def test_retry_waits_for_its_delay(myqueue, workers):
+    _enqueue(myqueue)
+    w = workers(handler_fail(myqueue), QUEUE_BASE_INTERVAL_RETRY="0.01")  # 0.6 s
+    w.run_next()
+    assert w.claim() is None
+    wait = w.repo.task_seconds_to_next_due()
+    assert 0 < wait <= 0.6
+    tarefa = eventually(w.claim, timeout=5, message="retry due")
+    assert tarefa["tentativa"] == 2
+
+
+def test_exhausted_retries_go_to_the_dead_queue_and_end_there(myqueue, workers):
+    task_id = _enqueue(myqueue, {"morta": True}, prioridade=70)
+    w = workers(handler_fail(myqueue), QUEUE_MAX_RETRY="1")
+    w.run_next()
+    first = myqueue.row(task_id)
+    assert (first["status"], first["estouro_tentativas"]) == ("falha", 1)
+    assert "fila de mortos" in first["mensagem"]
+    (dead,) = myqueue.rows("dead = TRUE")
+    assert (dead["status"], dead["live_id"], dead["payload"], dead["prioridade"]) == \
+        ("pendente", task_id, '{"morta": true}', 70)
+    tarefa, outcome = w.run_next()
+    assert tarefa["id"] == dead["id"] and tarefa["dead"] is True and outcome is False
+    assert "também na fila de mortos" in myqueue.row(dead["id"])["mensagem"]
+    assert myqueue.count() == 2  # no new chain
+    assert w.claim() is None
+
+
+def test_sql_errors_of_the_handler_are_task_failures_not_lost_connections(myqueue, workers):
+    task_id = _enqueue(myqueue)
+
+    def signal(tarefa, bd_conn):
+        bd_conn.execute("SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'regra de negocio'")
+
+    w = workers(signal)
+    assert w.run_next()[1] is False
+    assert "regra de negocio" in myqueue.row(task_id)["mensagem"]
+    assert w.session.is_alive()
+
+
+def test_lock_wait_timeout_in_handler_is_a_task_failure(myqueue, workers):
+    task_id = _enqueue(myqueue)
+    myqueue.sql(f"INSERT INTO `{myqueue.database}`.efeitos (id, chave) VALUES (1, 'x')")
+    other = myqueue.server.connect(myqueue.database, autocommit=False)
+    try:
+        other.cursor().execute("UPDATE efeitos SET chave = 'y' WHERE id = 1")
+
+        def blocked(tarefa, bd_conn):
+            bd_conn.execute("SET SESSION innodb_lock_wait_timeout = 1")
+            bd_conn.execute(f"UPDATE `{myqueue.database}`.efeitos SET chave = 'z' WHERE id = 1")
+
+        w = workers(blocked)
+        assert w.run_next()[1] is False
+        assert "Lock wait timeout" in myqueue.row(task_id)["mensagem"]
+    finally:
+        other.rollback()
+        other.close()
+
+
+def test_killed_connection_is_reported_as_unavailable(myqueue, workers):
+    w = workers(handler_ok(myqueue))
+    conn_id = w.session.fetch_value("SELECT CONNECTION_ID()")
+    myqueue.sql(f"KILL CONNECTION {int(conn_id)}")
+    with pytest.raises(DatabaseUnavailable):
+        w.repo.task_has_due()
+
+
+def test_task_inserted_now_is_due_immediately(myqueue, workers):
+    """Microsecond clock: no wait for the next whole second (defect of 1.2.2 on MySQL)."""
+    w = workers(handler_ok(myqueue))
+    for _ in range(5):
+        now = dt.datetime.now(dt.timezone.utc)
+        task_id = _enqueue(myqueue, data_hora=now)
+        stored = myqueue.row(task_id)["data_hora"]
+        assert stored == now.replace(tzinfo=None)
+        assert w.repo.task_has_due() is True
+        assert w.repo.task_seconds_to_next_due() <= 0
+        tarefa = w.claim()
+        assert tarefa is not None and tarefa["id"] == task_id
+        w.runner.run(tarefa)
+    default_id = _enqueue(myqueue)  # data_hora from UTC_TIMESTAMP(6)
+    assert w.claim()["id"] == default_id
+
+
+# -- admin services on MySQL ---------------------------------------------------------
+def test_retry_service_rescues_a_task_whose_worker_died(myqueue, workers, backend):
+    task_id = _enqueue(myqueue, "resgatar")
+    alive_id = _enqueue(myqueue, "em execução")
+    crashed = workers(handler_ok(myqueue))
+    assert crashed.claim()["id"] == task_id
+    running = workers(handler_ok(myqueue))
+    alive = running.claim()
+    assert alive["id"] == alive_id
+    crashed.locker.close()  # the worker's lock session ends: it died
+    settings = make_settings(myqueue)
+    result = RetryService(settings, backend, frozenset(range(60))).run_once()
+    assert (result.skipped, result.count) == (False, 1)
+    row = myqueue.row(task_id)
+    assert row["status"] == "falha" and row["mensagem"].startswith(WORKER_STOPPED)
+    assert myqueue.row(alive_id)["status"] == "processando"
+    (retry,) = myqueue.rows("id_inicial = %s", (task_id,))
+    assert retry["status"] == "agendada"
+    assert backend.wakes == [""]
+    assert running.runner.run(alive) is True  # the live worker was left alone
+
+
+def test_admin_service_skips_when_another_worker_holds_its_lock(myqueue, backend):
+    from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
+
+    holder = DictLocker(backend.owners)
+    holder.try_lock(admin_lock_key(myqueue.table, ADMIN_PURGE))
+    result = PurgeService(make_settings(myqueue), backend, frozenset({0})).run_once()
+    assert result.skipped is True
+
+
+def test_purge_service_keeps_active_chains(myqueue, workers, backend):
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=90)
+    finished = [_enqueue(myqueue, data_hora=old) for _ in range(3)]
+    active_root = _enqueue(myqueue, "payload da cadeia", data_hora=old)
+    myqueue.sql(f"UPDATE {myqueue.table} SET status = 'sucesso' WHERE id IN %s",
+                (tuple(finished),))
+    # the active chain: old root failed, its retry is still waiting
+    w = workers(handler_fail(myqueue))
+    assert w.run_next()[0]["id"] == active_root
+    myqueue.sql(f"UPDATE {myqueue.table} SET data_hora = %s WHERE id_inicial = %s",
+                (old.replace(tzinfo=None), active_root))
+    settings = make_settings(myqueue, QUEUE_PURGE_MAX_AGE="60", QUEUE_PURGE_LIMIT="2")
+    result = PurgeService(settings, backend, frozenset({0})).run_once()
+    assert result.count == 3
+    assert {r["id"] for r in myqueue.rows()} == {
+        active_root, myqueue.rows("id_inicial = %s", (active_root,))[0]["id"]}
+    # the retry still finds the chain's payload
+    ok = workers(handler_ok(myqueue))
+    tarefa, outcome = ok.run_next()
+    assert tarefa["payload"] == "payload da cadeia" and outcome is True
+
+
+def test_notify_service_promotes_due_scheduled_tasks(myqueue, backend):
+    task_id = _enqueue(myqueue)
+    myqueue.sql(f"UPDATE {myqueue.table} SET status = 'agendada'")
+    result = NotifyService(make_settings(myqueue), backend, frozenset({0})).run_once()
+    assert result.count == 1
+    assert myqueue.row(task_id)["status"] == "pendente"
+    assert backend.wakes == [""]

@@ -1,0 +1,58 @@
+"""The MySQL query file against the PostgreSQL one (no database needed)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from nsj_queue_lib.db import repository
+from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
+from nsj_queue_lib.db.queries import Queries, raw_queries
+
+PARAM = re.compile(r"%\((\w+)\)s")
+
+# Queries that cannot exist natively on MySQL (advisory locks, NOTIFY): their MySQL bodies
+# refuse or do nothing, so they take none of the PostgreSQL parameters.
+NOT_NATIVE_ON_MYSQL = {"task_claim_locked", "task_finish_unlock", "notify"}
+
+
+def test_mysql_and_postgres_have_the_same_query_names():
+    assert set(raw_queries(MYSQL)) == set(raw_queries(POSTGRES))
+
+
+@pytest.mark.parametrize("name", sorted(set(raw_queries(POSTGRES)) - NOT_NATIVE_ON_MYSQL))
+def test_each_query_takes_the_same_parameters_in_both_dialects(name):
+    assert set(PARAM.findall(raw_queries(MYSQL)[name])) == set(
+        PARAM.findall(raw_queries(POSTGRES)[name]))
+
+
+def test_non_native_queries_have_no_parameters_on_mysql():
+    for name in NOT_NATIVE_ON_MYSQL:
+        assert PARAM.findall(raw_queries(MYSQL)[name]) == []
+    assert "SIGNAL SQLSTATE" in raw_queries(MYSQL)["task_claim_locked"]
+    assert "SIGNAL SQLSTATE" in raw_queries(MYSQL)["task_finish_unlock"]
+
+
+def test_every_query_is_used_by_the_repository():
+    source = Path(repository.__file__).read_text(encoding="utf-8")
+    unused = {n for n in raw_queries(MYSQL) if f'"{n}"' not in source}
+    assert unused == set()
+
+
+def test_mysql_queries_render_with_backticks_and_no_stray_percent():
+    q = Queries(MYSQL, "banco.fila", "banco.fila_subscriber")
+    assert q.names() == set(raw_queries(MYSQL))
+    assert "`banco`.`fila`" in q["task_get"]
+    assert "`banco`.`fila_subscriber`" in q["subscriber_fanout"]
+    for name in q.names():
+        assert "%" not in PARAM.sub("", q[name]), name
+        assert "RETURNING" not in q[name].upper(), name
+
+
+def test_mysql_queries_use_microsecond_utc_clock():
+    for name, body in raw_queries(MYSQL).items():
+        upper = body.upper()
+        assert "CURRENT_TIMESTAMP" not in upper and "NOW(" not in upper, name
+    assert "UTC_TIMESTAMP(6)" in raw_queries(MYSQL)["task_claim_candidates"]

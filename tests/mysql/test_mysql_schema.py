@@ -1,0 +1,80 @@
+"""db_gen --mysql: the DDL applies to MariaDB and the shipped SingleStore file is its output."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from contextlib import redirect_stdout
+
+from nsj_queue_lib import db_gen
+from nsj_queue_lib.db.dialect import MYSQL
+from nsj_queue_lib.db.schema import render_schema
+from tests.mysql_server import ROOT, split_statements
+
+SHIPPED = ROOT / "database" / "0001 - fila teste SingleStore.sql"
+
+
+def _db_gen(*argv: str) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert db_gen.main(list(argv)) == 0
+    return out.getvalue()
+
+
+def test_shipped_singlestore_file_is_db_gen_output_for_test_fila_teste():
+    assert SHIPPED.read_text(encoding="utf-8") == _db_gen("test", "fila_teste", "--mysql")
+
+
+def test_db_gen_module_prints_the_mysql_dialect():
+    proc = subprocess.run([sys.executable, "-m", "nsj_queue_lib.db_gen", "test", "fila_teste",
+                           "--mysql"], capture_output=True, text=True, cwd=str(ROOT), check=True)
+    assert proc.stdout == render_schema(MYSQL, "test", "fila_teste")
+    assert "`test`.`fila_teste`" in proc.stdout
+    statements = "\n".join(split_statements(proc.stdout)).upper()
+    for absent in ("TRIGGER", "FUNCTION", "FOREIGN KEY", "REFERENCES", "WHERE"):
+        assert absent not in statements
+
+
+def test_schema_applies_with_the_expected_columns_and_indexes(myqueue):
+    cols = myqueue.sql(
+        "SELECT column_name AS c, column_type AS t FROM information_schema.columns WHERE"
+        " table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+        (myqueue.database, myqueue.fila))
+    types = {r["c"]: r["t"] for r in cols}
+    assert len(types) == 28
+    assert types["id"].startswith("bigint")
+    assert types["data_hora"] == types["data_hora_inicial"] == "datetime(6)"
+    assert types["payload"] == "longtext"
+    assert types["payload_hash"] == "varchar(64)"
+    assert types["mensagem"] == "varchar(500)"
+    assert types["pub_sub"] == types["dead"] == "tinyint(1)"
+    indexes = {r["k"] for r in myqueue.sql(
+        "SELECT DISTINCT index_name AS k FROM information_schema.statistics"
+        " WHERE table_schema = %s AND table_name = %s", (myqueue.database, myqueue.fila))}
+    assert {f"ix_{myqueue.fila}_{s}" for s in ("claim", "due", "running", "chain")} <= indexes
+    assert myqueue.sql("SELECT * FROM information_schema.triggers WHERE trigger_schema = %s",
+                       (myqueue.database,)) == []
+    sub_cols = {r["c"] for r in myqueue.sql(
+        "SELECT column_name AS c FROM information_schema.columns"
+        " WHERE table_schema = %s AND table_name = %s",
+        (myqueue.database, f"{myqueue.fila}_subscriber"))}
+    assert sub_cols == {"id", "tenant", "grupo_empresarial", "processo", "url", "http_method",
+                        "headers", "ativo", "created_at"}
+
+
+def test_shipped_file_applies_to_an_empty_database(mysql_server):
+    conn = mysql_server.connect()
+    name = "nsjq_shipped_schema"
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            ddl = SHIPPED.read_text(encoding="utf-8").replace("`test`", f"`{name}`")
+            for stmt in split_statements(ddl):
+                cur.execute(stmt)
+            cur.execute(f"SHOW TABLES FROM `{name}`")
+            assert sorted(r[0] for r in cur.fetchall()) == ["fila_teste", "fila_teste_subscriber"]
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        conn.close()

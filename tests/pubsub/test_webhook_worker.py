@@ -1,0 +1,163 @@
+"""The webhook worker (python -m nsj_queue_lib.worker_webhook) against a local HTTP server."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.helpers import eventually
+from tests.pubsub.conftest import add_subscriber, publish
+
+WEBHOOK = "nsj_queue_lib.worker_webhook"
+SECRET = "segredo-do-header-8c1f"
+BODY_MARK = "dado-sensivel-do-corpo-77aa"
+
+
+def subscriber_rows(queue, pub_id, where="true"):
+    return queue.rows(f"publication_id = %s AND ({where})", (pub_id,))
+
+
+def test_post_put_get_delete_with_headers_body_and_content_type(queue, http_server):
+    base = http_server.url
+    add_subscriber(queue, "post", url=base + "/post", method="post",
+                   headers={"X-Token": SECRET, "X-Outro": "1"})
+    add_subscriber(queue, "put", url=base + "/put", method="PUT", headers={"X-Token": SECRET})
+    add_subscriber(queue, "put_ct", url=base + "/put_ct", method="Put",
+                   headers={"content-type": "application/vnd.nsj+json"})
+    add_subscriber(queue, "get", url=base + "/get?x=1", method="get",
+                   headers={"X-Token": SECRET})
+    add_subscriber(queue, "delete", url=base + "/delete", method="DELETE")
+    publication = {"pedido": 1, "texto": BODY_MARK, "quando": "2024-01-01"}
+    text = json.dumps(publication)
+    pub_id = publish(queue, publication)
+    worker = queue.start_worker(WEBHOOK)
+    queue.wait_status(pub_id, "sucesso")
+    queue.wait_idle()
+
+    rows = {r["subscriber_id"]: r for r in subscriber_rows(queue, pub_id)}
+    assert set(rows) == {"post", "put", "put_ct", "get", "delete"}
+    for sid, row in rows.items():
+        assert row["status"] == "sucesso", row
+        assert "200" in row["mensagem"] and f"/{sid}" in row["mensagem"]
+        assert f"resposta 200 de /{sid}" in row["mensagem"]
+
+    [post] = http_server.received("/post")
+    assert post.method == "POST"
+    assert post.body == text.encode()
+    assert post.headers["content-type"] == "application/json"
+    assert post.headers["x-token"] == SECRET and post.headers["x-outro"] == "1"
+
+    [put] = http_server.received("/put")
+    assert put.method == "PUT" and put.body == text.encode()
+    assert put.headers["content-type"] == "application/json"
+
+    [put_ct] = http_server.received("/put_ct")
+    assert put_ct.headers["content-type"] == "application/vnd.nsj+json"
+    assert [n.lower() for n in put_ct.header_names].count("content-type") == 1
+
+    [get] = http_server.received("/get")
+    assert get.method == "GET" and get.query == "x=1" and get.body == b""
+    assert get.headers["x-token"] == SECRET
+    assert "content-type" not in get.headers
+
+    [delete] = http_server.received("/delete")
+    assert delete.method == "DELETE" and delete.body == b""
+
+    log = worker.log()
+    assert SECRET not in log
+    assert BODY_MARK not in log
+
+
+def test_500_then_200_is_retried_then_succeeds(queue, http_server):
+    http_server.script("/instavel", [500, 200], body=None)
+    add_subscriber(queue, "instavel", url=http_server.url + "/instavel", method="POST")
+    pub_id = publish(queue, {"a": 1})
+    queue.start_worker(WEBHOOK)
+    eventually(lambda: subscriber_rows(queue, pub_id, "status = 'sucesso'"))
+    queue.wait_idle()
+    rows = subscriber_rows(queue, pub_id)
+    assert [(r["tentativa"], r["status"]) for r in rows] == [(1, "falha"), (2, "sucesso")]
+    assert "HTTP 500" in rows[0]["mensagem"]
+    assert "resposta 500 de /instavel" in rows[0]["mensagem"]
+    assert "reenfileirada" in rows[0]["mensagem"]
+    assert "Status Resposta: 200" in rows[1]["mensagem"]
+    assert [r.method for r in http_server.received("/instavel")] == ["POST", "POST"]
+
+
+def test_connection_refused_retries_then_dead_letter(queue, refused_url):
+    add_subscriber(queue, "fora", url=refused_url, method="POST")
+    pub_id = publish(queue, {"a": 1})
+    queue.start_worker(WEBHOOK, QUEUE_MAX_RETRY="2")
+    eventually(lambda: subscriber_rows(queue, pub_id, "dead AND status = 'sucesso'"))
+    queue.wait_idle()
+    rows = subscriber_rows(queue, pub_id)
+    live = [r for r in rows if not r["dead"]]
+    assert [(r["tentativa"], r["status"]) for r in live] == [(1, "falha"), (2, "falha")]
+    for r in live:
+        assert "falha de conexão" in r["mensagem"]
+        assert "refused" in r["mensagem"].lower() or "recusad" in r["mensagem"].lower()
+    assert "fila de mortos" in live[1]["mensagem"]
+
+
+def test_server_slower_than_timeout_fails_by_timeout(queue, http_server):
+    http_server.script("/lento", [200], delay=5)
+    add_subscriber(queue, "lento", url=http_server.url + "/lento", method="GET")
+    queue.start_worker(WEBHOOK, DEFAULT_WEBHOOK_TIMEOUT="1", QUEUE_MAX_RETRY="1")
+    time.sleep(0.5)  # let the worker connect
+    started = time.monotonic()
+    pub_id = publish(queue, {"a": 1})
+    row = eventually(lambda: next(iter(subscriber_rows(
+        queue, pub_id, "NOT dead AND status = 'falha'")), None))
+    elapsed = time.monotonic() - started
+    assert "tempo esgotado" in row["mensagem"] and "timeout" in row["mensagem"]
+    assert elapsed < 4.5, elapsed
+    assert len(http_server.received("/lento")) == 1
+
+
+def test_invalid_subscriptions_fail_clearly_and_the_worker_keeps_going(queue, http_server):
+    add_subscriber(queue, "sem_metodo", processo="p1", url=http_server.url + "/a")
+    add_subscriber(queue, "patch", processo="p1", url=http_server.url + "/a", method="PATCH")
+    add_subscriber(queue, "sem_url", processo="p1", method="POST")
+    add_subscriber(queue, "bom", processo="p2", url=http_server.url + "/bom", method="POST")
+    bad = publish(queue, {"a": 1}, processo="p1")
+    worker = queue.start_worker(WEBHOOK, QUEUE_MAX_RETRY="1")
+    eventually(lambda: len(subscriber_rows(queue, bad, "dead AND status = 'sucesso'")) == 3)
+    failures = {r["subscriber_id"]: r["mensagem"]
+                for r in subscriber_rows(queue, bad, "NOT dead")}
+    assert "sem http_method" in failures["sem_metodo"]
+    assert "não suportado: PATCH" in failures["patch"]
+    assert "sem url" in failures["sem_url"]
+    good = publish(queue, {"b": 2}, processo="p2")
+    eventually(lambda: subscriber_rows(queue, good, "status = 'sucesso'"))
+    assert worker.proc.poll() is None
+
+
+def test_code_and_webhook_subscribers_in_one_worker(queue, http_server):
+    add_subscriber(queue, "a")
+    add_subscriber(queue, "hook", url=http_server.url + "/hook", method="post")
+    pub_id = publish(queue, "não é json")
+    queue.start_worker("tests.workers.pubsub_scripted")
+    queue.wait_status(pub_id, "sucesso")
+    queue.wait_idle()
+    assert {r["subscriber_id"]: r["status"] for r in subscriber_rows(queue, pub_id)} == {
+        "a": "sucesso", "hook": "sucesso"}
+    [req] = http_server.received("/hook")
+    assert req.body == "não é json".encode()
+    assert "content-type" not in req.headers
+    assert [(e["chave"], e["tipo"]) for e in queue.effects()] == [("a", "execute")]
+
+
+def test_example_worker_pub_sub_teste(queue, http_server):
+    add_subscriber(queue, "teste")
+    add_subscriber(queue, "teste_webhook", url=http_server.url + "/exemplo", method="POST")
+    ok = publish(queue, {"pedido": 1})
+    queue.start_worker("nsj_queue_lib.worker_pub_sub_teste", QUEUE_MAX_RETRY="1")
+    queue.wait_status(ok, "sucesso")
+    queue.wait_idle()
+    assert {r["subscriber_id"]: r["status"] for r in subscriber_rows(queue, ok)} == {
+        "teste": "sucesso", "teste_webhook": "sucesso"}
+    failing = publish(queue, {"falhar": True}, processo="proc")
+    dead = eventually(lambda: subscriber_rows(
+        queue, failing, "subscriber_id = 'teste' AND dead AND status = 'sucesso'"))
+    assert dead[0]["mensagem"].startswith(f"Tarefa morta {dead[0]['id']} do assinante teste")
+    assert len(http_server.received("/exemplo")) == 2

@@ -1,0 +1,3 @@
+"""Tests of the client/server mode (socket server and its clients)."""
+
+from __future__ import annotations

@@ -1,0 +1,214 @@
+"""Helpers of the socket server tests: server subprocess, raw protocol client, polling."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+ENTRY = HERE / "server_entry.py"
+LOCK_HOLDER = HERE / "lock_holder.py"
+TOKEN = "segredo-de-teste"
+HOST = "127.0.0.1"
+
+
+def child_env() -> dict[str, str]:
+    """Environment for child processes: the repository importable, no DB settings needed."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 5.0,
+               interval: float = 0.02) -> Any:
+    """Poll `predicate` until it returns a true value (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+def read_line(stream: Any, timeout: float) -> str:
+    """Read one line from a child's pipe, waiting at most `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    fd = stream.fileno()
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"nenhuma linha em {timeout} s (lido: {data!r})")
+        readable, _, _ = select.select([fd], [], [], remaining)
+        if readable:
+            chunk = os.read(fd, 1)
+            if not chunk:
+                raise EOFError(f"processo encerrou a saída (lido: {data!r})")
+            data += chunk
+    return data.decode().strip()
+
+
+class ServerProcess:
+    """The real server (tests/server/server_entry.py) in a subprocess."""
+
+    def __init__(self, log_path: Path, **options: Any) -> None:
+        self.log_path = log_path
+        self.options = {"token": TOKEN, "timeout": 1.0, "max_clients": 100,
+                        "check_interval": 0.2, **options}
+        self.notify_port = 0
+        self.lock_port = 0
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+
+    def start(self, notify_port: Optional[int] = None, lock_port: Optional[int] = None,
+              timeout: float = 15.0) -> ServerProcess:
+        args = [sys.executable, str(ENTRY), "--host", HOST,
+                "--notify-port", str(notify_port if notify_port is not None else 0),
+                "--lock-port", str(lock_port if lock_port is not None else 0)]
+        for name, value in self.options.items():
+            if value is not None:
+                args += ["--" + name.replace("_", "-"), str(value)]
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
+                                         env=child_env(), cwd=str(ROOT))
+        finally:
+            log.close()
+        assert self.proc.stdout is not None
+        line = read_line(self.proc.stdout, timeout)
+        assert line.startswith("READY "), line
+        ports = json.loads(line[len("READY "):])
+        self.notify_port, self.lock_port = ports["notify_port"], ports["lock_port"]
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Send `sig` and wait for the exit; return the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+        return code
+
+    def restart(self) -> ServerProcess:
+        """Stop and start again on the same ports."""
+        self.stop()
+        return self.start(self.notify_port, self.lock_port)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def status(self) -> dict[str, Any]:
+        """Server counters, through a short-lived raw connection."""
+        with RawClient(self.lock_port) as raw:
+            raw.hello()
+            return raw.call("status")["result"]
+
+
+class RawClient:
+    """A protocol-level client to send arbitrary bytes and read frames."""
+
+    def __init__(self, port: int, host: str = HOST, timeout: float = 5.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buffer = b""
+        self.next_id = 1
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def read_frame(self, timeout: float = 5.0) -> Optional[dict[str, Any]]:
+        """Next frame, or None at EOF; raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("nenhum frame recebido")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def call(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Send a request and return its reply (answering nothing else)."""
+        msg_id = self.next_id
+        self.next_id += 1
+        self.send({"id": msg_id, "op": op, **fields})
+        while True:
+            frame = self.read_frame()
+            assert frame is not None, f"conexão encerrada aguardando '{op}'"
+            if frame.get("id") == msg_id and "op" not in frame:
+                return frame
+
+    def hello(self, token: Optional[str] = TOKEN, **fields: Any) -> dict[str, Any]:
+        return self.call("hello", version=1, token=token, **fields)
+
+    def closed_by_peer(self, timeout: float = 5.0) -> bool:
+        """True when the server closes the connection within `timeout` (frames skipped)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self.read_frame(max(0.01, deadline - time.monotonic())) is None:
+                    return True
+            except TimeoutError:
+                return False
+            except OSError:
+                return True
+        return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def spawn_lock_holder(port: int, key: tuple[int, int],
+                      token: str = TOKEN) -> subprocess.Popen[bytes]:
+    """Child process holding `key` through SocketLocker; returns once it holds it."""
+    proc = subprocess.Popen([sys.executable, str(LOCK_HOLDER), HOST, str(port), token,
+                             str(key[0]), str(key[1])], stdout=subprocess.PIPE,
+                            env=child_env(), cwd=str(ROOT))
+    assert proc.stdout is not None
+    assert read_line(proc.stdout, 15.0) == "LOCKED"
+    return proc
+
+
+def free_port() -> int:
+    """A TCP port free right now on HOST (for processes that need a fixed port)."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])

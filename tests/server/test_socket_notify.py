@@ -1,0 +1,143 @@
+"""Notify service of the real server, reconnection after a restart, and graceful stop."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from nsj_queue_lib.client.lock_client import SocketLocker
+from nsj_queue_lib.client.notify_client import SocketNotifier, notify_server
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
+from nsj_queue_lib.exceptions import CoordinationError
+from tests.server.socket_server_helpers import HOST, TOKEN, ServerProcess, child_env, wait_until
+
+KEY = (3, 3)
+CHANNEL = "fila_teste"
+
+
+def _notifier(server: ServerProcess) -> SocketNotifier:
+    notifier = SocketNotifier(HOST, server.notify_port, TOKEN, 2.0, queue=CHANNEL)
+    notifier.listen()
+    return notifier
+
+
+def _drain(notifier: SocketNotifier, quiet: float = 0.6) -> None:
+    """Consume wake-ups until none arrives for `quiet` seconds."""
+    while notifier.wait(quiet):
+        pass
+
+
+def test_work_available_wakes_every_waiting_worker(server: ServerProcess) -> None:
+    workers = [_notifier(server) for _ in range(3)]
+    try:
+        assert notify_server((HOST, server.notify_port), TOKEN) == 3
+        for worker in workers:
+            assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+        workers[0].notify()  # a worker can announce work too
+        for worker in workers:
+            assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+        notify_server(HOST, TOKEN, port=server.notify_port, payload=HALT_PAYLOAD)
+        for worker in workers:
+            assert worker.wait(5.0) == [Notification(CHANNEL, HALT_PAYLOAD)]
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def test_wake_ups_received_while_busy_are_kept_and_coalesced(server: ServerProcess) -> None:
+    with _notifier(server) as worker:
+        assert notify_server((HOST, server.notify_port), TOKEN) == 1
+        assert notify_server((HOST, server.notify_port), TOKEN) == 1
+        assert wait_until(lambda: worker._pending, timeout=5.0)  # arrived while "busy"
+        assert worker.wait(0) == [Notification(CHANNEL, "")]
+        assert worker.wait(0.2) == []
+
+
+def test_due_tasks_check_wakes_waiting_workers(
+        server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
+    due = tmp_path / "due"  # the test server's check reports due tasks while it exists
+    server = server_factory(due_file=str(due), check_interval=0.2)
+    with _notifier(server) as worker:
+        assert worker.wait(0.8) == []  # nothing due: no wake-up
+        due.touch()
+        assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+        due.unlink()
+        _drain(worker)
+        assert worker.wait(0.8) == []
+
+
+def test_clients_reconnect_after_a_server_restart(server: ServerProcess) -> None:
+    locker = SocketLocker(HOST, server.notify_port, TOKEN, 2.0)
+    worker = _notifier(server)
+    try:
+        assert locker.try_lock(KEY)
+        generation = locker.generation
+        assert server.stop() == 0
+        assert wait_until(lambda: not locker.connected, timeout=5.0)
+        assert not locker.is_held(KEY)
+        assert locker.lost_locks(clear=False) == {KEY}
+        assert locker.connection_lost
+        with pytest.raises(CoordinationError):
+            locker.try_lock(KEY)  # server down: a clear error, not a hang
+        server.start(server.notify_port, server.lock_port)
+
+        def relocked() -> bool:
+            try:
+                return locker.try_lock(KEY)
+            except CoordinationError:
+                return False
+
+        assert wait_until(relocked, timeout=15.0, interval=0.1)
+        assert locker.generation > generation and locker.is_held(KEY)
+        assert locker.lost_locks() == {KEY} and not locker.connection_lost
+        # The waiting worker registers again and gets a wake-up for what it may have missed.
+        assert worker.wait(15.0) == [Notification(CHANNEL, "")]
+        assert worker.connected
+        assert notify_server((HOST, server.notify_port), TOKEN) == 1
+        assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+    finally:
+        locker.close()
+        worker.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stop_signal_stops_gracefully(server_factory: Callable[..., ServerProcess],
+                                      sig: int) -> None:
+    server = server_factory()
+    locker = SocketLocker(HOST, server.lock_port, TOKEN, 2.0)
+    try:
+        assert locker.try_lock(KEY)
+        assert server.stop(sig) == 0
+        assert wait_until(lambda: not locker.connected, timeout=5.0)
+        assert "Servidor encerrado." in server.log()  # the process has exited
+    finally:
+        locker.close()
+
+
+def test_notify_server_accepts_settings(server: ServerProcess) -> None:
+    settings = Settings.from_env({
+        "SERVER_HOST": HOST, "NOTIFY_SERVICE_PORT": str(server.notify_port),
+        "SERVER_AUTH_TOKEN": TOKEN, "QUEUE_NAME": CHANNEL, "QUEUE_TABLE": CHANNEL,
+    }, load_dotenv=False, require=("queue",))
+    with SocketNotifier.from_settings(settings) as worker:
+        worker.listen()
+        assert notify_server(settings) == 1
+        assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+    other_queue = settings.replace(queue_name="outra_fila")
+    with pytest.raises(CoordinationError, match="wrong_queue"):
+        notify_server(other_queue)
+
+
+def test_server_main_reports_missing_settings(tmp_path: Path) -> None:
+    env = {k: v for k, v in child_env().items()
+           if not k.startswith(("DB_", "DATABASE_", "QUEUE_"))}
+    proc = subprocess.run([sys.executable, "-m", "nsj_queue_lib.server.server_main"],
+                          env=env, cwd=str(tmp_path), capture_output=True, timeout=60)
+    assert proc.returncode == 2
+    assert b"DB_HOST" in proc.stderr

@@ -1,0 +1,157 @@
+"""Settings.from_env: aliases, defaults, validation (no database, no process environment)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nsj_queue_lib.config import Settings, parse_minutes
+from nsj_queue_lib.exceptions import ConfigError
+
+BASE = {
+    "DB_HOST": "db.local", "DB_PORT": "5433", "DB_BASE": "base", "DB_USER": "u",
+    "DB_PASS": "p", "QUEUE_NAME": "fila", "QUEUE_TABLE": "public.fila",
+}
+
+
+def settings(**env: str) -> Settings:
+    values = dict(BASE)
+    values.update(env)
+    return Settings.from_env({k: v for k, v in values.items() if v is not None},
+                             load_dotenv=False)
+
+
+def without(*names: str) -> dict:
+    return {k: v for k, v in BASE.items() if k not in names}
+
+
+def test_db_variables():
+    s = settings()
+    assert (s.db_host, s.db_port, s.db_name, s.db_user, s.db_pass) == (
+        "db.local", 5433, "base", "u", "p")
+    assert isinstance(s.db_port, int)
+
+
+def test_database_aliases():
+    env = without("DB_HOST", "DB_PORT", "DB_BASE", "DB_USER", "DB_PASS")
+    env.update({"DATABASE_HOST": "h2", "DATABASE_PORT": "6000", "DATABASE_NAME": "n2",
+                "DATABASE_USER": "u2", "DATABASE_PASS": "p2", "DATABASE_DRIVER": "mysql"})
+    s = Settings.from_env(env, load_dotenv=False)
+    assert (s.db_host, s.db_port, s.db_name, s.db_user, s.db_pass, s.db_driver) == (
+        "h2", 6000, "n2", "u2", "p2", "MYSQL")
+
+
+def test_primary_name_wins_over_alias():
+    s = settings(DATABASE_HOST="alias")
+    assert s.db_host == "db.local"
+
+
+def test_empty_primary_falls_back_to_alias():
+    s = settings(DB_HOST="", DATABASE_HOST="alias")
+    assert s.db_host == "alias"
+
+
+def test_empty_db_pass_is_valid():
+    assert settings(DB_PASS="").db_pass == ""
+    assert Settings.from_env(without("DB_PASS"), load_dotenv=False).db_pass == ""
+
+
+def test_db_driver_defaults_to_postgres_and_is_validated():
+    assert settings().db_driver == "POSTGRES"
+    assert settings(DB_DRIVER="single_store").db_driver == "SINGLE_STORE"
+    with pytest.raises(ConfigError, match="DB_DRIVER"):
+        settings(DB_DRIVER="ORACLE")
+
+
+def test_missing_required_variables_are_all_named():
+    with pytest.raises(ConfigError) as exc:
+        Settings.from_env({}, load_dotenv=False)
+    text = str(exc.value)
+    for name in ("DB_HOST", "DB_PORT", "DB_BASE", "DB_USER", "QUEUE_NAME", "QUEUE_TABLE"):
+        assert name in text
+    assert "DB_PASS" not in text
+
+
+def test_require_selects_groups():
+    s = Settings.from_env(without("QUEUE_NAME", "QUEUE_TABLE"), load_dotenv=False,
+                          require=("db",))
+    assert s.queue_name is None
+
+
+def test_defaults_of_the_readme():
+    s = settings()
+    assert s.queue_max_retry == 100
+    assert s.queue_base_interval_retry == 5
+    assert s.queue_purge_max_age == 60
+    assert s.queue_purge_limit == 1000
+    assert s.queue_wait_notify_interval == 30
+    assert s.default_webhook_timeout == 20
+    assert s.queue_minute_retry_thread == frozenset(range(0, 60, 5))
+    assert s.queue_minute_notify_thread == frozenset(range(0, 60, 5))
+    assert s.queue_minute_purge_thread == frozenset({0})
+    assert s.env == "DEV"
+    assert s.log_debug is False
+    assert s.client_server_mode is False
+    assert s.queue_subscriber_table is None
+
+
+def test_wait_notify_interval_has_its_own_variable():
+    assert settings(QUEUE_PURGE_LIMIT="1000").queue_wait_notify_interval == 30
+    s = settings(QUEUE_WAIT_NOTIFY_INTERVAL="7", QUEUE_PURGE_LIMIT="1000")
+    assert s.queue_wait_notify_interval == 7
+    assert s.queue_purge_limit == 1000
+    assert settings(QUEUE_WAIT_NOTIFY_INTERVAL="0.5").queue_wait_notify_interval == 0.5
+
+
+@pytest.mark.parametrize("name,value", [
+    ("DB_PORT", "cinco"), ("DB_PORT", "70000"), ("QUEUE_MAX_RETRY", "abc"),
+    ("QUEUE_MAX_RETRY", "0"), ("QUEUE_PURGE_LIMIT", "1.5"), ("QUEUE_PURGE_MAX_AGE", "-1"),
+    ("QUEUE_WAIT_NOTIFY_INTERVAL", "x"), ("QUEUE_MINUTE_PURGE_THREAD", "61"),
+    ("LOG_DEBUG", "talvez"), ("QUEUE_NAME", "fila-x"), ("QUEUE_TABLE", "a.b.c"),
+])
+def test_invalid_values_are_named_in_the_error(name, value):
+    with pytest.raises(ConfigError) as exc:
+        settings(**{name: value})
+    assert name in str(exc.value)
+    assert value in str(exc.value)
+
+
+def test_invalid_alias_value_is_reported():
+    env = without("DB_PORT")
+    env["DATABASE_PORT"] = "porta"
+    with pytest.raises(ConfigError, match="porta"):
+        Settings.from_env(env, load_dotenv=False)
+
+
+def test_several_problems_reported_together():
+    with pytest.raises(ConfigError) as exc:
+        settings(QUEUE_MAX_RETRY="x", QUEUE_PURGE_LIMIT="y")
+    assert "QUEUE_MAX_RETRY" in str(exc.value)
+    assert "QUEUE_PURGE_LIMIT" in str(exc.value)
+
+
+def test_booleans_and_env():
+    s = settings(LOG_DEBUG="TRUE", CLIENT_SERVER_MODE="true", MULTI_DATABASE="false",
+                 ENV="prod")
+    assert (s.log_debug, s.client_server_mode, s.multi_database, s.env) == (
+        True, True, False, "PROD")
+
+
+def test_table_names():
+    assert settings(QUEUE_TABLE="fila").queue_table == "fila"
+    assert settings(QUEUE_SUBSCRIBER_TABLE="s.fila_subscriber").queue_subscriber_table == (
+        "s.fila_subscriber")
+    with pytest.raises(ConfigError, match="QUEUE_TABLE"):
+        settings(QUEUE_TABLE="public.fila; drop table x")
+
+
+def test_from_env_does_not_read_process_environment_when_given_a_mapping(monkeypatch):
+    monkeypatch.setenv("QUEUE_MAX_RETRY", "7")
+    assert settings().queue_max_retry == 100
+
+
+def test_parse_minutes():
+    assert parse_minutes("0,15, 30") == frozenset({0, 15, 30})
+    assert parse_minutes("*") == frozenset(range(60))
+    for bad in ("", "60", "a", "5,,10", "-1"):
+        with pytest.raises(ValueError):
+            parse_minutes(bad)

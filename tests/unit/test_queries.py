@@ -1,0 +1,56 @@
+"""The named-query file of PostgreSQL: parsing, rendering and use by the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nsj_queue_lib.db import repository
+from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
+from nsj_queue_lib.db.queries import TAREFA_COLUMNS, Queries, raw_queries, read_sql
+
+REPOSITORY_SOURCE = Path(repository.__file__).read_text(encoding="utf-8")
+USED = set(re.findall(r"""q\[["'](\w+)["']\]""", REPOSITORY_SOURCE))
+# Queries the repository selects through a helper that receives the name.
+USED |= set(re.findall(r"""_insert_select\(["'](\w+)["']""", REPOSITORY_SOURCE))
+
+
+def test_every_named_query_is_parsed():
+    text = read_sql(POSTGRES, "queries.sql")
+    headers = re.findall(r"^-- name: (\w+)\s*$", text, re.MULTILINE)
+    assert len(headers) == len(set(headers)), "duplicate query name"
+    assert set(raw_queries(POSTGRES)) == set(headers)
+    for name, body in raw_queries(POSTGRES).items():
+        assert body, f"{name} is empty"
+        assert "-- name:" not in body
+        assert not any(line.lstrip().startswith("--") for line in body.splitlines()), name
+
+
+def test_every_query_is_used_by_the_repository():
+    assert set(raw_queries(POSTGRES)) - USED == set(), "queries nobody runs"
+
+
+def test_repository_asks_only_for_existing_queries():
+    # Some names exist in one dialect only (e.g. the MySQL multi-row INSERT template).
+    known = set(raw_queries(POSTGRES)) | set(raw_queries(MYSQL))
+    assert USED - known == set()
+
+
+def test_rendering_quotes_identifiers_and_leaves_no_placeholder():
+    q = Queries(POSTGRES, "meu_schema.MinhaFila", "meu_schema.MinhaFila_subscriber")
+    for name in q.names():
+        sql = q[name]
+        assert not re.search(r"\{\w+\}", sql), name
+        assert "<no_subscriber_table>" not in sql
+    assert '"meu_schema"."MinhaFila"' in q["task_insert"]
+    assert '"meu_schema"."MinhaFila_subscriber"' in q["subscriber_get"]
+
+
+def test_tarefa_columns_are_the_26_of_the_contract():
+    assert len(TAREFA_COLUMNS) == 26
+    assert len(set(TAREFA_COLUMNS)) == 26
+    assert "reenfileirado" not in TAREFA_COLUMNS
+    assert "estouro_tentativas" not in TAREFA_COLUMNS
+    select = Queries(POSTGRES, "fila")["task_get"]
+    for col in TAREFA_COLUMNS:
+        assert col in select
