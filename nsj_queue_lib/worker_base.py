@@ -96,7 +96,10 @@ class WorkerBase(abc.ABC):
         from nsj_queue_lib.runtime.supervisor import WorkerRuntime
 
         self.settings = settings
-        return WorkerRuntime(settings, make_dispatch(self, settings))
+        dispatcher = make_dispatch(self, settings)
+        runtime = WorkerRuntime(settings, dispatcher)
+        runtime.on_stop.append(dispatcher.close)
+        return runtime
 
     def run(self) -> None:
         """Run the worker until SIGTERM/SIGINT or HALT; exit non-zero on a startup error."""

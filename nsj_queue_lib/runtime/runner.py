@@ -55,10 +55,17 @@ class TaskRunner:
         task_id = tarefa["id"]
         key = task_lock_key(self.settings.queue_table, task_id)
         released = False
+        outcome: Optional[bool] = None
         try:
             outcome, released = self._run_locked(tarefa, key)
             return outcome
         finally:
+            after_task = getattr(self.dispatch, "after_task", None)
+            if after_task is not None:
+                try:
+                    after_task(tarefa, outcome is True)
+                except Exception:
+                    logger.exception("Tarefa %s: falha ao liberar recursos da tarefa", task_id)
             if not released:
                 try:
                     self.locker.unlock(key)
@@ -84,6 +91,9 @@ class TaskRunner:
                 logger.warning("Tarefa %s deixou de estar 'processando' (resgatada por outro "
                                "worker); o trabalho desta execução foi desfeito", task_id)
                 return None, False
+            before_commit = getattr(self.dispatch, "before_commit", None)
+            if before_commit is not None:
+                before_commit(tarefa)
             session.commit()
             logger.debug("Tarefa %s concluída", task_id)
             return True, self.task_locks_in_sql
