@@ -22,7 +22,7 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP) ## demo: workers consumindo uma fila real (PostgreSQL de DB_* ou embutido)
 	$(PY) -m nsj_queue_lib.demo
 
-test: $(STAMP) ## lint + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de MYSQL_TEST_*)
+test: $(STAMP) ## lint + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de NSJQ_TEST_MYSQL_*)
 	$(PY) -m ruff check nsj_queue_lib tests bench
 	$(PY) -m pytest $(PYTEST_ARGS)
 
