@@ -30,6 +30,14 @@ def success_message(result: Any, task_id: int) -> str:
     return str(result)
 
 
+def _wants_traceback(exc: BaseException) -> bool:
+    """Tracebacks help with bugs in task code; the library's own expected failures
+    (a webhook answering 500, a credentials API down) are clear from their message."""
+    from nsj_queue_lib.exceptions import NsjQueueError
+
+    return not isinstance(exc, (SystemExit, NsjQueueError))
+
+
 class TaskRunner:
     """Runs claimed tasks on the worker's session.
 
@@ -106,7 +114,7 @@ class TaskRunner:
                 raise DatabaseUnavailable(
                     f"Conexão perdida durante a tarefa {task_id}: {exc}") from exc
             logger.error("Tarefa %s falhou: %s", task_id, error_text(exc),
-                         exc_info=not isinstance(exc, SystemExit))
+                         exc_info=_wants_traceback(exc))
             self._record_failure(tarefa, error_text(exc))
             return False, False
 
