@@ -32,7 +32,8 @@ def test_db_gen_output_applies_cleanly_to_an_empty_schema(pg_server):
             cur.execute(f'CREATE SCHEMA "{schema}"')
             cur.execute(res.stdout)
             cur.execute("SELECT table_name FROM information_schema.tables "
-                        "WHERE table_schema = %s ORDER BY 1", (schema,))
+                        "WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY 1",
+                        (schema,))
             assert [r[0] for r in cur.fetchall()] == ["fila_gerada", "fila_gerada_subscriber"]
             cur.execute("SELECT count(*) FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = 'fila_gerada'", (schema,))
