@@ -144,7 +144,7 @@ def http_url(server: ThreadingHTTPServer) -> str:
 
 
 # -- 1. fan-out ------------------------------------------------------------------
-def bench_fanout(pg: DevPostgres, subscribers: int, rounds: int) -> None:
+def bench_fanout(pg: DevPostgres, subscribers: int, rounds: int) -> float:
     reset(pg)
     add_subscribers(pg, "fan", subscribers)
     settings = Settings.from_env(worker_env(pg), load_dotenv=False)
@@ -172,6 +172,7 @@ def bench_fanout(pg: DevPostgres, subscribers: int, rounds: int) -> None:
     report(f"fan-out 1 publication -> {subscribers} subscribers", median * 1000, "ms",
            note=f"median of {rounds}, statement + commit")
     report(f"fan-out {subscribers} subscribers", subscribers / median, "tasks/s")
+    return subscribers / median
 
 
 # -- 2. webhook delivery -----------------------------------------------------------
@@ -215,7 +216,7 @@ def wait_connected(pg: DevPostgres, procs: int, timeout: float = 30.0) -> None:
     conn.close()
 
 
-def bench_webhook(pg: DevPostgres, publications: int, subscribers: int, procs: int) -> None:
+def bench_webhook(pg: DevPostgres, publications: int, subscribers: int, procs: int) -> float:
     reset(pg)
     server = start_http()
     url = http_url(server)
@@ -260,6 +261,7 @@ def bench_webhook(pg: DevPostgres, publications: int, subscribers: int, procs: i
     if done < total or failed:
         note += f"; INCOMPLETE: {done}/{total} delivered, {failed} not 'sucesso'"
     report(f"webhook delivery ({procs} workers)", done / elapsed, "tasks/s", baseline, note)
+    return done / elapsed
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -8,6 +8,7 @@ import time
 from typing import List
 
 from nsj_queue_lib.coordination.base import LockKey, Notification
+from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
@@ -64,7 +65,8 @@ class PgNotifier:
             raise
 
     def notify(self, payload: str = "") -> None:
-        self.session.execute("SELECT pg_notify(%(c)s, %(p)s)", {"c": self.channel, "p": payload})
+        sql = raw_queries(self.session.dialect)["notify"]
+        self.session.execute(sql, {"channel": self.channel, "payload": payload})
 
     def close(self) -> None:
         self._listening = False

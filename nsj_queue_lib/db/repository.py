@@ -203,6 +203,7 @@ class TaskRepository:
         return self.session.execute(self.q["task_purge"], {"days": days, "limit": limit})
 
     def notify(self, channel: str, payload: str = "") -> None:
+        """NOTIFY the queue's channel (PostgreSQL; a no-op statement on MySQL)."""
         self.session.execute(self.q["notify"], {"channel": channel, "payload": payload})
 
     # -- pub/sub ----------------------------------------------------------
