@@ -174,6 +174,8 @@ class Settings:
                                         default=20.0, doc="segundos")
     shutdown_timeout: float = _v("QUEUE_SHUTDOWN_TIMEOUT", parse=_positive_float, default=300.0,
                                  doc="segundos que o SIGTERM espera a tarefa em curso")
+    queue_health_file: Optional[str] = _v("QUEUE_HEALTH_FILE", parse=_opt_str,
+                                          doc="arquivo de heartbeat lido pelo health check")
     # Logging
     log_debug: bool = _v("LOG_DEBUG", parse=_bool, default=False)
     env: str = _v("ENV", parse=lambda s: s.strip().upper() or "DEV", default="DEV")

@@ -9,7 +9,7 @@ from typing import List
 
 from nsj_queue_lib.coordination.base import LockKey, Notification
 from nsj_queue_lib.db.queries import raw_queries
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.db.session import DbSession, is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class PgNotifier:
             import psycopg2
 
             if isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError, OSError,
-                                ValueError)):
+                                ValueError)) or is_connection_error(exc):
                 raise DatabaseUnavailable(f"Conexão de LISTEN perdida: {exc}") from exc
             raise
 

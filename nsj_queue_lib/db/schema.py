@@ -36,6 +36,8 @@ def render_schema(dialect: Dialect, schema: str, fila: str) -> str:
         "sub_table": qualified(object_name(fila, "subscriber")),
         "function": qualified(object_name("notify", fila, "insert")),
         "trigger": q(object_name("trigger_insert", fila)),
+        "view_cadeias": qualified(object_name(fila, "cadeias")),
+        "view_resumo": qualified(object_name(fila, "resumo")),
     }
     for ix in ("claim", "due", "running", "data_hora", "chain", "equivalent", "publication",
                "live", "sub"):

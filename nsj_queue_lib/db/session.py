@@ -54,9 +54,18 @@ def _mysql_statement_error(exc: BaseException, conn: Any = None) -> bool:
     return conn is None or bool(getattr(conn, "open", True))
 
 
+def _pg_lost_mid_request(exc: BaseException) -> bool:
+    """psycopg2 raises a bare DatabaseError, without SQLSTATE, when the server went away
+    during a request (a crash restart: "server closed the connection unexpectedly");
+    only the next call on that connection raises OperationalError."""
+    import psycopg2
+
+    return type(exc) is psycopg2.DatabaseError and getattr(exc, "pgcode", None) is None
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """True when `exc` means the connection is unusable (lost, refused, closed)."""
-    if isinstance(exc, DatabaseUnavailable):
+    if isinstance(exc, DatabaseUnavailable) or _pg_lost_mid_request(exc):
         return True
     return isinstance(exc, _connection_errors()) and not _mysql_statement_error(exc)
 
@@ -126,6 +135,10 @@ class DbSession:
             if (_mysql_statement_error(exc, self.conn)
                     and exc.args[0] not in _MYSQL_TRANSIENT_CODES):
                 raise  # MySQL: an error of this statement (unknown column, SIGNAL, ...)
+            raise DatabaseUnavailable(f"Conexão com o banco perdida: {str(exc).strip()}") from exc
+        except Exception as exc:
+            if not _pg_lost_mid_request(exc):
+                raise
             raise DatabaseUnavailable(f"Conexão com o banco perdida: {str(exc).strip()}") from exc
 
     def execute(self, sql: str, params: Params = None) -> int:

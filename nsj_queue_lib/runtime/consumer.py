@@ -72,10 +72,12 @@ class Consumer:
             logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
             if self.on_connect is not None:
                 self.on_connect()
-            backoff.reset()
             busy = BUSY_FIRST
             while not self.stop.is_set():
                 tarefa = claimer.claim()
+                # Reset only once a claim went through: in client/server mode listen()
+                # tolerates a dead server, so reaching this loop proves nothing yet.
+                backoff.reset()
                 if tarefa is not None:
                     runner.run(tarefa)
                     self.tasks_done += 1

@@ -9,6 +9,7 @@ from typing import Any, Callable, List, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
+from nsj_queue_lib.health import HeartbeatService
 from nsj_queue_lib.runtime import signals
 from nsj_queue_lib.runtime.consumer import Consumer
 from nsj_queue_lib.runtime.maintenance import RetryService, admin_services
@@ -34,9 +35,17 @@ class WorkerRuntime:
         self.backend = make_backend(settings)
         self.services = admin_services(settings, self.backend, self.stop)
         self.services.extend(extra_services or [])
+        # Heartbeat file for container probes (python -m nsj_queue_lib.health).
+        self.heartbeat = HeartbeatService(settings, self.stop,
+                                          tasks_done=lambda: self.consumer.tasks_done)
+        self.services.append(self.heartbeat)
         self.consumer = Consumer(settings, self.backend, dispatch, self.stop,
-                                 on_connect=self._rescue_once)
-        self.on_stop: List[Callable[[], None]] = []
+                                 on_connect=self._on_connect)
+        self.on_stop: List[Callable[[], None]] = [self.heartbeat.close]
+
+    def _on_connect(self) -> None:
+        self.heartbeat.mark_connected()
+        self._rescue_once()
 
     def _rescue_once(self) -> None:
         # At start and after each reconnect: rescue tasks whose worker died (maybe

@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.log import configure_logging
 from nsj_queue_lib.server.core import Server
 
 logger = logging.getLogger(__name__)
@@ -97,15 +98,6 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
             check.close()
 
 
-def _configure_logging(debug: bool) -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(stream=sys.stdout,
-                            format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: "
-                                   "%(message)s")
-    root.setLevel(logging.DEBUG if debug else logging.INFO)
-
-
 def main() -> int:
     """Command-line entry point."""
     try:
@@ -113,7 +105,7 @@ def main() -> int:
     except ConfigError as exc:
         print(f"nsj_queue_lib server: {exc}", file=sys.stderr)
         return 2
-    _configure_logging(settings.log_debug)
+    configure_logging(settings)
     return run(settings)
 
 

@@ -339,3 +339,49 @@ def tenant_dbs(_tenant_db_names: dict[int, str]) -> dict[int, str]:
             cur.execute("TRUNCATE item RESTART IDENTITY")
         conn.close()
     return _tenant_db_names
+
+
+# -- end-to-end helpers (worker subprocesses: test_multidb_worker.py) ---------------
+
+
+def multidb_env(api: FakeApi, **overrides: Any) -> dict[str, str]:
+    """Environment of a worker in multi-database mode, pointed at the fake API.
+
+    Both URLs are always set, so a test never reaches the production endpoints.
+    """
+    env = {
+        "MULTI_DATABASE": "true",
+        "MULTI_DATABASE_USER": OAUTH_USER,
+        "MULTI_DATABASE_PASSWORD": OAUTH_PASSWORD,
+        "MULTI_DATABASE_CLIENT_ID": CLIENT_ID,
+        "MULTI_DATABASE_API_CREDETIALS_URL": api.credentials_url,
+        "OAUTH_TOKEN_URL": api.token_url,
+    }
+    env.update({k: str(v) for k, v in overrides.items()})
+    return env
+
+
+def tenant_sql(db_name: str, sql: str, params: Any = None) -> list[tuple]:
+    """Run `sql` (autocommit) on a tenant database; the rows, if any."""
+    conn = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db_name,
+                            connect_timeout=3)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall() if cur.description is not None else []
+    finally:
+        conn.close()
+
+
+def tenant_items(db_name: str) -> list[str]:
+    """The `txt` of the rows of the tenant database's `item` table, in insertion order."""
+    return [r[0] for r in tenant_sql(db_name, "SELECT txt FROM item ORDER BY id")]
+
+
+@pytest.fixture
+def tenants(fake_api: FakeApi, tenant_dbs: dict[int, str]) -> dict[int, str]:
+    """Tenants 101 and 202 known to the fake credentials API, each with its own database."""
+    for tenant, db_name in tenant_dbs.items():
+        fake_api.set_tenant(tenant, pg_credentials(db_name))
+    return tenant_dbs

@@ -33,9 +33,17 @@ def _schema() -> str:
     return table.split(".")[0] if "." in table else "public"
 
 
+def _effects_table() -> str:
+    """<schema>.efeitos quoted for the worker's database (backticks on MySQL/MariaDB)."""
+    driver = (os.environ.get("DB_DRIVER") or os.environ.get("DATABASE_DRIVER")
+              or "POSTGRES").strip().upper()
+    q = "`" if driver in ("MYSQL", "SINGLE_STORE") else '"'
+    return f"{q}{_schema()}{q}.efeitos"
+
+
 def _effect(bd_conn: Any, tarefa: Dict[str, Any], chave: str, tipo: str) -> None:
     with bd_conn.cursor() as cur:
-        cur.execute(f'INSERT INTO "{_schema()}".efeitos (tarefa_id, chave, tipo, pid) '
+        cur.execute(f"INSERT INTO {_effects_table()} (tarefa_id, chave, tipo, pid) "
                     "VALUES (%s, %s, %s, %s)", (tarefa["id"], chave, tipo, os.getpid()))
 
 

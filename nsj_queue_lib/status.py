@@ -1,0 +1,298 @@
+"""Queue status for people and machines: python -m nsj_queue_lib.status [--json] [--watch [s]].
+
+Reads only DB_* and QUEUE_TABLE (from the environment or `.env`) and prints:
+attempts per status, the current state of the chains (a task and its retries)
+and of the dead-letter chains, the oldest task that is due and waiting, the
+tasks running and for how long, and the dead letters of the last 24 hours.
+
+Ages are computed by the database (its clock, not this machine's).  "For how
+long" a task runs: on PostgreSQL, the start of the transaction of the session
+holding the task's advisory lock (what the worker opened right after the
+claim); when that is not visible (client/server mode, MySQL, or a database
+user without access to other sessions) it is the time since the attempt's
+`data_hora`, an upper bound, flagged `"estimado": true`.
+
+Exit codes: 0 ok, 1 database or table unavailable, 2 configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+import time
+from typing import Any, Dict, List, Optional
+
+from nsj_queue_lib.config import Settings, validate_table_name
+from nsj_queue_lib.coordination.base import task_lock_key
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
+
+EXIT_OK = 0
+EXIT_UNAVAILABLE = 1
+EXIT_CONFIG = 2
+
+RUNNING_LIMIT = 50
+DEAD_LIMIT = 10
+DEAD_WINDOW_HOURS = 24
+
+# Per dialect: the database clock and the age in seconds of a timestamp column.
+_NOW = {"postgres": "now()", "mysql": "UTC_TIMESTAMP(6)"}
+_AGE = {
+    "postgres": "extract(epoch FROM (now() - {col}))",
+    "mysql": "TIMESTAMPDIFF(MICROSECOND, {col}, UTC_TIMESTAMP(6)) / 1000000",
+}
+_HOURS_AGO = {
+    "postgres": "now() - %(hours)s * interval '1 hour'",
+    "mysql": "UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR",
+}
+
+
+def _iso(value: Any) -> Optional[str]:
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=_dt.timezone.utc)  # MySQL columns hold UTC
+    return value.isoformat()
+
+
+def _num(value: Any) -> Optional[float]:
+    return None if value is None else round(float(value), 3)
+
+
+class StatusReader:
+    """Runs the status queries of one queue on one session."""
+
+    def __init__(self, session: DbSession, queue_table: str) -> None:
+        self.session = session
+        self.queue_table = queue_table
+        self.dialect = session.dialect
+        self.table = self.dialect.quote_table(queue_table)
+
+    def _sql(self, text: str) -> str:
+        d = self.dialect.name
+        return text.format(t=self.table, now=_NOW[d], hours_ago=_HOURS_AGO[d],
+                           age_dh=_AGE[d].format(col="data_hora"))
+
+    def _counts(self, where: str = "", params: Optional[dict] = None) -> Dict[str, int]:
+        rows = self.session.fetch_all(self._sql(
+            "SELECT status, count(*) AS n FROM {t} " + where + " GROUP BY status"), params)
+        return {r["status"]: int(r["n"]) for r in sorted(rows, key=lambda r: r["status"])}
+
+    def read(self) -> Dict[str, Any]:
+        s = self.session
+        now = s.fetch_value(self._sql("SELECT {now}"))
+        # A failed attempt that was re-queued has a successor (inserted in the same
+        # transaction): the other rows are the current state of their chain.
+        oldest = s.fetch_one(self._sql(
+            "SELECT id, processo, status, tentativa, data_hora, {age_dh} AS atraso "
+            "FROM {t} WHERE status IN ('pendente', 'agendada') AND data_hora <= {now} "
+            "ORDER BY data_hora, id LIMIT 1"))
+        due = s.fetch_value(self._sql(
+            "SELECT count(*) FROM {t} "
+            "WHERE status IN ('pendente', 'agendada') AND data_hora <= {now}"))
+        params = {"hours": DEAD_WINDOW_HOURS}
+        dead_where = ("WHERE live_id IS NOT NULL AND dead AND NOT reenfileirado "
+                      "AND data_hora_inicial >= {hours_ago}")
+        dead_rows = s.fetch_all(self._sql(
+            "SELECT coalesce(id_inicial, id) AS id, live_id, processo, subscriber_id, status, "
+            "tentativa, data_hora_inicial, mensagem FROM {t} " + dead_where +
+            " ORDER BY data_hora_inicial DESC, id DESC LIMIT %(limit)s"),
+            {**params, "limit": DEAD_LIMIT})
+        dead_counts = self._counts(dead_where, params)
+        return {
+            "fila": self.queue_table,
+            "banco": self.dialect.name,
+            "gerado_em": _iso(now),
+            "por_status": self._counts(),
+            "cadeias_por_status": self._counts("WHERE NOT reenfileirado AND NOT dead"),
+            "mortas_por_status": self._counts("WHERE NOT reenfileirado AND dead"),
+            "devidas": int(due or 0),
+            "mais_antiga_devida": None if oldest is None else {
+                "id": oldest["id"], "processo": oldest["processo"], "status": oldest["status"],
+                "tentativa": oldest["tentativa"], "data_hora": _iso(oldest["data_hora"]),
+                "atraso_segundos": _num(oldest["atraso"]),
+            },
+            "em_execucao": self._running(),
+            "em_execucao_total": int(s.fetch_value(self._sql(
+                "SELECT count(*) FROM {t} WHERE status = 'processando'")) or 0),
+            "mortas_24h": {
+                "total": sum(dead_counts.values()),
+                "por_status": dead_counts,
+                "ultimas": [{
+                    "id": r["id"], "live_id": r["live_id"], "processo": r["processo"],
+                    "subscriber_id": r["subscriber_id"], "status": r["status"],
+                    "tentativa": r["tentativa"], "data_hora_inicial": _iso(r["data_hora_inicial"]),
+                    "mensagem": r["mensagem"],
+                } for r in dead_rows],
+            },
+        }
+
+    def _running(self) -> List[Dict[str, Any]]:
+        rows = self.session.fetch_all(self._sql(
+            "SELECT id, processo, tentativa, data_hora, {age_dh} AS idade FROM {t} "
+            "WHERE status = 'processando' ORDER BY id LIMIT %(limit)s"),
+            {"limit": RUNNING_LIMIT})
+        starts = self._lock_holders() if rows else {}
+        out = []
+        for r in rows:
+            start = starts.get(r["id"] & 0xFFFFFFFF)
+            item = {"id": r["id"], "processo": r["processo"], "tentativa": r["tentativa"],
+                    "data_hora": _iso(r["data_hora"])}
+            if start is not None and start["segundos"] is not None:
+                item.update(desde=_iso(start["inicio"]), segundos=_num(start["segundos"]),
+                            estimado=False, sessao=start["sessao"])
+            else:
+                item.update(desde=_iso(r["data_hora"]), segundos=_num(r["idade"]),
+                            estimado=True, sessao=None)
+            out.append(item)
+        return out
+
+    def _lock_holders(self) -> Dict[int, Dict[str, Any]]:
+        """PostgreSQL: task id (mod 2**32) -> start of the lock holder's transaction."""
+        if self.dialect.name != "postgres":
+            return {}
+        ns = task_lock_key(self.queue_table, 0)[0] & 0xFFFFFFFF
+        try:
+            rows = self.session.fetch_all(
+                "SELECT l.objid::int8 AS objid, a.xact_start AS inicio, "
+                "extract(epoch FROM (now() - a.xact_start)) AS segundos, "
+                "a.application_name || coalesce('@' || host(a.client_addr), '') AS sessao "
+                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+                "AND l.classid = %(ns)s", {"ns": ns})
+        except DatabaseUnavailable:
+            raise
+        except Exception:  # no access to the catalog views: fall back to data_hora
+            return {}
+        return {int(r["objid"]): r for r in rows}
+
+
+# -- presentation ------------------------------------------------------------
+def _fmt_age(seconds: Optional[float]) -> str:
+    if seconds is None:
+        return "?"
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} dias"
+
+
+def _fmt_counts(counts: Dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "nenhuma"
+
+
+def render_text(status: Dict[str, Any]) -> str:
+    lines = [f"Fila {status['fila']} ({status['banco']}) em {status['gerado_em']}",
+             f"  Tentativas por status:      {_fmt_counts(status['por_status'])}",
+             f"  Cadeias (estado atual):     {_fmt_counts(status['cadeias_por_status'])}",
+             f"  Fila de mortos (atual):     {_fmt_counts(status['mortas_por_status'])}"]
+    oldest = status["mais_antiga_devida"]
+    if oldest is None:
+        lines.append("  Devidas aguardando:         0")
+    else:
+        lines.append(f"  Devidas aguardando:         {status['devidas']}; a mais antiga é a "
+                     f"#{oldest['id']} ({oldest['processo']}, tentativa {oldest['tentativa']}),"
+                     f" devida há {_fmt_age(oldest['atraso_segundos'])}")
+    lines.append(f"  Em execução:                {status['em_execucao_total']}")
+    for r in status["em_execucao"]:
+        approx = " (no máximo; desde a data_hora)" if r["estimado"] else ""
+        who = f" em {r['sessao']}" if r.get("sessao") else ""
+        lines.append(f"    #{r['id']} {r['processo']} tentativa {r['tentativa']}: há "
+                     f"{_fmt_age(r['segundos'])}{approx}{who}")
+    dead = status["mortas_24h"]
+    lines.append(f"  Mortas nas últimas {DEAD_WINDOW_HOURS} h:    {dead['total']}"
+                 + (f" ({_fmt_counts(dead['por_status'])})" if dead["total"] else ""))
+    for r in dead["ultimas"]:
+        sub = f" assinante {r['subscriber_id']}" if r["subscriber_id"] else ""
+        msg = f": {r['mensagem']}" if r["mensagem"] else ""
+        lines.append(f"    #{r['id']} (original #{r['live_id']}) {r['processo']}{sub} "
+                     f"{r['status']}{msg}")
+    return "\n".join(lines)
+
+
+def read_status(settings: Settings, session: Optional[DbSession] = None) -> Dict[str, Any]:
+    """The status of the queue of `settings` (opens and closes a session if none is given)."""
+    own = session is None
+    session = session or DbSession.open(settings, application_name="nsj_queue_lib:status")
+    try:
+        return StatusReader(session, settings.queue_table).read()
+    finally:
+        if own:
+            session.close()
+
+
+def _settings(table: Optional[str]) -> Settings:
+    settings = Settings.from_env(require=("db",))
+    if table:
+        settings = settings.replace(queue_table=validate_table_name(table, "--tabela"))
+    if not settings.queue_table:
+        raise ConfigError("Configuração inválida: variável QUEUE_TABLE não definida "
+                          "(ou use --tabela)")
+    return settings
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m nsj_queue_lib.status",
+        description="Mostra o estado da fila configurada (DB_* e QUEUE_TABLE): tarefas por "
+        "status, a devida mais antiga, as em execução e as mortas das últimas 24 h.")
+    parser.add_argument("--json", action="store_true", help="saída em JSON (uma linha por "
+                        "leitura), para máquinas")
+    parser.add_argument("--watch", nargs="?", type=float, const=5.0, default=None,
+                        metavar="SEGUNDOS", help="repete a leitura a cada SEGUNDOS (padrão 5) "
+                        "até Ctrl-C")
+    parser.add_argument("--tabela", help="tabela da fila ('tabela' ou 'schema.tabela'); "
+                        "padrão: QUEUE_TABLE")
+    args = parser.parse_args(argv)
+    if args.watch is not None and args.watch <= 0:
+        parser.error("--watch precisa de um intervalo maior que zero")
+    try:
+        settings = _settings(args.tabela)
+    except ConfigError as exc:
+        print(f"Erro: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    session: Optional[DbSession] = None
+    code = EXIT_OK
+    try:
+        while True:
+            try:
+                if session is None:
+                    session = DbSession.open(settings, application_name="nsj_queue_lib:status")
+                status = read_status(settings, session)
+            except DatabaseUnavailable as exc:
+                if session is not None:
+                    session.close()
+                    session = None
+                print(f"Erro: {exc}", file=sys.stderr)
+                code = EXIT_UNAVAILABLE
+            except Exception as exc:  # missing table, no privilege: a plain message
+                print(f"Erro ao ler a fila {settings.queue_table}: "
+                      f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                      file=sys.stderr)
+                code = EXIT_UNAVAILABLE
+            else:
+                code = EXIT_OK
+                if args.json:
+                    print(json.dumps(status, ensure_ascii=False, sort_keys=True), flush=True)
+                else:
+                    if args.watch is not None and sys.stdout.isatty():
+                        sys.stdout.write("\033[H\033[2J")
+                    print(render_text(status), flush=True)
+            if args.watch is None:
+                return code
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        if session is not None:
+            session.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

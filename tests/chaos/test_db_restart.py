@@ -1,0 +1,97 @@
+"""Scenario 2: the database restarts mid-run.
+
+PostgreSQL: the suite's embedded server is restarted twice with pg_ctl, once
+cleanly (-m fast) and once as a crash (-m immediate, then crash recovery).
+MariaDB (client/server mode): the shared server is killed with SIGKILL and
+started again; marked `restarts_shared_db` because other sessions use it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import ChaosRun, kill_process
+from tests.helpers import eventually
+
+MARIADBD = "/usr/sbin/mariadbd"
+
+
+def test_postgres_restart_mid_run(make_queue):
+    q = make_queue("postgres", "db")
+    run = ChaosRun(q, "2. database restart (pg_ctl fast, then immediate)")
+    run.start_workers(3)
+    run.start_producer(run.items())
+    for i in run.faults(every=run.window / 3, jitter=0.0, max_faults=2):
+        took = q.target.restart("fast" if i == 0 else "immediate")
+        run.notes.append(f"restart {'fast' if i == 0 else 'immediate'} {took:.1f} s")
+        run.healed()
+    outcome = run.finish()
+    run.assert_workers_alive()
+    outcome.assert_clean()
+    assert outcome.faults == 2
+
+
+def _restart_mariadb(q) -> float:
+    """SIGKILL the MariaDB server and start it again; seconds until it answers."""
+    started = time.monotonic()
+    command = os.environ.get("NSJQ_CHAOS_MYSQL_RESTART_CMD")
+    if command:
+        subprocess.run(shlex.split(command), check=True, timeout=120)
+    else:
+        pid_file = q.db.value("SELECT @@pid_file AS f")
+        pid = int(Path(pid_file).read_text().strip())
+        assert os.path.realpath(f"/proc/{pid}/exe") == MARIADBD, pid
+        kill_process(pid, signal.SIGKILL)
+        eventually(lambda: not Path(f"/proc/{pid}").exists(), 30, interval=0.05,
+                   message="mariadbd terminou")
+        subprocess.run(["start-stop-daemon", "--start", "--oknodo", "--background",
+                        "--exec", MARIADBD], check=True, timeout=30)
+
+    def answers() -> bool:
+        try:
+            q.target.connect().close()
+            return True
+        except Exception:
+            return False
+
+    eventually(answers, 120, interval=0.2, message="MariaDB de volta")
+    return time.monotonic() - started
+
+
+def _can_restart_mariadb() -> str:
+    if os.environ.get("NSJQ_CHAOS_MYSQL_RESTART_CMD"):
+        return ""
+    if not os.path.exists(MARIADBD) or os.geteuid() != 0:
+        return (f"sem permissão/binário para reiniciar {MARIADBD} "
+                "(defina NSJQ_CHAOS_MYSQL_RESTART_CMD)")
+    return ""
+
+
+@pytest.mark.mysql
+@pytest.mark.restarts_shared_db
+def test_mariadb_restart_mid_run_client_server(make_queue):
+    problem = _can_restart_mariadb()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(problem)
+        pytest.skip(problem)
+    q = make_queue("mariadb", "cs")
+    q.start_server()
+    run = ChaosRun(q, "2. database restart (mariadbd SIGKILL + start)")
+    run.start_workers(3)
+    run.start_producer(run.items())
+    for _ in run.faults(every=run.window / 2, jitter=0.0, max_faults=1):
+        took = _restart_mariadb(q)
+        run.notes.append(f"MariaDB down {took:.1f} s")
+        run.healed()
+    outcome = run.finish()
+    run.assert_workers_alive()
+    assert q.server.proc.poll() is None, q.server.log()
+    outcome.assert_clean()

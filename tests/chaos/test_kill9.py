@@ -1,0 +1,28 @@
+"""Scenario 1: kill -9 of a random worker every ~1.5 s, each replaced at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chaos.harness import ChaosRun
+
+TARGETS = [pytest.param("postgres", "db", id="postgres"),
+           pytest.param("mariadb", "cs", id="mariadb-cs", marks=pytest.mark.mysql)]
+
+
+@pytest.mark.parametrize("kind,mode", TARGETS)
+def test_kill9_random_worker_every_few_seconds(make_queue, kind, mode):
+    q = make_queue(kind, mode)
+    if mode == "cs":
+        q.start_server()
+    run = ChaosRun(q, "1. kill -9 random worker every ~1.5 s (restarted)")
+    run.start_workers(3)
+    run.start_producer(run.items())
+    for _ in run.faults(every=1.5):
+        victim = run.rng.choice(q.workers)
+        run.restart_worker(victim)
+        run.healed()
+    outcome = run.finish()
+    run.assert_workers_alive()
+    outcome.assert_clean()
+    assert outcome.faults >= 3

@@ -1,0 +1,180 @@
+"""Client/server mode under load and failures: exactly once with several workers, a
+worker killed with SIGKILL, the server killed and restarted, a task longer than
+TIMEOUT_SOCKET_MESSAGE.  Real server and worker processes, MariaDB and PostgreSQL."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from nsj_queue_lib.runtime.failure import WORKER_STOPPED
+from tests.client_server.cs_helpers import effects_by_key
+from tests.helpers import eventually
+
+
+def _assert_exactly_once(csq, keys, worker_pids) -> None:
+    """Every key has one committed effect, every chain one success, nothing left behind."""
+    counts = effects_by_key(csq)
+    duplicated = {k: n for k, n in counts.items() if n != 1}
+    assert not duplicated, f"efeitos duplicados: {duplicated}"
+    assert set(counts) == set(keys), f"faltam: {sorted(set(keys) - set(counts))[:20]}"
+    assert csq.count("status IN ('pendente', 'agendada', 'processando')") == 0
+    assert csq.count("dead") == 0
+    successes = csq.sql(f"SELECT coalesce(id_inicial, id) AS raiz, count(*) AS n "
+                        f"FROM {csq.qtable} WHERE status = 'sucesso' "
+                        "GROUP BY coalesce(id_inicial, id)")
+    assert len(successes) == len(keys) and {int(r["n"]) for r in successes} == {1}
+    # The only failures allowed are rescues of attempts whose lock was lost.
+    for row in csq.rows("status = 'falha'"):
+        assert row["mensagem"].startswith(WORKER_STOPPED), row
+    assert {e["pid"] for e in csq.effects()} <= set(worker_pids)
+
+
+def test_three_workers_300_tasks_exactly_once(csq):
+    csq.start_server()
+    workers = [csq.start_worker() for _ in range(3)]
+    for w in workers:
+        eventually(lambda w=w: "Worker conectado" in w.log(), 20, message="worker pronto")
+    keys = [f"k{i}" for i in range(300)]
+    ids = csq.insert_many([{"efeito": k, "sleep": 0.003} for k in keys])
+    assert len(ids) == 300
+    csq.wait_idle(timeout=60)
+    assert csq.count() == 300 and csq.count("status = 'sucesso' AND tentativa = 1") == 300
+    _assert_exactly_once(csq, keys, [w.pid for w in workers])
+    per_worker = {}
+    for e in csq.effects():
+        per_worker[e["pid"]] = per_worker.get(e["pid"], 0) + 1
+    assert len(per_worker) >= 2, f"só um worker trabalhou: {per_worker}"
+    for w in workers:
+        assert w.proc.poll() is None, w.log()
+
+
+def test_kill9_worker_releases_its_locks_at_once_and_the_task_is_rescued(csq, tmp_path):
+    # TIMEOUT_SOCKET_MESSAGE=5: a lock freed by the heartbeat would take 10 s; the
+    # kernel closing the socket frees it at once.
+    csq.timeout = 5.0
+    csq.start_server()
+    victim = csq.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD="0")
+    started_file = tmp_path / "started"
+    release_file = tmp_path / "release"
+    task_id = csq.insert({"efeito": "resgatada", "started_file": str(started_file),
+                          "wait_file": str(release_file)})
+    eventually(started_file.exists, 10, message="tarefa iniciada")
+    assert csq.row(task_id)["status"] == "processando"
+
+    probe = csq.locker()
+    key = csq.task_key(task_id)
+    assert probe.try_lock(key) is False  # the worker holds it
+    killed_at = time.monotonic()
+    victim.kill9()
+    eventually(lambda: probe.try_lock(key), 2, interval=0.01, message="lock liberado")
+    freed_after = time.monotonic() - killed_at
+    assert freed_after < 1.5, freed_after
+    assert probe.is_held(key)
+    assert probe.unlock(key) is True
+    # Nothing rescued it yet (no worker runs): still 'processando', its write rolled back.
+    assert csq.row(task_id)["status"] == "processando"
+    assert csq.effects() == []
+
+    release_file.write_text("ok")
+    rescuer = csq.start_worker()  # the runtime runs a rescue pass when it connects
+    chain = csq.wait_chain_done(task_id, timeout=20)
+    csq.wait_idle()
+    chain = csq.chain(task_id)
+    assert [(r["tentativa"], r["status"]) for r in chain] == [(1, "falha"), (2, "sucesso")]
+    assert chain[0]["mensagem"].startswith(WORKER_STOPPED)
+    assert "reenfileirada" in chain[0]["mensagem"]
+    [effect] = csq.effects()
+    assert (effect["tarefa_id"], effect["chave"], effect["pid"]) == \
+        (chain[1]["id"], "resgatada", rescuer.pid)
+
+
+def test_server_killed_and_restarted_during_1000_tasks_loses_and_duplicates_nothing(csq):
+    csq.timeout = 1.0
+    server = csq.start_server()
+    workers = [csq.start_worker(QUEUE_MINUTE_RETRY_THREAD="0") for _ in range(3)]
+    for w in workers:
+        eventually(lambda w=w: "Worker conectado" in w.log(), 20, message="worker pronto")
+    keys = [f"k{i}" for i in range(1000)]
+    csq.insert_many([{"efeito": k, "sleep": 0.004} for k in keys])
+
+    eventually(lambda: csq.count("status = 'sucesso'") >= 150, 30, interval=0.01,
+               message="150 tarefas concluídas")
+    server.kill9()
+    done_at_kill = csq.count("status = 'sucesso'")
+    assert done_at_kill < 900, "a carga acabou antes de derrubar o servidor"
+    time.sleep(1.5)
+    # Without the server nobody can take a task lock: no new claims.
+    stalled = csq.count("status = 'sucesso'")
+    time.sleep(0.5)
+    assert csq.count("status = 'sucesso'") == stalled
+    assert csq.count("status = 'processando'") == 0
+    last_effect = csq.value(f"SELECT max(id) AS m FROM {csq.quote(csq.schema)}.efeitos")
+
+    csq.start_server()  # same ports
+    csq.wait_idle(timeout=90)
+    _assert_exactly_once(csq, keys, [w.pid for w in workers])
+    after = {e["pid"] for e in csq.effects("id > %s", (last_effect,))}
+    assert after, "nenhum worker voltou a trabalhar depois do reinício"
+    for w in workers:
+        assert w.proc.poll() is None, w.log()
+    eventually(lambda: csq.server_status()["listeners"] == 3, 10,
+               message="os 3 workers ouvindo o novo servidor")
+
+
+def test_task_longer_than_socket_timeout_keeps_its_lock(csq, tmp_path):
+    csq.timeout = 1.0  # heartbeat 1 s: a silent client would lose its locks after 2 s
+    csq.start_server()
+    csq.start_ready_worker()
+    started_file = tmp_path / "started"
+    task_id = csq.insert({"efeito": "longa", "started_file": str(started_file), "sleep": 6})
+    eventually(started_file.exists, 10, message="tarefa iniciada")
+    started = time.monotonic()
+    probe = csq.locker()
+    key = csq.task_key(task_id)
+    time.sleep(2.5)  # past heartbeat + timeout
+    second = csq.start_worker()  # its start-up rescue pass must leave the task alone
+    while time.monotonic() - started < 5.0:
+        assert probe.try_lock(key) is False, "o lock da tarefa longa foi perdido"
+        assert csq.row(task_id)["status"] == "processando"
+        time.sleep(0.2)
+    row = csq.wait_status(task_id, "sucesso", timeout=10)
+    assert row["mensagem"] == f"ok {task_id}" and row["tentativa"] == 1
+    assert csq.count() == 1  # no rescue, no retry
+    assert effects_by_key(csq) == {"longa": 1}
+    assert "resgatada" not in second.log()
+    assert probe.try_lock(key) is True  # released after the task
+
+
+def test_sigterm_waits_for_the_running_task_in_client_server_mode(csq, tmp_path):
+    csq.start_server()
+    worker = csq.start_ready_worker()
+    started_file = tmp_path / "started"
+    task_id = csq.insert({"efeito": "termina", "started_file": str(started_file),
+                          "sleep": 1.5})
+    eventually(started_file.exists, 10, message="tarefa iniciada")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(20) == 0
+    assert csq.row(task_id)["status"] == "sucesso"
+    assert effects_by_key(csq) == {"termina": 1}
+    eventually(lambda: csq.server_status()["locks"] == 0, 5, message="locks liberados")
+
+
+def test_workers_back_off_while_the_server_is_down(mariadb_csq):
+    csq = mariadb_csq
+    server = csq.start_server()
+    worker = csq.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD="0")
+    keys = [f"k{i}" for i in range(40)]
+    csq.insert_many([{"efeito": k, "sleep": 0.1} for k in keys])
+    eventually(lambda: csq.count("status = 'sucesso'") >= 3, 15, interval=0.02,
+               message="3 tarefas concluídas")
+    server.kill9()
+    log_before = len(worker.log())
+    time.sleep(6)
+    retries = worker.log()[log_before:].count("Conexão indisponível")
+    # Exponential back-off (0.5 s doubling, with jitter): at most ~5 attempts in 6 s,
+    # not one every half second.
+    assert 1 <= retries <= 6, worker.log()[log_before:]
+    csq.start_server()
+    csq.wait_idle(timeout=40)
+    _assert_exactly_once(csq, keys, [worker.pid])

@@ -1,0 +1,108 @@
+"""The package as users get it: `python -m build`, then the wheel in a fresh venv.
+
+About 12 s here (isolated build, fresh venv with the dependencies from the package index).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from nsj_queue_lib.version import __version__
+from tests.helpers import ROOT
+
+
+def _run(args, cwd: Path, env=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], cwd=str(cwd), env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _clean_env(**extra: str) -> dict:
+    """No DB_*/QUEUE_* nor PYTHONPATH: the installed package only."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/")}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    res = _run([sys.executable, "-m", "build", "--outdir", out, ROOT], cwd=ROOT)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def venv(dist, tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("venv")
+    res = _run([sys.executable, "-m", "venv", home / "v"], cwd=home)
+    assert res.returncode == 0, res.stderr
+    py = home / "v" / "bin" / "python"
+    [wheel] = dist.glob("*.whl")
+    res = _run([py, "-m", "pip", "install", "-q", wheel], cwd=home)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return home
+
+
+def test_sdist_and_wheel_are_built_with_the_version_and_data(dist):
+    [sdist] = dist.glob("*.tar.gz")
+    [wheel] = dist.glob("*.whl")
+    assert sdist.name == f"nsj_queue_lib-{__version__}.tar.gz"
+    assert wheel.name == f"nsj_queue_lib-{__version__}-py3-none-any.whl"
+    names = zipfile.ZipFile(wheel).namelist()
+    for sql in ("postgres/schema.sql", "postgres/queries.sql", "mysql/schema.sql",
+                "mysql/queries.sql"):
+        assert f"nsj_queue_lib/db/sql/{sql}" in names
+    assert not any(n.startswith("tests/") for n in names)
+    entry_points = zipfile.ZipFile(wheel).read(
+        f"nsj_queue_lib-{__version__}.dist-info/entry_points.txt").decode()
+    for script in ("nsj-queue-db-gen", "nsj-queue-status", "nsj-queue-health"):
+        assert script in entry_points
+    members = tarfile.open(sdist).getnames()
+    assert f"nsj_queue_lib-{__version__}/nsj_queue_lib/db/sql/postgres/schema.sql" in members
+
+
+def test_installed_wheel_works_from_a_fresh_venv(venv):
+    bin_dir = venv / "v" / "bin"
+    py = bin_dir / "python"
+    env = _clean_env()
+    res = _run([py, "-c", "import nsj_queue_lib, importlib.metadata as m; "
+                "from nsj_queue_lib.worker_base import WorkerBase; "
+                "print(nsj_queue_lib.__file__); print(m.version('nsj-queue-lib')); "
+                "print(nsj_queue_lib.__version__); print(WorkerBase.__name__)"], venv, env)
+    assert res.returncode == 0, res.stderr
+    where, dist_version, version, name = res.stdout.split()
+    assert where.startswith(str(venv))  # not the repository's copy
+    assert dist_version == version == __version__ and name == "WorkerBase"
+
+    res = _run([py, "-m", "nsj_queue_lib.db_gen", "public", "x"], venv, env)
+    assert res.returncode == 0, res.stderr
+    assert 'CREATE TABLE "public"."x"' in res.stdout
+    assert 'CREATE OR REPLACE VIEW "public"."x_cadeias"' in res.stdout
+
+    res = _run([py, "-m", "nsj_queue_lib.worker_webhook"], venv, env, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert re.search(r"variável DB_HOST ou DATABASE_HOST não definida", res.stdout + res.stderr)
+
+    res = _run([bin_dir / "nsj-queue-health"], venv, env)
+    assert res.returncode == 2 and "QUEUE_HEALTH_FILE" in res.stderr
+    res = _run([bin_dir / "nsj-queue-status"], venv, env)
+    assert res.returncode == 2 and "DB_HOST" in res.stderr
+    res = _run([bin_dir / "nsj-queue-db-gen", "s", "y", "--mysql"], venv, env)
+    assert res.returncode == 0 and "`s`.`y_resumo`" in res.stdout
+
+
+def test_version_is_declared_in_one_place():
+    assert "version = attr: nsj_queue_lib.version.__version__" in (ROOT / "setup.cfg").read_text()
+    declared = [p for p in (ROOT / "nsj_queue_lib").rglob("*.py")
+                if re.search(r"^__version__\s*=", p.read_text(), re.MULTILINE)]
+    assert declared == [ROOT / "nsj_queue_lib" / "version.py"]
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert f"## [{__version__}]" in changelog

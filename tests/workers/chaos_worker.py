@@ -1,0 +1,53 @@
+"""Worker of the chaos suite (python -m tests.workers.chaos_worker).
+
+Payload (JSON object): {"k": key, "s": seconds, "f": n}.  Every attempt first
+inserts one row (chave = key, tipo = 'execute') into <schema>.efeitos through
+bd_conn, so the row commits only with the task's success; then it sleeps `s`
+seconds (the window where faults hit) and raises while tentativa <= f.
+Dead letters insert a row with tipo 'dead'.  The effects table has no unique
+key: the suite counts duplicates instead of preventing them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict
+
+from nsj_queue_lib.worker_base import WorkerBase
+
+
+def effects_table() -> str:
+    """<schema>.efeitos quoted for the worker's database (backticks on MySQL/MariaDB)."""
+    table = os.environ["QUEUE_TABLE"]
+    schema = table.split(".")[0] if "." in table else "public"
+    driver = (os.environ.get("DB_DRIVER") or "POSTGRES").strip().upper()
+    q = "`" if driver in ("MYSQL", "SINGLE_STORE") else '"'
+    return f"{q}{schema}{q}.efeitos"
+
+
+def record_effect(bd_conn: Any, tarefa: Dict[str, Any], chave: str, tipo: str) -> None:
+    with bd_conn.cursor() as cur:
+        cur.execute(f"INSERT INTO {effects_table()} (tarefa_id, chave, tipo, pid) "
+                    "VALUES (%s, %s, %s, %s)", (tarefa["id"], chave, tipo, os.getpid()))
+
+
+class ChaosWorker(WorkerBase):
+    def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any) -> str:
+        data = json.loads(payload)
+        record_effect(bd_conn, tarefa, data["k"], "execute")
+        if data.get("s"):
+            time.sleep(float(data["s"]))
+        if tarefa["tentativa"] <= int(data.get("f", 0)):
+            raise RuntimeError(f"falha programada na tentativa {tarefa['tentativa']}")
+        return f"ok {data['k']}"
+
+    def execute_dead(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any) -> str:
+        data = json.loads(payload)
+        record_effect(bd_conn, tarefa, data["k"], "dead")
+        return f"morta {data['k']}"
+
+
+if __name__ == "__main__":
+    ChaosWorker().run()
