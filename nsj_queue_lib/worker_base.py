@@ -79,6 +79,14 @@ class WorkerBase(abc.ABC):
                               multi_db_conn: Any = None) -> Any:
         return self._call("execute_dead", (tarefa["payload"], tarefa, bd_conn), multi_db_conn)
 
+    def wants_multi_db_conn(self, tarefa: Dict[str, Any]) -> bool:
+        """True when the method that will run `tarefa` accepts `multi_db_conn`
+        (multi-database mode opens the tenant connection only then)."""
+        name = "execute_dead" if tarefa.get("dead") else "execute"
+        if name not in self._accepts:
+            self._accepts[name] = accepts_extra_arg(getattr(self, name), 3)
+        return self._accepts[name]
+
     # -- runtime wiring ---------------------------------------------------
     def dispatch(self, tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any = None) -> Any:
         """Route a claimed task: dead letter, publication (fan-out) or normal task."""

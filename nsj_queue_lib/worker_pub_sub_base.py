@@ -215,6 +215,17 @@ class WorkerPubSubBase(WorkerBase):
         handler = getattr(self, name, None)
         return handler if callable(handler) else None
 
+    def wants_multi_db_conn(self, tarefa: Dict[str, Any]) -> bool:
+        """Only handlers that declare `multi_db_conn` get a tenant connection; webhook
+        deliveries and handlers without it run without one (even with no tenant)."""
+        subscriber_id = tarefa.get("subscriber_id")
+        if not subscriber_id:
+            return False
+        handler = self.subscriber_handler(str(subscriber_id), dead=bool(tarefa.get("dead")))
+        if handler is None:
+            return False
+        return accepts_extra_arg(handler, _HANDLER_ARGS)
+
     # -- execution ----------------------------------------------------------
     def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
                 multi_db_conn: Any = None) -> Optional[str]:

@@ -19,7 +19,6 @@ from typing import Any, Dict, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.session import DbSession, TaskConnection
-from nsj_queue_lib.worker_base import accepts_extra_arg
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +31,6 @@ class Dispatcher:
         self.settings = settings
         self.pool: Optional[Any] = None
         self._current: Dict[str, Any] = {}
-        self._accepts: Dict[str, bool] = {}
         if settings.multi_database:
             from nsj_queue_lib.multidb import CredentialsClient, TenantConnections, TokenProvider
 
@@ -51,14 +49,11 @@ class Dispatcher:
         return self.worker.dispatch(tarefa, bd_conn, multi_db_conn)
 
     def _wants_tenant_conn(self, tarefa: dict) -> bool:
-        """False when the method to run cannot take `multi_db_conn` (a 3-argument
-        `execute`): then no credentials call and no tenant connection are made,
-        so such a worker also runs tasks without a tenant."""
-        name = "execute_dead" if tarefa.get("dead") else "execute"
-        if name not in self._accepts:
-            method = getattr(self.worker, name, None)
-            self._accepts[name] = method is None or accepts_extra_arg(method, 3)
-        return self._accepts[name]
+        """False when the code to run cannot take `multi_db_conn` (a 3-argument
+        `execute`, a webhook, a handler without it): then no credentials call and no
+        tenant connection are made, so such tasks also run without a tenant."""
+        wants = getattr(self.worker, "wants_multi_db_conn", None)
+        return True if wants is None else bool(wants(tarefa))
 
     def before_commit(self, tarefa: dict) -> None:
         """Commit the tenant transaction right before the queue's own commit."""

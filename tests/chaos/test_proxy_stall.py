@@ -109,7 +109,13 @@ def _rescue_waits(q, seconds: float) -> int:
         params = None
     seen = 0
     deadline = time.monotonic() + seconds
+    from tests.server.socket_server_helpers import RawClient
+    from tests.chaos.harness import TOKEN
     while time.monotonic() < deadline:
         seen = max(seen, int(q.db.value(sql, params) or 0))
+        if q.is_mysql:
+            with RawClient(q.lock_port) as raw:
+                raw.hello(TOKEN); st = raw.call("status")["result"]
+            print("DEBUG", time.strftime("%H:%M:%S"), round(time.time() % 1, 2), st["locks"], st["clients"], q.db.sql(f"SELECT id, status FROM {q.qtable} WHERE status='processando'"), q.db.sql("SELECT trx_state, trx_query FROM information_schema.INNODB_TRX WHERE trx_state <> 'RUNNING'"))
         time.sleep(0.05)
     return seen
