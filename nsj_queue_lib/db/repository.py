@@ -132,7 +132,9 @@ class TaskRepository:
 
     def task_claim_locked(self, lock_ns: int) -> Optional[dict]:
         self._require_sql_locks("task_claim_locked")
-        return _normalize(self.session.fetch_one(self.q["task_claim_locked"], {"lock_ns": lock_ns}))
+        row = self.session.fetch_one_prepared("nsjq_claim", self.q["task_claim_locked"],
+                                              {"lock_ns": lock_ns})
+        return _normalize(row)
 
     def task_claim_candidates(self, limit: int) -> List[int]:
         return [r["id"] for r in self.session.fetch_all(self.q["task_claim_candidates"],
@@ -149,6 +151,10 @@ class TaskRepository:
     def task_lock_row(self, task_id: int) -> bool:
         return self.session.fetch_one(self.q["task_lock_row"], {"id": task_id}) is not None
 
+    def task_try_lock_row(self, task_id: int) -> bool:
+        """Lock a 'processando' row without waiting; False if it is locked or not running."""
+        return self.session.fetch_one(self.q["task_try_lock_row"], {"id": task_id}) is not None
+
     def task_get(self, task_id: int) -> Optional[dict]:
         return _normalize(self.session.fetch_one(self.q["task_get"], {"id": task_id}))
 
@@ -160,7 +166,8 @@ class TaskRepository:
         self._require_sql_locks("task_finish_unlock")
         params = {"id": task_id, "mensagem": truncate_message(mensagem),
                   "lock_ns": key[0], "lock_id": key[1]}
-        return self.session.fetch_one(self.q["task_finish_unlock"], params) is not None
+        sql = self.q["task_finish_unlock"]
+        return self.session.fetch_one_prepared("nsjq_finish", sql, params) is not None
 
     def task_fail(self, task_id: int, status: str, mensagem: str, requeue: bool,
                   delay_seconds: float) -> bool:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Iterator, List, Mapping, Optional, Sequence
+import re
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES, Dialect, dialect_for_driver
@@ -18,6 +19,7 @@ from nsj_queue_lib.exceptions import DatabaseUnavailable
 logger = logging.getLogger(__name__)
 
 Params = Optional[Mapping[str, Any]]
+_NAMED_PARAM = re.compile(r"%\((\w+)\)s")
 
 
 def _connection_errors() -> tuple:
@@ -110,6 +112,7 @@ class DbSession:
         is_pg = type(conn).__module__.startswith("psycopg")
         self.dialect = dialect or (POSTGRES if is_pg else MYSQL)
         self.in_transaction = False
+        self._prepared: Dict[str, List[str]] = {}
 
     @classmethod
     def open(cls, settings: Settings, **kwargs: Any) -> DbSession:
@@ -154,6 +157,28 @@ class DbSession:
     def fetch_value(self, sql: str, params: Params = None) -> Any:
         row = self._run(sql, params, "one")
         return next(iter(row.values())) if row else None
+
+    def fetch_one_prepared(self, name: str, sql: str, params: Mapping[str, Any]) -> Optional[dict]:
+        """fetch_one through a server-side prepared statement (PostgreSQL), planned once
+        per connection.  Statements before the last one of `sql` (such as SET LOCAL) are
+        sent with each EXECUTE, in the same implicit transaction."""
+        *before, main = [part for part in sql.split(";\n") if part.strip()]
+        order = self._prepared.get(name)
+        if order is None:
+            order = []
+
+            def positional(match: Any) -> str:
+                key = match.group(1)
+                if key not in order:
+                    order.append(key)
+                return f"${order.index(key) + 1}"
+
+            self.execute(f"PREPARE {name} AS " + _NAMED_PARAM.sub(positional, main))
+            self._prepared[name] = order
+        prefix = "".join(f"{stmt.strip()}; " for stmt in before)
+        args = ", ".join(["%s"] * len(order))
+        call = f"{prefix}EXECUTE {name}({args})" if order else f"{prefix}EXECUTE {name}"
+        return self._run(call, tuple(params[k] for k in order), "one")
 
     def insert_lastrowid(self, sql: str, params: Params = None) -> int:
         return self._run(sql, params, "lastrowid")

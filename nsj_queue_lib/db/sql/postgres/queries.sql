@@ -80,6 +80,11 @@ RETURNING {tarefa_cols}
 -- Client/server mode fencing: holds the row while the task transaction runs.
 SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE
 
+-- name: task_try_lock_row
+-- Rescue: the row of a 'processando' task, unless a running task transaction holds it
+-- (its worker lost the socket lock but still runs it): then no row, at once, no wait.
+SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE SKIP LOCKED
+
 -- name: task_get
 SELECT {tarefa_cols} FROM {table} t WHERE t.id = %(id)s
 
