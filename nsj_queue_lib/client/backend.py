@@ -26,7 +26,8 @@ class SocketBackend:
 
     # Task locks live on the server, not on the task's DB session: the runner
     # fences the task row (SELECT ... FOR UPDATE) so a rescuer that took the lock
-    # after a lost socket waits for the task's transaction instead of re-queueing it.
+    # after a lost socket skips the row (FOR UPDATE SKIP LOCKED) instead of
+    # re-queueing the running task or waiting for it.
     task_locks_in_sql = False
 
     def __init__(self, settings: Settings) -> None:

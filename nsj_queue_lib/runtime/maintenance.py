@@ -115,6 +115,10 @@ class RetryService(AdminService):
                     continue  # its worker is alive
                 try:
                     with repo.session.transaction():
+                        if not repo.task_try_lock_row(task_id):
+                            # Row held by the task's own transaction (client/server mode
+                            # fences it): still running although its lock was lost.
+                            continue
                         tarefa = repo.task_get(task_id)
                         if tarefa and tarefa["status"] == "processando" and record_failure(
                                 repo, tarefa, WORKER_STOPPED, self.settings):
