@@ -5,7 +5,7 @@ A scenario looks like:
 
     run = ChaosRun(q, "kill -9 worker")
     run.start_workers(3)
-    run.start_producer(run.plain_items())
+    run.start_producer(run.items())
     for _ in run.faults(every=1.5):
         ...inject a fault...
         run.healed()                 # the fault is over (worker restarted, DB back...)
@@ -19,11 +19,11 @@ the driver believes happened.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import json
 import os
 import random
 import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -37,6 +37,7 @@ from nsj_queue_lib.db.schema import render_schema
 from nsj_queue_lib.db.session import is_connection_error
 from nsj_queue_lib.queue_client import QueueClient
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
+from nsj_queue_lib.runtime.schedule import retry_delay_seconds
 from tests.chaos import report
 from tests.helpers import READY_MARK, WorkerProc, eventually
 from tests.mysql_server import split_statements
@@ -49,6 +50,7 @@ TOKEN = "segredo-chaos"
 SERVER_MODULE = "nsj_queue_lib.server.server_main"
 SERVER_READY = "no ar: notify em"
 WAITING = "status IN ('pendente', 'agendada', 'processando')"
+RETRY_BASE_MINUTES = 0.005
 LOG_DIR = Path(os.environ.get("NSJQ_TEST_LOG_DIR", "/tmp/nsjq-test-logs")) / "chaos"
 
 
@@ -264,6 +266,11 @@ class ChaosQueue:
         finally:
             self.db.close()
 
+    def db_now(self) -> Any:
+        """The database clock (UTC on MariaDB, like the queue's DATETIME(6) columns)."""
+        return self.db.value("SELECT CURRENT_TIMESTAMP(6) AS t" if self.is_mysql
+                             else "SELECT clock_timestamp() AS t")
+
     # -- settings ---------------------------------------------------------------------
     def env(self, **extra: Any) -> Dict[str, str]:
         env = dict(self.target.env(self.schema))
@@ -272,7 +279,7 @@ class ChaosQueue:
             "QUEUE_TABLE": self.table,
             "QUEUE_SUBSCRIBER_TABLE": self.sub_table,
             "QUEUE_MAX_RETRY": "10",
-            "QUEUE_BASE_INTERVAL_RETRY": "0.005",  # minutes: 0.3 s x tentativa
+            "QUEUE_BASE_INTERVAL_RETRY": str(RETRY_BASE_MINUTES),  # 0.3 s x tentativa
             "QUEUE_WAIT_NOTIFY_INTERVAL": "2",
             "QUEUE_MINUTE_RETRY_THREAD": "*",
             "QUEUE_MINUTE_NOTIFY_THREAD": "*",
@@ -493,7 +500,8 @@ def _as_bool(value: Any) -> bool:
 
 
 def audit(q: ChaosQueue, keys: Sequence[str], pub_sub: bool,
-          deliveries: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+          deliveries: Optional[Dict[str, int]] = None,
+          fault_times: Sequence[Any] = ()) -> Dict[str, Any]:
     """Count lost tasks and duplicated effects from what the database holds.
 
     A unit is one task chain: a plain task, or for pub/sub the publication and each of
@@ -502,8 +510,8 @@ def audit(q: ChaosQueue, keys: Sequence[str], pub_sub: bool,
     one per successful unit that writes effects, and none for the others.
     """
     rows = q.db.sql(f"SELECT id, id_inicial, chave_externa, status, dead, live_id, tentativa, "
-                    f"mensagem, pub_sub, publication_id, subscriber_id FROM {q.qtable}",
-                    timeout=120)
+                    f"mensagem, pub_sub, publication_id, subscriber_id, proxima_tentativa "
+                    f"FROM {q.qtable}", timeout=120)
     effects = q.db.sql(f"SELECT chave, tipo, count(*) AS n FROM {q.qeffects} "
                        "GROUP BY chave, tipo", timeout=120)
     executed: Dict[str, int] = {}
@@ -568,14 +576,38 @@ def audit(q: ChaosQueue, keys: Sequence[str], pub_sub: bool,
                 if done and got == 0:
                     inconsistent.append((key, kind, "sucesso sem entrega 2xx"))
                 redelivered += max(0, got - 1)
-    stray = [k for k in executed if k not in set(keys)]
+    known = set(keys)
+    stray = [k for k in executed if k not in known]
     if stray:
         inconsistent.append(("?", "efeitos de chaves desconhecidas", stray[:10]))
-    rescued = sum(1 for r in rows
-                  if r["status"] == "falha" and (r["mensagem"] or "").startswith(WORKER_STOPPED))
+    rescues = [r for r in rows
+               if r["status"] == "falha" and (r["mensagem"] or "").startswith(WORKER_STOPPED)]
     return {"lost": lost, "duplicated": duplicated, "inconsistent": inconsistent,
-            "dead_lettered": dead_lettered, "rescued": rescued, "redelivered": redelivered,
-            "rows": len(rows)}
+            "dead_lettered": dead_lettered, "rescued": len(rescues), "redelivered": redelivered,
+            "rows": len(rows), "rerun_s": _rerun_latency(q, rescues, fault_times)}
+
+
+def _rerun_latency(q: ChaosQueue, rescues: List[dict],
+                   fault_times: Sequence[Any]) -> Optional[float]:
+    """Worst time from the end of a fault to the commit of a task it interrupted (the
+    rescued attempt's re-run), on the database clock; None when nothing was rescued."""
+    if not rescues or not fault_times:
+        return None
+    done = {r["chave"]: r["t"] for r in q.db.sql(
+        f"SELECT chave, max(criado) AS t FROM {q.qeffects} WHERE tipo = 'execute' "
+        "GROUP BY chave", timeout=120)}
+    worst: Optional[float] = None
+    for r in rescues:
+        if r["proxima_tentativa"] is None or r["chave_externa"] not in done:
+            continue
+        rescued_at = r["proxima_tentativa"] - _dt.timedelta(
+            seconds=retry_delay_seconds(int(r["tentativa"]), RETRY_BASE_MINUTES))
+        before = [t for t in fault_times if t <= rescued_at]
+        if not before:
+            continue
+        latency = (done[r["chave_externa"]] - max(before)).total_seconds()
+        worst = latency if worst is None else max(worst, latency)
+    return worst
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -602,6 +634,7 @@ class ChaosRun:
         self.deliveries: Optional[Callable[[], Dict[str, int]]] = None
         self.keys: List[str] = []
         self.extra_enqueued: List[str] = []
+        self.fault_db_times: List[Any] = []
 
     # -- setup ----------------------------------------------------------------------
     def items(self, sleep: Tuple[float, float] = (0.04, 0.1),
@@ -660,11 +693,16 @@ class ChaosRun:
     def healed(self) -> None:
         """The current fault is over (the system may start recovering now)."""
         self.last_heal = time.monotonic()
+        with contextlib.suppress(Exception):
+            self.fault_db_times.append(self.q.db_now())
 
     def restart_worker(self, proc: WorkerProc) -> WorkerProc:
         """kill -9 `proc` and start a replacement at once (its start-up rescue runs)."""
         self.q.kill_worker(proc)
-        return self.q.start_worker(self.module, **self.worker_extra)
+        replacement = self.q.start_worker(self.module, **self.worker_extra)
+        with contextlib.suppress(Exception):  # a fault of its own for the re-run latency
+            self.fault_db_times.append(self.q.db_now())
+        return replacement
 
     # -- the end ----------------------------------------------------------------------
     def finish(self, drain_timeout: Optional[float] = None) -> Outcome:
@@ -693,7 +731,8 @@ class ChaosRun:
         self.monitor.join(10)
         enqueued = [*self.producer.enqueued, *self.extra_enqueued]
         result = audit(q, enqueued if self.producer.error is None else self.keys,
-                       self.pub_sub, self.deliveries() if self.deliveries else None)
+                       self.pub_sub, self.deliveries() if self.deliveries else None,
+                       self.fault_db_times)
         missing = set(self.keys) - set(enqueued)
         end = drained_at or time.monotonic()
         outcome = Outcome(
@@ -708,6 +747,9 @@ class ChaosRun:
             details={k: v[:10] for k, v in result.items() if isinstance(v, list) and v})
         if missing:
             outcome.details["nunca enfileiradas"] = sorted(missing)[:10]
+        if result["rerun_s"] is not None:
+            outcome.notes.append(f"interrupted tasks re-run <= {result['rerun_s']:.1f} s "
+                                 "after their fault")
         if self.producer.retries:
             outcome.notes.append(f"producer retries={self.producer.retries}")
         outcome.notes.append(f"run {outcome.elapsed_s:.0f} s")
@@ -730,6 +772,3 @@ def kill_process(pid: int, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
 
-
-def run_quiet(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)

@@ -49,7 +49,7 @@ def render(rows: List[Dict[str, Any]]) -> str:
     header = "| " + " | ".join(title for _, title in COLUMNS) + " |"
     rule = "|" + "|".join("---" for _ in COLUMNS) + "|"
     lines = [header, rule]
-    for row in rows:
+    for row in sorted(rows, key=lambda r: str(r.get("scenario", ""))):
         lines.append("| " + " | ".join(_cell(row.get(key, "")) for key, _ in COLUMNS) + " |")
     return "\n".join(lines)
 

@@ -11,8 +11,13 @@ the tasks of the stalled workers:
   locks still protect their tasks.
 * Client/server: the socket server drops the silent sessions (heartbeat) and
   releases their locks while their tasks still run on a healthy database
-  connection; the rescue must then wait on the task's row lock and leave it
-  alone (it finishes with 'sucesso' once, never re-queued).
+  connection; the rescue must recognise them by their row lock (the runner's
+  SELECT ... FOR UPDATE fence) and leave them alone: they finish with
+  'sucesso' once, never re-queued.
+
+Right before the replacement starts, the driver probes the locks of the long
+tasks still 'processando' ("exposed" = running without their lock): 0 is
+expected on PostgreSQL, at least 1 in client/server mode.
 
 The first stall then resumes (the bytes flow again); the second ends with
 every proxied connection reset.
@@ -30,11 +35,11 @@ from tests.server.socket_server_helpers import HOST
 
 TARGETS = [pytest.param("postgres", "db", id="postgres"),
            pytest.param("mariadb", "cs", id="mariadb-cs", marks=pytest.mark.mysql)]
-# (stall seconds, direct worker replaced after, long task seconds) per mode.  In
-# client/server mode the server drops a silent session after heartbeat + timeout
-# (2 + 2 s), so the replacement's rescue runs after the locks are gone and while
-# the long tasks still run.
-TIMINGS = {"db": (5.0, 2.5, 4.0), "cs": (7.0, 4.8, 6.5)}
+# (stall seconds, probe/replace the direct worker after, long task seconds) per mode.
+# In client/server mode the server drops a silent session within heartbeat + timeout
+# (2 + 2 s) of its last answer; the driver waits for that, then the replacement's
+# rescue runs while the long tasks still run without their locks.
+TIMINGS = {"db": (5.0, 2.5, 4.0), "cs": (8.0, 4.0, 8.5)}
 
 
 @pytest.mark.parametrize("kind,mode", TARGETS)
@@ -61,61 +66,69 @@ def test_half_open_proxy_stalls_then_resumes_then_is_cut(make_queue, kind, mode)
         q.worker_overrides = {}
         direct = run.start_workers(1)[0]
         run.start_producer(run.items())
-        fenced = 0
+        exposed = 0
         for i in run.faults(every=stall + 3.0, first=2.5, jitter=0.0, max_faults=2):
             run.enqueue_now([{"k": f"longa-{i}-{j}", "s": long_task, "p": 90}
                              for j in range(3)])
             time.sleep(0.5)  # let the long tasks be claimed
             for proxy in proxies:
                 proxy.stall()
+            stalled_at = time.monotonic()
             time.sleep(replace_after)
+            found = _exposed_long_tasks(q, f"longa-{i}-%")
+            while mode == "cs" and not found and time.monotonic() < stalled_at + stall - 2.5:
+                time.sleep(0.1)  # the server drops silent sessions after heartbeat + timeout
+                found = _exposed_long_tasks(q, f"longa-{i}-%")
+            exposed += found
             direct = run.restart_worker(direct)  # its start-up rescue runs mid-stall
-            fenced = max(fenced, _rescue_waits(q, stall - replace_after))
+            time.sleep(max(0.0, stalled_at + stall - time.monotonic()))
             if i == 0:
                 for proxy in proxies:
                     proxy.resume()
             else:
                 run.notes.append(f"connections cut={sum(proxy.cut() for proxy in proxies)}")
             run.healed()
-        run.notes.append(f"rescue waiting on a running task's row lock={fenced}")
-        dropped = 0
-        if mode == "cs":
-            dropped = sum(1 for line in q.server.log().splitlines()
-                          if "heartbeat" in line and "lock(s) liberado(s)" in line
-                          and "; 0 lock(s)" not in line)
-            run.notes.append(f"task locks dropped by heartbeat mid-task={dropped}")
+        run.notes.append(f"tasks running without their lock when the rescuer started={exposed}")
         outcome = run.finish()
         run.assert_workers_alive()
         outcome.assert_clean()
         if mode == "cs":
-            assert dropped >= 1, "o servidor não derrubou sessão com tarefa em curso"
-            assert fenced >= 1, "o resgate não encontrou nenhuma tarefa em curso sem lock"
+            assert exposed >= 1, "nenhuma tarefa longa ficou sem lock durante a paralisação"
+        else:
+            assert exposed == 0, "sessões paralisadas perderam o advisory lock"
         assert outcome.faults == 2
     finally:
         for proxy in proxies:
             proxy.close()
 
 
-def _rescue_waits(q, seconds: float) -> int:
-    """Poll for `seconds`; the most rescue transactions seen waiting on a row lock
-    (the fence of a task whose worker lost its socket-server lock but still runs it)."""
-    if q.is_mysql:
-        sql = ("SELECT count(*) AS n FROM information_schema.INNODB_TRX "
-               "WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE %s")
-        params = (f"%{q.schema}%",)
-    else:
-        sql = ("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-               "AND application_name = 'nsj_queue_lib:retry_thread'")
-        params = None
-    seen = 0
-    deadline = time.monotonic() + seconds
-    from tests.server.socket_server_helpers import RawClient
-    from tests.chaos.harness import TOKEN
-    while time.monotonic() < deadline:
-        seen = max(seen, int(q.db.value(sql, params) or 0))
-        if q.is_mysql:
-            with RawClient(q.lock_port) as raw:
-                raw.hello(TOKEN); st = raw.call("status")["result"]
-            print("DEBUG", time.strftime("%H:%M:%S"), round(time.time() % 1, 2), st["locks"], st["clients"], q.db.sql(f"SELECT id, status FROM {q.qtable} WHERE status='processando'"), q.db.sql("SELECT trx_state, trx_query FROM information_schema.INNODB_TRX WHERE trx_state <> 'RUNNING'"))
-        time.sleep(0.05)
-    return seen
+def _exposed_long_tasks(q, pattern: str) -> int:
+    """Long tasks still 'processando' whose task lock is free right now (probed and
+    released at once, through the same lock service the workers use)."""
+    from nsj_queue_lib.config import Settings
+    from nsj_queue_lib.coordination.base import task_lock_key
+
+    ids = [int(r["id"]) for r in q.db.sql(
+        f"SELECT id FROM {q.qtable} WHERE chave_externa LIKE %s AND status = 'processando'",
+        (pattern,))]
+    free = 0
+    if q.mode == "cs":
+        from nsj_queue_lib.client.lock_client import SocketLocker
+
+        locker = SocketLocker.from_settings(Settings.from_env(q.env(), load_dotenv=False),
+                                            admin=True)
+        try:
+            for task_id in ids:
+                key = task_lock_key(q.table, task_id)
+                if locker.try_lock(key):
+                    free += 1
+                    locker.unlock(key)
+        finally:
+            locker.close()
+        return free
+    for task_id in ids:
+        ns, obj = task_lock_key(q.table, task_id)
+        if q.db.value("SELECT pg_try_advisory_lock(%s, %s) AS ok", (ns, obj)):
+            free += 1
+            q.db.value("SELECT pg_advisory_unlock(%s, %s) AS ok", (ns, obj))
+    return free

@@ -1,6 +1,6 @@
 """Scenario 4 (client/server mode): the socket server is SIGKILLed and restarted.
 
-Twice during the run the server dies without any cleanup (all locks and
+Every ~4.5 s (twice in the default run) the server dies without any cleanup (all locks and
 registrations vanish with it) and a new one starts on the same ports after
 ~1 s.  Workers keep their database connections; tasks running at that moment
 are protected by their row lock (SELECT ... FOR UPDATE) only.
@@ -25,7 +25,7 @@ def test_socket_server_sigkill_and_restart(make_queue, kind):
     run = ChaosRun(q, "4. socket server SIGKILL + restart (1 s down)")
     run.start_workers(3)
     run.start_producer(run.items())
-    for _ in run.faults(every=run.window / 3, jitter=0.0, max_faults=2):
+    for _ in run.faults(every=3.5, first=2.0, jitter=0.0):  # more kills in a soak run
         q.server.kill9()
         time.sleep(1.0)  # the outage (pacing, not an assertion)
         q.start_server()
@@ -33,4 +33,4 @@ def test_socket_server_sigkill_and_restart(make_queue, kind):
     outcome = run.finish()
     run.assert_workers_alive()
     outcome.assert_clean()
-    assert outcome.faults == 2
+    assert outcome.faults >= 2
