@@ -7,6 +7,7 @@ and server entry points, and internal code receives the `Settings` object.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -84,8 +85,15 @@ def _positive_int(text: str) -> int:
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if value <= 0:
-        raise ValueError("deve ser maior que zero")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("deve ser um número finito maior que zero")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("deve ser um número finito maior ou igual a zero")
     return value
 
 
@@ -155,8 +163,8 @@ class Settings:
     queue_subscriber_table: Optional[str] = _v("QUEUE_SUBSCRIBER_TABLE", parse=_opt_table,
                                                doc="Tabela de assinaturas (pub/sub)")
     queue_max_retry: int = _v("QUEUE_MAX_RETRY", parse=_positive_int, default=100)
-    queue_base_interval_retry: float = _v("QUEUE_BASE_INTERVAL_RETRY", parse=float, default=5.0,
-                                          doc="minutos")
+    queue_base_interval_retry: float = _v("QUEUE_BASE_INTERVAL_RETRY",
+                                          parse=_non_negative_float, default=5.0, doc="minutos")
     queue_minute_retry_thread: frozenset = _v("QUEUE_MINUTE_RETRY_THREAD", parse=parse_minutes,
                                               default=parse_minutes(_EVERY_5))
     queue_minute_purge_thread: frozenset = _v("QUEUE_MINUTE_PURGE_THREAD", parse=parse_minutes,
@@ -183,7 +191,8 @@ class Settings:
     # Client/server mode
     client_server_mode: bool = _v("CLIENT_SERVER_MODE", parse=_bool, default=False)
     server_host: str = _v("SERVER_HOST", default="127.0.0.1")
-    server_bind_host: str = _v("SERVER_BIND_HOST", default="0.0.0.0")
+    server_bind_host: Optional[str] = _v("SERVER_BIND_HOST", parse=_opt_str,
+                                         doc="padrão: 0.0.0.0 com token, 127.0.0.1 sem")
     server_auth_token: Optional[str] = _v("SERVER_AUTH_TOKEN", parse=_opt_str)
     notify_service_port: int = _v("NOTIFY_SERVICE_PORT", parse=_port, default=8770)
     lock_service_port: int = _v("LOCK_SERVICE_PORT", parse=_port, default=8970)
@@ -242,6 +251,15 @@ class Settings:
         """(names, default, doc) of every variable, for documentation."""
         return [(f.metadata["var"].names, f.metadata["var"].default, f.metadata["var"].doc)
                 for f in fields(cls)]
+
+    @property
+    def server_bind_address(self) -> str:
+        """Where the socket server listens: SERVER_BIND_HOST, or by default every
+        interface when SERVER_AUTH_TOKEN is set and only the loopback when it is not
+        (an unauthenticated lock server is never exposed by default)."""
+        if self.server_bind_host:
+            return self.server_bind_host
+        return "0.0.0.0" if self.server_auth_token else "127.0.0.1"
 
     @property
     def is_mysql(self) -> bool:

@@ -29,7 +29,3 @@ class NotFoundException(NsjQueueError):
 
 class SubscriberNotRegistered(NsjQueueError):
     """A pub/sub task names a subscriber with no handler in the worker."""
-
-
-class TaskTakenOver(NsjQueueError):
-    """The task stopped being ours (rescued by another worker) before finishing."""

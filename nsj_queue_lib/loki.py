@@ -38,23 +38,13 @@ import urllib.request
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.text import redact_url
 
 logger = logging.getLogger(__name__)
 
 LINE_FORMAT = "{host} pid=%(process)d [%(threadName)s] %(name)s %(levelname)s: %(message)s"
 
 _installed: Optional[LokiHandler] = None
-
-
-def redact_url(url: str) -> str:
-    """The URL without user and password (for messages)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
 
 
 def _split_credentials(url: str) -> Tuple[str, Optional[str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import functools
 import inspect
 import logging
 import sys
@@ -15,7 +16,16 @@ logger = logging.getLogger(__name__)
 
 
 def accepts_extra_arg(func: Callable[..., Any], base_count: int) -> bool:
-    """True when `func` (bound) takes more than `base_count` positional arguments."""
+    """True when `func` takes more than `base_count` positional arguments (besides
+    `self` for a method); answered once per function."""
+    target = getattr(func, "__func__", None)
+    if target is not None:  # a bound method: its function also takes `self`
+        return _takes_more_than(target, base_count + 1)
+    return _takes_more_than(func, base_count)
+
+
+@functools.lru_cache(maxsize=1024)
+def _takes_more_than(func: Callable[..., Any], count: int) -> bool:
     try:
         params = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
@@ -26,7 +36,7 @@ def accepts_extra_arg(func: Callable[..., Any], base_count: int) -> bool:
             return True
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             positional += 1
-    return positional > base_count
+    return positional > count
 
 
 class WorkerBase(abc.ABC):
@@ -41,9 +51,11 @@ class WorkerBase(abc.ABC):
     `multi_db_conn`, a connection to the task tenant's database.
     """
 
+    # Class-level default, so subclasses whose __init__ does not call super() work.
+    settings: Optional[Settings] = None
+
     def __init__(self, settings: Optional[Settings] = None) -> None:
         self.settings = settings
-        self._accepts: Dict[str, bool] = {}
 
     @abc.abstractmethod
     def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
@@ -64,11 +76,8 @@ class WorkerBase(abc.ABC):
 
     def _call(self, name: str, base_args: tuple, multi_db_conn: Any) -> Any:
         method = getattr(self, name)
-        if multi_db_conn is not None:
-            if name not in self._accepts:
-                self._accepts[name] = accepts_extra_arg(method, len(base_args))
-            if self._accepts[name]:
-                return method(*base_args, multi_db_conn)
+        if multi_db_conn is not None and accepts_extra_arg(method, len(base_args)):
+            return method(*base_args, multi_db_conn)
         return method(*base_args)
 
     def internal_execute(self, tarefa: Dict[str, Any], bd_conn: Any,
@@ -83,9 +92,7 @@ class WorkerBase(abc.ABC):
         """True when the method that will run `tarefa` accepts `multi_db_conn`
         (multi-database mode opens the tenant connection only then)."""
         name = "execute_dead" if tarefa.get("dead") else "execute"
-        if name not in self._accepts:
-            self._accepts[name] = accepts_extra_arg(getattr(self, name), 3)
-        return self._accepts[name]
+        return accepts_extra_arg(getattr(self, name), 3)
 
     # -- runtime wiring ---------------------------------------------------
     def dispatch(self, tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any = None) -> Any:

@@ -52,7 +52,7 @@ import http.cookiejar
 import logging
 import threading
 from types import MappingProxyType
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, TypeVar
 
 from nsj_queue_lib.exceptions import ConfigError, SubscriberNotRegistered
 from nsj_queue_lib.pubsub.message import (
@@ -180,12 +180,6 @@ class WorkerPubSubBase(WorkerBase):
         cls._dead_subscriber_methods = MappingProxyType(dead)
         cls._webhook_subscriber_ids = frozenset(hooks)
 
-    def __init__(self, settings: Any = None) -> None:
-        super().__init__(settings)
-        self._handler_accepts: Dict[Any, bool] = {}
-        self._sub_repo: Optional[Tuple[Any, Any]] = None
-        self._http_local = threading.local()
-
     # -- registrations ------------------------------------------------------
     @classmethod
     def subscriber_ids(cls) -> FrozenSet[str]:
@@ -266,14 +260,8 @@ class WorkerPubSubBase(WorkerBase):
     def _call_handler(self, handler: Callable, payload: str, subscription: Dict[str, Any],
                       tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any) -> Any:
         args = (handler_payload(payload, subscription), subscription, tarefa, bd_conn)
-        if multi_db_conn is not None:
-            key = getattr(handler, "__func__", handler)
-            cache = self.__dict__.setdefault("_handler_accepts", {})
-            accepts = cache.get(key)
-            if accepts is None:
-                accepts = cache[key] = accepts_extra_arg(handler, _HANDLER_ARGS)
-            if accepts:
-                return handler(*args, multi_db_conn)
+        if multi_db_conn is not None and accepts_extra_arg(handler, _HANDLER_ARGS):
+            return handler(*args, multi_db_conn)
         return handler(*args)
 
     # -- subscription -------------------------------------------------------

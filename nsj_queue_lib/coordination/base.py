@@ -30,8 +30,16 @@ def _int32(value: int) -> int:
     return value - 0x100000000 if value >= 0x80000000 else value
 
 
+def _canonical(queue_table: str) -> str:
+    # "fila" and "public.fila" name the same PostgreSQL table for the usual search_path:
+    # workers configured either way must share lock keys.  Case is kept: quoted
+    # identifiers "Fila" and "fila" are different tables.
+    schema, _, table = queue_table.rpartition(".")
+    return table if schema in ("", "public") else queue_table
+
+
 def _namespace(queue_table: str, kind: str) -> int:
-    return _int32(zlib.crc32(f"nsj_queue_lib:{queue_table.lower()}:{kind}".encode()))
+    return _int32(zlib.crc32(f"nsj_queue_lib:{_canonical(queue_table)}:{kind}".encode()))
 
 
 def task_lock_key(queue_table: str, task_id: int) -> LockKey:

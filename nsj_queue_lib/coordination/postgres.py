@@ -86,8 +86,5 @@ class PgLocker:
         return bool(self.session.fetch_value("SELECT pg_advisory_unlock(%(a)s, %(b)s)",
                                              {"a": key[0], "b": key[1]}))
 
-    def unlock_all(self) -> None:
-        self.session.execute("SELECT pg_advisory_unlock_all()")
-
     def close(self) -> None:
         """Locks end with the session; the session's owner closes it."""

@@ -11,6 +11,7 @@ from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.text import clean, truncate
 
 DEFAULT_PRIORITY = 50
 MYSQL_INSERT_CHUNK = 500  # rows per multi-row INSERT (keeps under max_allowed_packet)
@@ -30,10 +31,9 @@ _BULK_COLUMNS = ("origem", "destino", "processo", "chave_externa", "payload", "p
 
 
 def truncate_message(message: str, limit: int = MESSAGE_MAX) -> str:
-    """Fit a message into its column; over-long text keeps its start and ends with '…'."""
-    if len(message) <= limit:
-        return message
-    return message[: limit - 1] + "…"
+    """Fit a message into its column: NUL characters removed, over-long text cut
+    (keeping its start, ending with '…')."""
+    return truncate(clean(message), limit)
 
 
 def _normalize(row: Optional[dict]) -> Optional[dict]:
@@ -229,6 +229,3 @@ def open_repository(settings: Settings, **connect_kwargs: Any) -> TaskRepository
     session = DbSession.open(settings, **connect_kwargs)
     return TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
 
-
-def utcnow() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)

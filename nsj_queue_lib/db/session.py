@@ -13,7 +13,7 @@ import re
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.db.dialect import MYSQL, POSTGRES, Dialect, dialect_for_driver
+from nsj_queue_lib.db.dialect import Dialect, detect_dialect, dialect_for_driver
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
@@ -38,9 +38,6 @@ def _connection_errors() -> tuple:
 _MYSQL_CONNECTION_CODES = frozenset({
     1040, 1053, 1077, 1078, 1079, 1080, 1152, 1158, 1159, 1160, 1161, 1184, 1927, 4031,
 })
-# Lock wait timeout and deadlock: reported as DatabaseUnavailable, like psycopg2's
-# TransactionRollbackError on PostgreSQL (the runtime reconnects and rescues).
-_MYSQL_TRANSIENT_CODES = frozenset({1205, 1213})
 
 
 def _mysql_statement_error(exc: BaseException, conn: Any = None) -> bool:
@@ -65,11 +62,21 @@ def _pg_lost_mid_request(exc: BaseException) -> bool:
     return type(exc) is psycopg2.DatabaseError and getattr(exc, "pgcode", None) is None
 
 
-def is_connection_error(exc: BaseException) -> bool:
-    """True when `exc` means the connection is unusable (lost, refused, closed)."""
+def is_connection_error(exc: BaseException, conn: Any = None) -> bool:
+    """True when `exc` means the connection is unusable (lost, refused, closed).
+
+    Errors of one statement (a statement timeout, a deadlock, a lock timeout, an
+    unknown column) are not: psycopg2 and pymysql report several of them as
+    OperationalError, so with `conn` given its state decides.
+    """
     if isinstance(exc, DatabaseUnavailable) or _pg_lost_mid_request(exc):
         return True
-    return isinstance(exc, _connection_errors()) and not _mysql_statement_error(exc)
+    if not isinstance(exc, _connection_errors()):
+        return False
+    closed = getattr(conn, "closed", None)
+    if isinstance(closed, int) and not isinstance(closed, bool):  # psycopg2
+        return closed != 0
+    return not _mysql_statement_error(exc, conn)
 
 
 def connect(settings: Settings, *, connect_timeout: int = 5, application_name: str = "") -> Any:
@@ -87,6 +94,12 @@ def connect(settings: Settings, *, connect_timeout: int = 5, application_name: s
                 keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
             )
             conn.autocommit = True
+            with contextlib.closing(conn.cursor()) as cur:
+                # Server-side keepalives: if this worker's host vanishes without closing
+                # the connection, PostgreSQL ends the session (freeing its task lock for
+                # the rescue) in about a minute instead of the OS default of hours.
+                cur.execute("SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
+                            "SET tcp_keepalives_count = 3")
             return conn
         import pymysql
 
@@ -109,8 +122,7 @@ class DbSession:
 
     def __init__(self, conn: Any, dialect: Optional[Dialect] = None) -> None:
         self.conn = conn
-        is_pg = type(conn).__module__.startswith("psycopg")
-        self.dialect = dialect or (POSTGRES if is_pg else MYSQL)
+        self.dialect = dialect or detect_dialect(conn)
         self.in_transaction = False
         self._prepared: Dict[str, List[str]] = {}
 
@@ -134,14 +146,9 @@ class DbSession:
                     row = cur.fetchone()
                     return dict(zip(cols, row)) if row is not None else None
                 return [dict(zip(cols, r)) for r in cur.fetchall()]
-        except _connection_errors() as exc:
-            if (_mysql_statement_error(exc, self.conn)
-                    and exc.args[0] not in _MYSQL_TRANSIENT_CODES):
-                raise  # MySQL: an error of this statement (unknown column, SIGNAL, ...)
-            raise DatabaseUnavailable(f"Conexão com o banco perdida: {str(exc).strip()}") from exc
         except Exception as exc:
-            if not _pg_lost_mid_request(exc):
-                raise
+            if not is_connection_error(exc, self.conn):
+                raise  # an error of this statement; the connection is still usable
             raise DatabaseUnavailable(f"Conexão com o banco perdida: {str(exc).strip()}") from exc
 
     def execute(self, sql: str, params: Params = None) -> int:
@@ -242,14 +249,7 @@ class TaskConnection:
 
     def execute(self, sql: str, params: Params = None) -> List[dict]:
         """Run `sql` with bound `params`; return the rows (empty for statements without rows)."""
-        try:
-            return self._session.fetch_all(sql, params)
-        except DatabaseUnavailable as exc:
-            # MySQL: a deadlock or lock wait timeout of the task's own SQL is a task
-            # failure, not a lost connection (pymysql raises OperationalError for both).
-            if exc.__cause__ is not None and _mysql_statement_error(exc.__cause__, self.conn):
-                raise exc.__cause__ from None
-            raise
+        return self._session.fetch_all(sql, params)
 
     def executemany(self, sql: str, seq: Sequence[Mapping[str, Any]]) -> None:
         with contextlib.closing(self.conn.cursor()) as cur:

@@ -6,6 +6,7 @@ import logging
 from typing import Iterable, Optional
 
 from nsj_queue_lib.exceptions import NsjQueueError
+from nsj_queue_lib.text import truncate
 
 logger = logging.getLogger(__name__)
 
@@ -42,5 +43,5 @@ def scrub(text: str, secrets: Iterable[Optional[str]]) -> str:
 
 def short(text: str, limit: int = 300) -> str:
     """First line of `text`, cut to `limit` characters (for error messages)."""
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    stripped = (text or "").strip()
+    return truncate(stripped.splitlines()[0] if stripped else "", limit)

@@ -28,9 +28,10 @@ import json
 import logging
 import time
 from typing import Any, Dict, Mapping, Optional
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from nsj_queue_lib.exceptions import NsjQueueError
+from nsj_queue_lib.text import one_line, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -79,17 +80,8 @@ class WebhookRequest:
 
 
 def safe_url(url: str) -> str:
-    """`url` without a `user:password@` part, for logs and messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """`url` as shown in logs and messages (see nsj_queue_lib.text.redact_url)."""
+    return redact_url(url)
 
 
 def _is_json(text: str) -> bool:
@@ -165,11 +157,6 @@ def build_request(subscription: Mapping[str, Any], publication: Optional[str]) -
     return WebhookRequest(method=method, url=url, headers=headers, body=body)
 
 
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _read_body_start(response: Any) -> str:
     """Start of the response body, reading a large or unsized body only partly."""
     length = response.headers.get("Content-Length")
@@ -189,7 +176,7 @@ def _read_body_start(response: Any) -> str:
         text = data[: BODY_PREVIEW * 4].decode(encoding, errors="replace")
     except LookupError:
         text = data[: BODY_PREVIEW * 4].decode("utf-8", errors="replace")
-    return _one_line(text, BODY_PREVIEW)
+    return one_line(text, BODY_PREVIEW)
 
 
 def _network_error_text(exc: BaseException) -> str:
@@ -206,7 +193,7 @@ def _network_error_text(exc: BaseException) -> str:
     # urllib3 prefixes "<connection object at 0x...>: "; keep what follows.
     if ">: " in text:
         text = text.split(">: ", 1)[1]
-    return _one_line(text, 200)
+    return one_line(text, 200)
 
 
 def deliver(request: WebhookRequest, timeout: float, session: Any = None) -> str:
@@ -214,11 +201,12 @@ def deliver(request: WebhookRequest, timeout: float, session: Any = None) -> str
     import requests
 
     sender = session if session is not None else requests
-    shown = _one_line(safe_url(request.url), URL_PREVIEW)
+    shown = one_line(safe_url(request.url), URL_PREVIEW)
     started = time.monotonic()
     try:
         response = sender.request(request.method, request.url, headers=request.headers,
-                                  data=request.body, timeout=timeout, stream=True)
+                                  data=request.body, timeout=timeout, stream=True,
+                                  allow_redirects=False)
     except requests.Timeout as exc:
         logger.warning("Webhook %s %s: tempo esgotado (%.3g s)", request.method, shown, timeout)
         raise WebhookError(

@@ -50,6 +50,14 @@ class Consumer:
                 delay = backoff.next()
                 logger.warning("Conexão indisponível (%s); nova tentativa em %.1f s", exc, delay)
                 self.stop.wait(delay)
+            except ConfigError:
+                raise
+            except Exception:
+                # Never let an unexpected error end the worker: start over on a new
+                # connection (a task it left 'processando' is rescued as usual).
+                delay = backoff.next()
+                logger.exception("Erro inesperado no worker; reiniciando em %.1f s", delay)
+                self.stop.wait(delay)
             finally:
                 if session is not None:
                     session.close()
@@ -82,6 +90,9 @@ class Consumer:
                     runner.run(tarefa)
                     self.tasks_done += 1
                     busy = BUSY_FIRST
+                    # Read what arrived meanwhile (without waiting): HALT must stop a
+                    # busy worker too, and the backlog of wake-ups must not grow.
+                    self._handle(notifier.wait(0))
                     continue
                 busy = self._idle_wait(repo, notifier, busy)
         finally:
@@ -120,10 +131,12 @@ class Consumer:
             notes = notifier.wait(step)
             remaining -= step
             if notes:
-                if any(n.payload == HALT_PAYLOAD for n in notes):
-                    logger.info("HALT recebido no canal %s: parando o worker",
-                                self.settings.queue_name)
-                    self.halted = True
-                    self.stop.set()
+                self._handle(notes)
                 break
         return busy
+
+    def _handle(self, notes: list) -> None:
+        if any(n.payload == HALT_PAYLOAD for n in notes):
+            logger.info("HALT recebido no canal %s: parando o worker", self.settings.queue_name)
+            self.halted = True
+            self.stop.set()

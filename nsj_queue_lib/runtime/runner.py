@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import Locker, task_lock_key
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import TaskConnection
+from nsj_queue_lib.db.session import TaskConnection, is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import error_text, record_failure
 
@@ -119,14 +119,9 @@ class TaskRunner:
             return False, False
 
     def _connection_lost(self, exc: BaseException) -> bool:
-        if isinstance(exc, DatabaseUnavailable):
-            return True
-        conn = self.session.conn
-        closed = getattr(conn, "closed", None)
-        if isinstance(closed, int) and not isinstance(closed, bool):
-            return closed != 0  # psycopg2
-        is_open = getattr(conn, "open", True)  # pymysql
-        return not is_open
+        # Decided by the queue session itself: an error of the task's own SQL (statement
+        # timeout, deadlock) or of its tenant connection is a task failure.
+        return is_connection_error(exc, self.session.conn) and not self.session.is_alive()
 
     def _record_failure(self, tarefa: dict, error: str) -> None:
         with self.session.transaction():

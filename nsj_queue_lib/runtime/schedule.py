@@ -30,7 +30,7 @@ def retry_delay_seconds(tentativa: int, base_interval_minutes: float) -> float:
 class Backoff:
     """Exponential back-off with jitter for reconnects (0.5 s doubling up to `cap`)."""
 
-    def __init__(self, first: float = 0.5, cap: float = 30.0,
+    def __init__(self, first: float = 0.5, cap: float = 10.0,
                  rng: Optional[random.Random] = None) -> None:
         self.first = first
         self.cap = cap

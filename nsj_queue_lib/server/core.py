@@ -73,7 +73,7 @@ class Server:
     @classmethod
     def from_settings(cls, settings: Settings, has_due_tasks: Callable[[], bool]) -> Server:
         """Server configured from the client/server variables of `settings`."""
-        return cls(has_due_tasks, host=settings.server_bind_host,
+        return cls(has_due_tasks, host=settings.server_bind_address,
                    notify_port=settings.notify_service_port,
                    lock_port=settings.lock_service_port, token=settings.server_auth_token,
                    timeout=settings.timeout_socket_message,

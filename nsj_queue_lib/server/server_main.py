@@ -44,12 +44,8 @@ class DatabaseDueCheck:
 
     def close(self) -> None:
         repository, self._repository = self._repository, None
-        close = getattr(repository, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception as exc:
-                logger.debug("Erro ao fechar o repositório: %s", exc)
+        if repository is not None:
+            repository.session.close()
 
 
 def serve(server: Server, *, install_signals: bool = True,
@@ -91,6 +87,10 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
         install_signals: bool = True) -> int:
     """Serve the queue of `settings` until a stop signal; the default check uses the DB."""
     check = has_due_tasks if has_due_tasks is not None else DatabaseDueCheck(settings)
+    address = settings.server_bind_address
+    if not settings.server_auth_token and address not in ("127.0.0.1", "localhost", "::1"):
+        logger.warning("Servidor escutando em %s sem SERVER_AUTH_TOKEN: qualquer host que "
+                       "alcance as portas pode pegar locks ou enviar HALT", address)
     try:
         return serve(Server.from_settings(settings, check), install_signals=install_signals)
     finally:

@@ -67,7 +67,8 @@ def test_repr_and_urls_hide_secrets():
                             headers={"Authorization": "Bearer SEGREDO"}), '{"cpf": "123"}')
     text = repr(req)
     assert "SEGREDO" not in text and "senha" not in text and "cpf" not in text
-    assert safe_url("https://u:senha@h.example:8443/x?q=1") == "https://h.example:8443/x?q=1"
+    # credentials and the query string (which may carry tokens) never reach logs/messages
+    assert safe_url("https://u:senha@h.example:8443/x?token=abc") == "https://h.example:8443/x"
 
 
 def test_deliver_success_and_failures(http_server, refused_url):

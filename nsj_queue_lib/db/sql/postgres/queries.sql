@@ -153,12 +153,16 @@ SELECT id FROM {table}
  LIMIT %(limit)s
 
 -- name: task_promote_scheduled
+-- The outer status check is re-evaluated on rows changed meanwhile: a task a worker
+-- claimed in between (now 'processando') is never put back to 'pendente'.
 UPDATE {table}
    SET status = 'pendente'
- WHERE id IN (SELECT id FROM {table}
+ WHERE status = 'agendada'
+   AND id IN (SELECT id FROM {table}
                WHERE status = 'agendada' AND data_hora <= now()
                ORDER BY data_hora
-               LIMIT %(limit)s)
+               LIMIT %(limit)s
+                 FOR UPDATE SKIP LOCKED)
 
 -- name: task_has_lost_pending
 SELECT EXISTS (SELECT 1 FROM {table}
