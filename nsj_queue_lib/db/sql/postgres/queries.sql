@@ -4,11 +4,13 @@
 -- The MySQL file has the same names (a unit test keeps both in step).
 
 -- name: task_insert
+-- Without data_hora the task is due from the start of the producer's transaction (now():
+-- one value for data_hora and data_hora_inicial; it becomes visible only at commit).
 INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
                      tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
-SELECT %(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
-       %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s, d.dh, d.dh
-  FROM (SELECT coalesce(%(data_hora)s::timestamptz, clock_timestamp()) AS dh) d
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        coalesce(%(data_hora)s::timestamptz, now()), coalesce(%(data_hora)s::timestamptz, now()))
 RETURNING id
 
 -- name: task_insert_many
@@ -16,14 +18,14 @@ RETURNING id
 INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
                      tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
 SELECT u.origem, u.destino, u.processo, u.chave_externa, u.payload, u.payload_hash,
-       u.tenant, u.grupo_empresarial, u.pub_sub, u.prioridade, d.dh, d.dh
+       u.tenant, u.grupo_empresarial, u.pub_sub, u.prioridade,
+       coalesce(u.data_hora, now()), coalesce(u.data_hora, now())
   FROM unnest(%(origem)s::varchar[], %(destino)s::varchar[], %(processo)s::varchar[],
               %(chave_externa)s::varchar[], %(payload)s::text[], %(payload_hash)s::varchar[],
               %(tenant)s::int8[], %(grupo_empresarial)s::varchar[], %(pub_sub)s::boolean[],
               %(prioridade)s::int[], %(data_hora)s::timestamptz[])
        AS u(origem, destino, processo, chave_externa, payload, payload_hash, tenant,
             grupo_empresarial, pub_sub, prioridade, data_hora)
- CROSS JOIN LATERAL (SELECT coalesce(u.data_hora, clock_timestamp()) AS dh) d
 RETURNING id
 
 -- name: task_list_equivalent
