@@ -71,9 +71,10 @@ CREATE TABLE `test`.`fila_teste_subscriber` (
     KEY `ix_fila_teste_sub` (processo, tenant, grupo_empresarial)
 ) DEFAULT CHARSET = utf8mb4;
 
--- Monitoring views. A chain is a task's first attempt plus its retries (they point to it
+-- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
+-- attempt plus its retries (they point to it
 -- through id_inicial); its current state is the state of its last attempt. A dead-letter
--- chain is a chain of its own (dead = TRUE) whose live_id is the id of the live chain that
+-- chain is a chain of its own (dead = true) whose live_id is the id of the live chain that
 -- exhausted its attempts. Publications (pub_sub) and each subscriber's task (publication_id,
 -- subscriber_id) are chains too. The views read the whole table: query them for dashboards,
 -- not in a loop. CREATE OR REPLACE: this block can be applied alone to an existing queue.
@@ -106,12 +107,12 @@ SELECT c.id_inicial,
        mu.status AS morta_status,
        mu.tentativa AS morta_tentativas,
        mu.mensagem AS morta_mensagem
-  FROM (SELECT COALESCE(id_inicial, id) AS id_inicial, COUNT(*) AS tentativas,
-               MAX(id) AS ultimo_id
+  FROM (SELECT coalesce(id_inicial, id) AS id_inicial, count(*) AS tentativas,
+               max(id) AS ultimo_id
           FROM `test`.`fila_teste`
-         GROUP BY COALESCE(id_inicial, id)) c
+         GROUP BY coalesce(id_inicial, id)) c
   JOIN `test`.`fila_teste` u ON u.id = c.ultimo_id
-  LEFT JOIN (SELECT live_id, MIN(id) AS morta_id, MAX(id) AS morta_ultimo_id
+  LEFT JOIN (SELECT live_id, min(id) AS morta_id, max(id) AS morta_ultimo_id
                FROM `test`.`fila_teste`
               WHERE dead AND live_id IS NOT NULL
               GROUP BY live_id) m ON m.live_id = c.id_inicial AND NOT u.dead
@@ -122,9 +123,9 @@ CREATE OR REPLACE VIEW `test`.`fila_teste_resumo` AS
 SELECT processo,
        tipo,
        status,
-       COUNT(*) AS cadeias,
-       SUM(tentativas) AS tentativas,
-       MIN(data_hora_inicial) AS mais_antiga,
-       MAX(data_hora_ultima) AS mais_recente
+       count(*) AS cadeias,
+       sum(tentativas) AS tentativas,
+       min(data_hora_inicial) AS mais_antiga,
+       max(data_hora_ultima) AS mais_recente
   FROM `test`.`fila_teste_cadeias`
  GROUP BY processo, tipo, status;

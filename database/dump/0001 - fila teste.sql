@@ -78,7 +78,8 @@ CREATE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."fila_teste"
     WHEN (NEW.status IN ('pendente', 'agendada'))
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
 
--- Monitoring views. A chain is a task's first attempt plus its retries (they point to it
+-- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
+-- attempt plus its retries (they point to it
 -- through id_inicial); its current state is the state of its last attempt. A dead-letter
 -- chain is a chain of its own (dead = true) whose live_id is the id of the live chain that
 -- exhausted its attempts. Publications (pub_sub) and each subscriber's task (publication_id,
@@ -108,7 +109,7 @@ SELECT c.id_inicial,
        u.subscriber_id,
        u.dead,
        u.live_id,
-       m.morta_id IS NOT NULL AS enviada_fila_mortos,
+       (m.morta_id IS NOT NULL) AS enviada_fila_mortos,
        m.morta_id,
        mu.status AS morta_status,
        mu.tentativa AS morta_tentativas,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from importlib import resources
 
 from nsj_queue_lib.config import validate_identifier
 from nsj_queue_lib.db.dialect import Dialect
@@ -42,4 +43,6 @@ def render_schema(dialect: Dialect, schema: str, fila: str) -> str:
     for ix in ("claim", "due", "running", "data_hora", "chain", "equivalent", "publication",
                "live", "sub"):
         names[f"ix_{ix}"] = q(object_name("ix", fila, ix))
-    return read_sql(dialect, "schema.sql").format(**names)
+    views = (resources.files("nsj_queue_lib.db") / "sql" / "views.sql").read_text("utf-8")
+    ddl = read_sql(dialect, "schema.sql") + "\n" + views
+    return ddl.format(**names)
