@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional
 
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import task_lock_key
+from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 
@@ -36,18 +37,6 @@ EXIT_CONFIG = 2
 RUNNING_LIMIT = 50
 DEAD_LIMIT = 10
 DEAD_WINDOW_HOURS = 24
-
-# Per dialect: the database clock and the age in seconds of a timestamp column.
-_NOW = {"postgres": "now()", "mysql": "UTC_TIMESTAMP(6)"}
-_AGE = {
-    "postgres": "extract(epoch FROM (now() - {col}))",
-    "mysql": "TIMESTAMPDIFF(MICROSECOND, {col}, UTC_TIMESTAMP(6)) / 1000000",
-}
-_HOURS_AGO = {
-    "postgres": "now() - %(hours)s * interval '1 hour'",
-    "mysql": "UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR",
-}
-
 
 def _iso(value: Any) -> Optional[str]:
     if value is None:
@@ -62,52 +51,33 @@ def _num(value: Any) -> Optional[float]:
 
 
 class StatusReader:
-    """Runs the status queries of one queue on one session."""
+    """Runs the status queries (db/sql/<dialect>/status.sql) of one queue on one session."""
 
     def __init__(self, session: DbSession, queue_table: str) -> None:
         self.session = session
         self.queue_table = queue_table
         self.dialect = session.dialect
-        self.table = self.dialect.quote_table(queue_table)
+        self.q = Queries(self.dialect, queue_table, filename="status.sql")
 
-    def _sql(self, text: str) -> str:
-        d = self.dialect.name
-        return text.format(t=self.table, now=_NOW[d], hours_ago=_HOURS_AGO[d],
-                           age_dh=_AGE[d].format(col="data_hora"))
-
-    def _counts(self, where: str = "", params: Optional[dict] = None) -> Dict[str, int]:
-        rows = self.session.fetch_all(self._sql(
-            "SELECT status, count(*) AS n FROM {t} " + where + " GROUP BY status"), params)
+    def _counts(self, name: str, params: Optional[dict] = None) -> Dict[str, int]:
+        rows = self.session.fetch_all(self.q[name], params)
         return {r["status"]: int(r["n"]) for r in sorted(rows, key=lambda r: r["status"])}
 
     def read(self) -> Dict[str, Any]:
-        s = self.session
-        now = s.fetch_value(self._sql("SELECT {now}"))
-        # A failed attempt that was re-queued has a successor (inserted in the same
-        # transaction): the other rows are the current state of their chain.
-        oldest = s.fetch_one(self._sql(
-            "SELECT id, processo, status, tentativa, data_hora, {age_dh} AS atraso "
-            "FROM {t} WHERE status IN ('pendente', 'agendada') AND data_hora <= {now} "
-            "ORDER BY data_hora, id LIMIT 1"))
-        due = s.fetch_value(self._sql(
-            "SELECT count(*) FROM {t} "
-            "WHERE status IN ('pendente', 'agendada') AND data_hora <= {now}"))
+        s, q = self.session, self.q
+        now = s.fetch_value(q["status_now"])
+        oldest = s.fetch_one(q["status_oldest_due"])
+        due = s.fetch_value(q["status_due_count"])
         params = {"hours": DEAD_WINDOW_HOURS}
-        dead_where = ("WHERE live_id IS NOT NULL AND dead AND NOT reenfileirado "
-                      "AND data_hora_inicial >= {hours_ago}")
-        dead_rows = s.fetch_all(self._sql(
-            "SELECT coalesce(id_inicial, id) AS id, live_id, processo, subscriber_id, status, "
-            "tentativa, data_hora_inicial, mensagem FROM {t} " + dead_where +
-            " ORDER BY data_hora_inicial DESC, id DESC LIMIT %(limit)s"),
-            {**params, "limit": DEAD_LIMIT})
-        dead_counts = self._counts(dead_where, params)
+        dead_rows = s.fetch_all(q["status_dead_recent"], {**params, "limit": DEAD_LIMIT})
+        dead_counts = self._counts("status_dead_counts", params)
         return {
             "fila": self.queue_table,
             "banco": self.dialect.name,
             "gerado_em": _iso(now),
-            "por_status": self._counts(),
-            "cadeias_por_status": self._counts("WHERE NOT reenfileirado AND NOT dead"),
-            "mortas_por_status": self._counts("WHERE NOT reenfileirado AND dead"),
+            "por_status": self._counts("status_counts"),
+            "cadeias_por_status": self._counts("status_counts_chains"),
+            "mortas_por_status": self._counts("status_counts_dead_chains"),
             "devidas": int(due or 0),
             "mais_antiga_devida": None if oldest is None else {
                 "id": oldest["id"], "processo": oldest["processo"], "status": oldest["status"],
@@ -115,8 +85,7 @@ class StatusReader:
                 "atraso_segundos": _num(oldest["atraso"]),
             },
             "em_execucao": self._running(),
-            "em_execucao_total": int(s.fetch_value(self._sql(
-                "SELECT count(*) FROM {t} WHERE status = 'processando'")) or 0),
+            "em_execucao_total": int(s.fetch_value(q["status_running_count"]) or 0),
             "mortas_24h": {
                 "total": sum(dead_counts.values()),
                 "por_status": dead_counts,
@@ -130,10 +99,7 @@ class StatusReader:
         }
 
     def _running(self) -> List[Dict[str, Any]]:
-        rows = self.session.fetch_all(self._sql(
-            "SELECT id, processo, tentativa, data_hora, {age_dh} AS idade FROM {t} "
-            "WHERE status = 'processando' ORDER BY id LIMIT %(limit)s"),
-            {"limit": RUNNING_LIMIT})
+        rows = self.session.fetch_all(self.q["status_running"], {"limit": RUNNING_LIMIT})
         starts = self._lock_holders() if rows else {}
         out = []
         for r in rows:
@@ -150,23 +116,15 @@ class StatusReader:
         return out
 
     def _lock_holders(self) -> Dict[int, Dict[str, Any]]:
-        """PostgreSQL: task id (mod 2**32) -> start of the lock holder's transaction."""
-        if self.dialect.name != "postgres":
-            return {}
-        ns = task_lock_key(self.queue_table, 0)[0] & 0xFFFFFFFF
+        """Task id (mod 2**32) -> start of the lock holder's transaction (PostgreSQL)."""
+        ns = task_lock_key(self.queue_table, 0)[0] & 0xFFFFFFFF  # pg_locks.classid is an oid
         try:
-            rows = self.session.fetch_all(
-                "SELECT l.objid::int8 AS objid, a.xact_start AS inicio, "
-                "extract(epoch FROM (now() - a.xact_start)) AS segundos, "
-                "a.application_name || coalesce('@' || host(a.client_addr), '') AS sessao "
-                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
-                "AND l.classid = %(ns)s", {"ns": ns})
+            rows = self.session.fetch_all(self.q["status_lock_holders"], {"ns": ns})
         except DatabaseUnavailable:
             raise
         except Exception:  # no access to the catalog views: fall back to data_hora
             return {}
-        return {int(r["objid"]): r for r in rows}
+        return {int(r["objid"]) & 0xFFFFFFFF: r for r in rows if r["objid"] is not None}
 
 
 # -- presentation ------------------------------------------------------------

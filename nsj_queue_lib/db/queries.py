@@ -30,9 +30,9 @@ def read_sql(dialect: Dialect, filename: str) -> str:
 
 
 @cache
-def raw_queries(dialect: Dialect) -> Dict[str, str]:
-    """All named queries of a dialect, unrendered."""
-    text = read_sql(dialect, "queries.sql")
+def raw_queries(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]:
+    """All named queries of a dialect's file, unrendered."""
+    text = read_sql(dialect, filename)
     parts = _HEADER.split(text)
     out: Dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2]):
@@ -58,12 +58,13 @@ class Queries:
     """The named queries of one dialect rendered for one queue (done once, then cached)."""
 
     def __init__(self, dialect: Dialect, queue_table: str,
-                 subscriber_table: Optional[str] = None) -> None:
+                 subscriber_table: Optional[str] = None, filename: str = "queries.sql") -> None:
         self.dialect = dialect
         table = dialect.quote_table(queue_table)
         sub = dialect.quote_table(subscriber_table) if subscriber_table else "<no_subscriber_table>"
         names = {"table": table, "sub_table": sub, "tarefa_cols": _tarefa_cols(dialect, table)}
-        self._sql = {name: body.format(**names) for name, body in raw_queries(dialect).items()}
+        self._sql = {name: body.format(**names)
+                     for name, body in raw_queries(dialect, filename).items()}
 
     def __getitem__(self, name: str) -> str:
         return self._sql[name]

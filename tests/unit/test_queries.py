@@ -54,3 +54,13 @@ def test_tarefa_columns_are_the_26_of_the_contract():
     select = Queries(POSTGRES, "fila")["task_get"]
     for col in TAREFA_COLUMNS:
         assert col in select
+
+
+def test_status_queries_have_the_same_names_and_parameters_in_both_dialects():
+    param = re.compile(r"%\((\w+)\)s")
+    pg, my = raw_queries(POSTGRES, "status.sql"), raw_queries(MYSQL, "status.sql")
+    assert set(pg) == set(my)
+    for name in pg:
+        assert set(param.findall(pg[name])) == set(param.findall(my[name])), name
+    source = (Path(__file__).resolve().parents[2] / "nsj_queue_lib" / "status.py").read_text()
+    assert {n for n in pg if f'"{n}"' not in source} == set()

@@ -1,0 +1,59 @@
+-- Named queries of `python -m nsj_queue_lib.status` (MySQL/MariaDB/SingleStore).  Same
+-- names as the PostgreSQL file; columns hold UTC, so the clock is UTC_TIMESTAMP(6).
+
+-- name: status_now
+SELECT UTC_TIMESTAMP(6) AS agora
+
+-- name: status_counts
+SELECT status, count(*) AS n FROM {table} GROUP BY status
+
+-- name: status_counts_chains
+SELECT status, count(*) AS n FROM {table} WHERE NOT reenfileirado AND NOT dead GROUP BY status
+
+-- name: status_counts_dead_chains
+SELECT status, count(*) AS n FROM {table} WHERE NOT reenfileirado AND dead GROUP BY status
+
+-- name: status_oldest_due
+SELECT id, processo, status, tentativa, data_hora,
+       TIMESTAMPDIFF(MICROSECOND, data_hora, UTC_TIMESTAMP(6)) / 1000000 AS atraso
+  FROM {table}
+ WHERE status IN ('pendente', 'agendada') AND data_hora <= UTC_TIMESTAMP(6)
+ ORDER BY data_hora, id
+ LIMIT 1
+
+-- name: status_due_count
+SELECT count(*) FROM {table}
+ WHERE status IN ('pendente', 'agendada') AND data_hora <= UTC_TIMESTAMP(6)
+
+-- name: status_dead_recent
+SELECT coalesce(id_inicial, id) AS id, live_id, processo, subscriber_id, status, tentativa,
+       data_hora_inicial, mensagem
+  FROM {table}
+ WHERE live_id IS NOT NULL AND dead AND NOT reenfileirado
+   AND data_hora_inicial >= UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR
+ ORDER BY data_hora_inicial DESC, id DESC
+ LIMIT %(limit)s
+
+-- name: status_dead_counts
+SELECT status, count(*) AS n
+  FROM {table}
+ WHERE live_id IS NOT NULL AND dead AND NOT reenfileirado
+   AND data_hora_inicial >= UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR
+ GROUP BY status
+
+-- name: status_running
+SELECT id, processo, tentativa, data_hora,
+       TIMESTAMPDIFF(MICROSECOND, data_hora, UTC_TIMESTAMP(6)) / 1000000 AS idade
+  FROM {table}
+ WHERE status = 'processando'
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- name: status_running_count
+SELECT count(*) FROM {table} WHERE status = 'processando'
+
+-- name: status_lock_holders
+-- Locks live in the queue server, not in MySQL: no rows (running times are estimated).
+SELECT NULL AS objid, NULL AS inicio, NULL AS segundos, NULL AS sessao
+  FROM DUAL
+ WHERE %(ns)s IS NULL
