@@ -51,6 +51,17 @@ def reset(pg: DevPostgres) -> None:
     conn.close()
 
 
+def effects_done(pg: DevPostgres) -> int:
+    """Tasks finished so far, from the small effects table (polling the queue table
+    itself would scan the whole backlog every time and load the machine)."""
+    conn = pg.connect()
+    with conn.cursor() as cur:
+        cur.execute(f'SELECT count(*) FROM "{SCHEMA}".efeitos')
+        n = cur.fetchone()[0]
+    conn.close()
+    return n
+
+
 def count(pg: DevPostgres, where: str) -> int:
     conn = pg.connect()
     with conn.cursor() as cur:
@@ -170,7 +181,7 @@ def raw_processing(pg: DevPostgres, n: int, procs: int, measure: int = 0) -> flo
     for w in workers:
         w.start()
     if measure < n:
-        while count(pg, "status = 'sucesso'") < measure:
+        while effects_done(pg) < measure:
             time.sleep(0.01)
         for w in workers:
             w.terminate()
@@ -230,7 +241,7 @@ def lib_processing(pg: DevPostgres, n: int, procs: int, measure: int = 0) -> Dic
     measure = measure or n
     workers = start_workers(pg, procs)
     try:
-        while count(pg, "status = 'sucesso'") < measure:
+        while effects_done(pg) < measure:
             time.sleep(0.02)
         rss = max(rss_mb(w.pid) for w in workers)
     finally:

@@ -35,7 +35,7 @@ CREATE TABLE "public"."fila_teste" (
 CREATE INDEX "ix_fila_teste_claim" ON "public"."fila_teste" (prioridade DESC, data_hora, id)
     WHERE status IN ('pendente', 'agendada');
 -- Next due time and lost-notification check.
-CREATE INDEX "ix_fila_teste_due" ON "public"."fila_teste" (data_hora)
+CREATE INDEX "ix_fila_teste_due" ON "public"."fila_teste" (status, data_hora)
     WHERE status IN ('pendente', 'agendada');
 -- Rescue of tasks whose worker died.
 CREATE INDEX "ix_fila_teste_running" ON "public"."fila_teste" (id) WHERE status = 'processando';

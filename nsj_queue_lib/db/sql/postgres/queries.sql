@@ -140,9 +140,10 @@ SELECT t.origem, t.destino, t.processo, t.chave_externa, 1, 'pendente',
 RETURNING id
 
 -- name: task_seconds_to_next_due
-SELECT extract(epoch FROM (min(data_hora) - now()))
-  FROM {table}
- WHERE status IN ('pendente', 'agendada')
+-- One index range per status (the earliest of each), whatever the backlog.
+SELECT extract(epoch FROM (least(
+         (SELECT min(data_hora) FROM {table} WHERE status = 'pendente'),
+         (SELECT min(data_hora) FROM {table} WHERE status = 'agendada')) - now()))
 
 -- name: task_has_due
 SELECT EXISTS (SELECT 1 FROM {table}

@@ -35,7 +35,7 @@ CREATE TABLE {table} (
 CREATE INDEX {ix_claim} ON {table} (prioridade DESC, data_hora, id)
     WHERE status IN ('pendente', 'agendada');
 -- Next due time and lost-notification check.
-CREATE INDEX {ix_due} ON {table} (data_hora)
+CREATE INDEX {ix_due} ON {table} (status, data_hora)
     WHERE status IN ('pendente', 'agendada');
 -- Rescue of tasks whose worker died.
 CREATE INDEX {ix_running} ON {table} (id) WHERE status = 'processando';
