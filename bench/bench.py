@@ -157,16 +157,14 @@ def effects_rate(pg: DevPostgres, first: int = 0) -> float:
 
 
 def settle(pg: DevPostgres) -> None:
-    """VACUUM ANALYZE and CHECKPOINT after a bulk load: the measure is the steady state of
-    a long-lived queue, not autovacuum or the checkpointer writing out a table that just
-    grew (same for both sides; CHECKPOINT is skipped without the privilege)."""
+    """VACUUM ANALYZE after a bulk load, so the measure is the steady state of a queue and
+    not autovacuum catching up with a table that just grew (same for both sides).  No
+    CHECKPOINT: right after one, the first change of every page writes a full-page image,
+    which penalises a large table whose index pages the run touches for the first time
+    (see bench/README.md)."""
     conn = pg.connect()
     with conn.cursor() as cur:
         cur.execute(f"VACUUM ANALYZE {TABLE}")
-        try:
-            cur.execute("CHECKPOINT")
-        except Exception as exc:  # not superuser / pg_checkpoint role
-            print(f"(CHECKPOINT não executado: {exc})".strip())
     conn.close()
 
 
