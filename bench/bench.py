@@ -367,6 +367,10 @@ def main() -> int:
         bench_backlog(pg, 1_000, rounds=3)
         bench_claim_cost(pg)
         bench_pubsub_vs_core(pg, core_rate, args.quick)
+        from bench import bench_cs
+
+        bench_cs.run(pg, report, core_rate, n=1_000 if args.quick else 5_000,
+                     samples=30 if args.quick else 100)
     finally:
         conn = pg.connect()
         with conn.cursor() as cur:

@@ -9,7 +9,8 @@ from typing import Any, Dict
 from nsj_queue_lib.worker_base import WorkerBase
 
 SCHEMA = os.environ.get("QUEUE_TABLE", "public.x").split(".")[0]
-SQL = f'INSERT INTO "{SCHEMA}".efeitos (tarefa_id, t_inicio) VALUES (%s, %s)'
+QUOTE = "`" if os.environ.get("DB_DRIVER", "POSTGRES") != "POSTGRES" else '"'
+SQL = f"INSERT INTO {QUOTE}{SCHEMA}{QUOTE}.efeitos (tarefa_id, t_inicio) VALUES (%s, %s)"
 
 
 class NoopWorker(WorkerBase):

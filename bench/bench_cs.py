@@ -1,0 +1,276 @@
+"""Client/server mode figures: processing rate and pickup latency with the socket server,
+on PostgreSQL and on MariaDB (python bench/bench_cs.py, or as part of bench/bench.py).
+
+The server runs as `python -m nsj_queue_lib.server.server_main` and the workers as
+processes in CLIENT_SERVER_MODE; the producer tells the server about each new task
+(`notify_server`), as the README recommends, so pickup does not wait for the poll.
+MariaDB comes from NSJQ_TEST_MYSQL_HOST/_PORT/_USER/_PASS (default 127.0.0.1:3306, root).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from nsj_queue_lib.client.notify_client import notify_server  # noqa: E402
+from nsj_queue_lib.config import Settings  # noqa: E402
+from nsj_queue_lib.db.dialect import MYSQL, POSTGRES  # noqa: E402
+from nsj_queue_lib.db.schema import render_schema  # noqa: E402
+from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
+from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
+
+SCHEMA = "nsjq_bench_cs"
+FILA = "fila_cs"
+TOKEN = "bench-token"
+Report = Callable[..., None]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _split(sql: str) -> List[str]:
+    """MySQL DDL script -> statements (pymysql runs one at a time); comment lines dropped."""
+    out = []
+    for chunk in sql.split(";\n"):
+        body = "\n".join(ln for ln in chunk.splitlines() if not ln.lstrip().startswith("--"))
+        if body.strip():
+            out.append(body.strip().rstrip(";"))
+    return out
+
+
+class Target:
+    """One database: how to connect, create the queue and the effects table."""
+
+    def __init__(self, kind: str, pg: Optional[DevPostgres]) -> None:
+        self.kind = kind
+        self.pg = pg
+        self.q = "`" if kind == "mariadb" else '"'
+
+    def connect(self, autocommit: bool = True) -> Any:
+        if self.kind == "postgres":
+            assert self.pg is not None
+            return self.pg.connect(autocommit=autocommit)
+        import pymysql
+
+        return pymysql.connect(host=os.environ.get("NSJQ_TEST_MYSQL_HOST", "127.0.0.1"),
+                               port=int(os.environ.get("NSJQ_TEST_MYSQL_PORT", "3306")),
+                               user=os.environ.get("NSJQ_TEST_MYSQL_USER", "root"),
+                               password=os.environ.get("NSJQ_TEST_MYSQL_PASS", ""),
+                               autocommit=autocommit)
+
+    def env(self) -> Dict[str, str]:
+        if self.kind == "postgres":
+            assert self.pg is not None
+            return self.pg.env()
+        return {"DB_HOST": os.environ.get("NSJQ_TEST_MYSQL_HOST", "127.0.0.1"),
+                "DB_PORT": os.environ.get("NSJQ_TEST_MYSQL_PORT", "3306"),
+                "DB_BASE": SCHEMA, "DB_USER": os.environ.get("NSJQ_TEST_MYSQL_USER", "root"),
+                "DB_PASS": os.environ.get("NSJQ_TEST_MYSQL_PASS", ""), "DB_DRIVER": "MYSQL"}
+
+    def _run(self, sql: str) -> None:
+        conn = self.connect()
+        with conn.cursor() as cur:
+            statements = [sql] if self.kind == "postgres" else _split(sql)
+            for statement in statements:
+                cur.execute(statement)
+        conn.close()
+
+    def reset(self) -> None:
+        q = self.q
+        if self.kind == "postgres":
+            self._run(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
+            self._run(f'CREATE SCHEMA "{SCHEMA}"')
+            self._run(render_schema(POSTGRES, SCHEMA, FILA))
+        else:
+            self._run(f"DROP DATABASE IF EXISTS `{SCHEMA}`")
+            self._run(render_schema(MYSQL, SCHEMA, FILA))
+        self._run(f"CREATE TABLE {q}{SCHEMA}{q}.efeitos (id bigint NOT NULL PRIMARY KEY "
+                  + ("AUTO_INCREMENT" if self.kind == "mariadb" else "GENERATED ALWAYS AS "
+                     "IDENTITY") + ", tarefa_id bigint, t_inicio double precision)")
+
+    def drop(self) -> None:
+        if self.kind == "postgres":
+            self._run(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
+        else:
+            self._run(f"DROP DATABASE IF EXISTS `{SCHEMA}`")
+
+    def scalar(self, sql: str, params: Any = None) -> Any:
+        conn = self.connect()
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            row = cur.fetchone()
+        conn.close()
+        return None if row is None else row[0]
+
+    def effects(self) -> str:
+        return f"{self.q}{SCHEMA}{self.q}.efeitos"
+
+
+class ClientServerRun:
+    """Server + workers of one target, all as processes."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.notify_port = _free_port()
+        self.lock_port = _free_port()
+        self.env = dict(os.environ)
+        self.env.update(target.env())
+        self.env.update({
+            "QUEUE_NAME": FILA, "QUEUE_TABLE": f"{SCHEMA}.{FILA}", "LOG_DEBUG": "false",
+            "CLIENT_SERVER_MODE": "true", "SERVER_HOST": "127.0.0.1",
+            "SERVER_BIND_HOST": "127.0.0.1", "SERVER_AUTH_TOKEN": TOKEN,
+            "NOTIFY_SERVICE_PORT": str(self.notify_port),
+            "LOCK_SERVICE_PORT": str(self.lock_port), "CHECK_TASKS_INTERVAL": "1",
+            "MAX_CLIENT_THREADS": "64", "PYTHONPATH": str(ROOT),
+        })
+        self.procs: List[subprocess.Popen] = []
+        self.settings = Settings.from_env(self.env, load_dotenv=False)
+
+    def _spawn(self, args: List[str]) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, *args], env=self.env, cwd=str(ROOT),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(proc)
+        return proc
+
+    def start_server(self) -> None:
+        self._spawn(["-m", "nsj_queue_lib.server.server_main"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                notify_server(self.settings)
+                return
+            except Exception:
+                time.sleep(0.05)
+        raise RuntimeError("servidor de filas não respondeu")
+
+    def start_workers(self, n: int) -> None:
+        for _ in range(n):
+            self._spawn([str(ROOT / "bench" / "worker_noop.py")])
+
+    def wait_listening(self, n: int) -> None:
+        # The server relays a notify to every listening worker: wait until n answer.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if notify_server(self.settings) >= n:
+                return
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def processing_rate(target: Target, n: int, workers: int) -> float:
+    target.reset()
+    conn = target.connect(autocommit=False)
+    client = QueueClient(conn, f"{SCHEMA}.{FILA}")
+    for first in range(0, n, 1000):
+        client.insert_tasks([{"processo": "b", "payload": "{}"}
+                             for _ in range(min(1000, n - first))])
+        conn.commit()
+    conn.close()
+    run = ClientServerRun(target)
+    try:
+        run.start_server()
+        run.start_workers(workers)
+        deadline = time.monotonic() + 600
+        while target.scalar(f"SELECT count(*) FROM {target.effects()}") < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("tarefas não concluídas a tempo")
+            time.sleep(0.05)
+    finally:
+        run.stop()
+    lo, hi = (target.scalar(f"SELECT {f}(t_inicio) FROM {target.effects()}")
+              for f in ("min", "max"))
+    return (n - 1) / (hi - lo)
+
+
+def pickup_latency(target: Target, samples: int) -> List[float]:
+    target.reset()
+    run = ClientServerRun(target)
+    latencies: List[float] = []
+    try:
+        run.start_server()
+        run.start_workers(2)
+        run.wait_listening(2)
+        conn = target.connect(autocommit=False)
+        client = QueueClient(conn, f"{SCHEMA}.{FILA}")
+        read = target.connect()
+        for i in range(samples):
+            task_id = client.insert_task("b", "b", "b", str(i), "{}")
+            conn.commit()
+            t_commit = time.time()
+            notify_server(run.settings)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                with read.cursor() as cur:
+                    cur.execute(f"SELECT t_inicio FROM {target.effects()} WHERE tarefa_id = %s",
+                                (task_id,))
+                    row = cur.fetchone()
+                if row:
+                    latencies.append((row[0] - t_commit) * 1000)
+                    break
+                time.sleep(0.0005)
+            time.sleep(0.01)
+        conn.close()
+        read.close()
+    finally:
+        run.stop()
+    return sorted(latencies)
+
+
+def run(pg: DevPostgres, report: Report, core_rate: Optional[float] = None,
+        n: int = 5_000, samples: int = 100) -> None:
+    """Client/server figures for PostgreSQL and MariaDB, next to the core rate."""
+    print("-- client/server mode (baseline of the rate lines: plain PostgreSQL, 4 workers)")
+    for kind in ("postgres", "mariadb"):
+        target = Target(kind, pg if kind == "postgres" else None)
+        try:
+            target.connect().close()
+        except Exception as exc:
+            print(f"{kind}: indisponível ({exc}); medidas puladas")
+            continue
+        try:
+            rate = processing_rate(target, n, 4)
+            report(f"client/server {kind}: processing {n}, 4 workers", rate, "tasks/s",
+                   core_rate)
+            lat = pickup_latency(target, samples)
+            report(f"client/server {kind}: pickup p50 (producer notifies)",
+                   statistics.median(lat), "ms")
+            report(f"client/server {kind}: pickup p95", lat[int(len(lat) * 0.95) - 1], "ms")
+        finally:
+            target.drop()
+
+
+def main() -> int:
+    from bench.bench import report
+
+    pg = acquire()
+    try:
+        run(pg, report)
+    finally:
+        pg.release()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
