@@ -168,10 +168,18 @@ class HeartbeatService(BackgroundService):
         return state
 
     def _write(self, state: Dict[str, Any]) -> None:
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(state, fh, ensure_ascii=False)
-        os.replace(tmp, self.path)
+        # A new file with an unpredictable name (mkstemp: O_EXCL, mode 0600) renamed over
+        # the health file: nothing another user planted in a shared /tmp is followed.
+        directory, name = os.path.split(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(state, fh, ensure_ascii=False)
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
 
     def close(self) -> None:
         """Stop writing, delete the file (if it is still this process's) and disconnect."""
