@@ -67,6 +67,20 @@ class MySqlServer:
         return None
 
 
+def require_mysql() -> MySqlServer:
+    """The test MariaDB/MySQL; skips the test when it does not answer, but fails it when
+    CI is set (a misconfigured CI must not go green having tested nothing)."""
+    import pytest
+
+    server = MySqlServer.from_env()
+    problem = server.reachable()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem} (CI definido: os testes de MySQL não podem ser pulados)")
+        pytest.skip(problem)
+    return server
+
+
 def split_statements(ddl: str) -> List[str]:
     """Statements of a DDL script (';' at end of line; '--' comment lines dropped)."""
     lines = [ln for ln in ddl.splitlines() if not ln.lstrip().startswith("--")]

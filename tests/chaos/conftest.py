@@ -13,7 +13,7 @@ import pytest
 
 from tests.chaos import report
 from tests.chaos.harness import ChaosQueue, MyTarget, N, PgTarget
-from tests.mysql_server import MySqlServer
+from tests.mysql_server import require_mysql
 
 
 def pytest_configure(config):
@@ -55,12 +55,7 @@ def chaos_pg():
 
 @pytest.fixture(scope="session")
 def chaos_mysql():
-    server = MySqlServer.from_env()
-    problem = server.reachable()
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem} (CI definido: os testes de MySQL não podem ser pulados)")
-        pytest.skip(problem)
+    server = require_mysql()
     return MyTarget(server)
 
 

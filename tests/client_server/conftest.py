@@ -7,12 +7,10 @@ not answer, its tests are skipped on a developer machine and FAIL when `CI` is s
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.client_server.cs_helpers import CsQueue
-from tests.mysql_server import MySqlServer
+from tests.mysql_server import MySqlServer, require_mysql
 
 DATABASES = [pytest.param("mariadb", marks=pytest.mark.mysql, id="mariadb"),
              pytest.param("postgres", id="postgres")]
@@ -20,12 +18,7 @@ DATABASES = [pytest.param("mariadb", marks=pytest.mark.mysql, id="mariadb"),
 
 @pytest.fixture(scope="session")
 def cs_mysql_server() -> MySqlServer:
-    server = MySqlServer.from_env()
-    problem = server.reachable()
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem} (CI definido: os testes de MySQL não podem ser pulados)")
-        pytest.skip(problem)
+    server = require_mysql()
     return server
 
 

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from tests.mysql_server import MyQueue, MySqlServer
+from tests.mysql_server import MyQueue, MySqlServer, require_mysql
 
 
 @pytest.fixture(scope="session")
 def mysql_server() -> MySqlServer:
-    server = MySqlServer.from_env()
-    problem = server.reachable()
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem} (CI definido: os testes de MySQL não podem ser pulados)")
-        pytest.skip(problem)
+    server = require_mysql()
     return server
 
 

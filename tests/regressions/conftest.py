@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from nsj_queue_lib.server.core import Server
-from tests.mysql_server import MyQueue, MySqlServer
+from tests.mysql_server import MyQueue, require_mysql
 from tests.server.socket_server_helpers import HOST, TOKEN
 
 
@@ -23,12 +21,7 @@ def socket_server():
 
 @pytest.fixture
 def regression_myqueue():
-    server = MySqlServer.from_env()
-    problem = server.reachable()
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem} (CI definido: os testes de MySQL não podem ser pulados)")
-        pytest.skip(problem)
+    server = require_mysql()
     q = MyQueue.create(server)
     yield q
     q.destroy()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,18 +14,13 @@ from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.client.notify_client import SocketNotifier
 from nsj_queue_lib.coordination.base import Notification, task_lock_key
 from nsj_queue_lib.queue_client import QueueClient
-from tests.mysql_server import MyQueue, MySqlServer
+from tests.mysql_server import MyQueue, require_mysql
 from tests.server.socket_server_helpers import HOST, TOKEN, child_env, free_port, wait_until
 
 
 @pytest.fixture
 def myqueue() -> Iterator[MyQueue]:
-    server = MySqlServer.from_env()
-    problem = server.reachable()
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem} (CI definido: os testes de MySQL não podem ser pulados)")
-        pytest.skip(problem)
+    server = require_mysql()
     queue = MyQueue.create(server)
     yield queue
     queue.destroy()
