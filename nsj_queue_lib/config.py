@@ -185,7 +185,11 @@ class Settings:
     queue_health_file: Optional[str] = _v("QUEUE_HEALTH_FILE", parse=_opt_str,
                                           doc="arquivo de heartbeat lido pelo health check")
     # Logging
-    log_debug: bool = _v("LOG_DEBUG", parse=_bool, default=False)
+    log_debug: bool = _v("LOG_DEBUG", parse=_bool, default=False,
+                         doc="DEBUG nos loggers da biblioteca (nsj_queue_lib.*)")
+    log_debug_dependencies: bool = _v(
+        "LOG_DEBUG_DEPENDENCIES", parse=_bool, default=False,
+        doc="DEBUG também nas dependências (urllib3, requests...) e demais loggers")
     env: str = _v("ENV", parse=lambda s: s.strip().upper() or "DEV", default="DEV")
     grafana_url: Optional[str] = _v("GRAFANA_URL", parse=_opt_str)
     # Client/server mode

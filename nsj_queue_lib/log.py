@@ -7,6 +7,7 @@ import sys
 from typing import Optional
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.logsafe import protect_handler
 
 FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
 
@@ -14,18 +15,28 @@ _configured = False
 
 
 def configure_logging(settings: Optional[Settings] = None) -> None:
-    """One configuration point: LOG_DEBUG sets the level, GRAFANA_URL adds Loki."""
+    """One configuration point: LOG_DEBUG sets the level, GRAFANA_URL adds Loki.
+
+    LOG_DEBUG raises only the library's own loggers ("nsj_queue_lib.*"): the
+    dependencies' DEBUG output (urllib3 writes whole request lines, query
+    strings included) needs the explicit LOG_DEBUG_DEPENDENCIES=true.  Every
+    handler of the root logger gets the safety filter (logsafe): bounded,
+    encodable records, URLs without credentials or query string.
+    """
     global _configured
     if _configured:
         return
     _configured = True
     level = logging.DEBUG if settings is not None and settings.log_debug else logging.INFO
+    everything = settings is not None and settings.log_debug_dependencies
     root = logging.getLogger()
     if not root.handlers:
         handler = logging.StreamHandler(sys.stdout)
         handler.setFormatter(logging.Formatter(FORMAT))
         root.addHandler(handler)
-    root.setLevel(level)
+    for handler in root.handlers:
+        protect_handler(handler)
+    root.setLevel(logging.DEBUG if everything else logging.INFO)
     logging.getLogger("nsj_queue_lib").setLevel(level)
     if settings is not None and settings.grafana_url:
         try:

@@ -18,9 +18,10 @@ hanging or dead Loki never blocks a task:
 Labels are stable and few: env (ENV), queue (QUEUE_NAME) and level.  The
 host and pid are in the line, not in labels, so restarts do not create new
 streams.  Credentials may be given in the URL (https://user:token@host/...):
-they are sent as HTTP basic auth and never logged (messages show the URL
-without them).  Records logged by the sending thread itself are not sent (no
-feedback loop).
+they are sent as HTTP basic auth and never logged; a query string (a tenant
+or a token some gateways take there) stays in the push URL, alone or with
+credentials, but log lines show the URL without credentials and query.
+Records logged by the sending thread itself are not sent (no feedback loop).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ import urllib.request
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.text import redact_url
+from nsj_queue_lib.logsafe import protect_handler
+from nsj_queue_lib.text import redact_url, without_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +50,15 @@ _installed: Optional[LokiHandler] = None
 
 
 def _split_credentials(url: str) -> Tuple[str, Optional[str]]:
-    """(URL without credentials, Authorization header value or None)."""
+    """(push URL without credentials but with its query string, Authorization header
+    value or None)."""
     parts = urllib.parse.urlsplit(url)
     if parts.username is None:
         return url, None
     user = urllib.parse.unquote(parts.username)
     password = urllib.parse.unquote(parts.password or "")
     token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-    return redact_url(url), f"Basic {token}"
+    return without_credentials(url), f"Basic {token}"
 
 
 class LokiHandler(logging.Handler):
@@ -65,7 +68,8 @@ class LokiHandler(logging.Handler):
                  flush_interval: float = 1.0, capacity: int = 10000, timeout: float = 5.0,
                  backoff_max: float = 30.0, close_timeout: float = 2.0) -> None:
         super().__init__()
-        self.url, self._auth = _split_credentials(url)
+        self.url, self._auth = _split_credentials(url)  # the push URL keeps its query
+        self.shown_url = redact_url(url)  # for log lines: no credentials, no query
         self.labels = dict(labels)
         self.batch_size = batch_size
         self.flush_interval = flush_interval
@@ -187,7 +191,7 @@ class LokiHandler(logging.Handler):
             if self._failing:
                 self._failing = False
                 logger.warning("Loki voltou a responder (%s); %s registros de log tinham sido "
-                               "descartados", self.url, dropped)
+                               "descartados", self.shown_url, dropped)
             return True
         self.failed_batches += 1
         with self._mutex:
@@ -201,7 +205,7 @@ class LokiHandler(logging.Handler):
             self._failing = True
             logger.warning("Falha ao enviar logs ao Loki (%s): %s; os registros ficam no buffer "
                            "(até %s) e os excedentes são descartados e contados",
-                           self.url, reason, self.capacity)
+                           self.shown_url, reason, self.capacity)
         return False
 
 
@@ -215,9 +219,10 @@ def install_loki_handler(settings: Settings, **options: Any) -> Optional[LokiHan
     labels = {"env": (settings.env or "DEV").lower(),
               "queue": settings.queue_name or (settings.queue_table or "nsj_queue_lib")}
     handler = LokiHandler(settings.grafana_url, labels, **options)
+    protect_handler(handler)
     logging.getLogger().addHandler(handler)
     _installed = handler
-    logger.info("Logs enviados ao Loki em %s (rótulos env=%s, queue=%s)", handler.url,
+    logger.info("Logs enviados ao Loki em %s (rótulos env=%s, queue=%s)", handler.shown_url,
                 labels["env"], labels["queue"])
     return handler
 

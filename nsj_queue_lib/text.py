@@ -1,20 +1,82 @@
-"""Small text helpers shared by messages, logs and error reports."""
+"""Small text helpers shared by messages, logs and error reports.
+
+Every text the library stores or logs goes through `safe_text` (or `describe`
+for exceptions and return values): it never raises, the result always encodes
+as UTF-8 (lone surrogates, e.g. bytes decoded with surrogateescape, are escaped
+as \\udcxx; NUL characters, which PostgreSQL rejects, are removed) and it is cut
+to a bounded length with a note of the full length.
+"""
 
 from __future__ import annotations
 
+import re
 import urllib.parse
+from typing import Any, Optional
 
 ELLIPSIS = "…"
 
 
 def clean(text: str) -> str:
-    """Text safe to store: NUL characters (rejected by PostgreSQL) are removed."""
-    return text.replace("\x00", "")
+    """Text safe to store: NUL characters removed, lone surrogates escaped."""
+    text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (from surrogateescape or broken JSON) cannot be sent to a
+        # database nor written to a UTF-8 stream: keep them visible as \udcxx.
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def truncate(text: str, limit: int) -> str:
     """At most `limit` characters; a cut text ends with '…'."""
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
+
+
+def bounded(text: str, limit: int) -> str:
+    """At most `limit` characters; a cut text ends with '… [N caracteres]', N being the
+    full length (when `limit` leaves room for that note; else plain truncation)."""
+    if len(text) <= limit:
+        return text
+    note = f"{ELLIPSIS} [{len(text)} caracteres]"
+    if limit < len(note) * 2:
+        return truncate(text, limit)
+    return text[: limit - len(note)] + note
+
+
+def to_str(value: Any) -> str:
+    """str(value) that never raises: falls back to repr(), then to the type name."""
+    if isinstance(value, str):
+        return value
+    for convert in (str, repr):
+        try:
+            text = convert(value)
+        except Exception:
+            continue
+        if isinstance(text, str):
+            return text
+    return f"<{type(value).__name__} ilegível>"
+
+
+def safe_text(value: Any, limit: int) -> str:
+    """`value` as text that can be stored and logged: never raises, encodable as
+    UTF-8, without NUL, at most `limit` characters (noting the full length)."""
+    return bounded(clean(to_str(value)), limit)
+
+
+def describe_exception(exc: BaseException, limit: Optional[int] = None) -> str:
+    """'Type: message' of an exception (just 'Type' when the message is empty), safe
+    and bounded; an exception whose str() fails is still named."""
+    name = type(exc).__name__
+    try:
+        text = str(exc)
+        if not isinstance(text, str):  # pragma: no cover - str() enforces it
+            raise TypeError
+    except Exception:
+        text = f"<mensagem ilegível: {to_str(exc.args) if exc.args else 'sem argumentos'}>"
+    text = text.strip()
+    text = clean(f"{name}: {text}" if text else name)
+    return text if limit is None else bounded(text, limit)
 
 
 def one_line(text: str, limit: int) -> str:
@@ -34,3 +96,38 @@ def redact_url(url: str) -> str:
     if port:
         host = f"{host}:{port}"
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def without_credentials(url: str) -> str:
+    """`url` without user:password (query string and fragment kept): the URL to call
+    when the credentials go in a header instead."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query,
+                                    parts.fragment))
+
+
+# A URL inside free text (driver and HTTP library errors, log arguments).
+_URL_IN_TEXT = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^\s/?#@\"'<>]*@)?"
+                          r"([^\s/?#\"'<>]*)([^\s?#\"'<>]*)([?#][^\s\"'<>]*)?")
+# A request target without scheme, as urllib3 and requests write it
+# ('"GET /hook?api_key=... HTTP/1.1"', 'Max retries exceeded with url: /hook?k=v').
+_PATH_QUERY = re.compile(r"((?:\"[A-Z]+ |url: )/[^\s?#\"'<>]*)[?#][^\s\"'<>)]*")
+
+
+def redact_urls_in_text(text: str) -> str:
+    """Every URL in `text` without credentials and query string ('?…' marks where the
+    query was), including bare request targets such as '"GET /path?k=v HTTP/1.1"'."""
+    def url(match: re.Match) -> str:
+        scheme, _userinfo, host, path, query = match.groups()
+        return f"{scheme}{host}{path}" + ("?…" if query else "")
+
+    if "://" in text:
+        text = _URL_IN_TEXT.sub(url, text)
+    if "/" in text and ("?" in text or "#" in text):
+        text = _PATH_QUERY.sub(lambda m: m.group(1) + "?…", text)
+    return text

@@ -11,7 +11,7 @@ from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError
-from nsj_queue_lib.text import clean, truncate
+from nsj_queue_lib.text import clean, safe_text, to_str
 
 DEFAULT_PRIORITY = 50
 MYSQL_INSERT_CHUNK = 500  # rows per multi-row INSERT (keeps under max_allowed_packet)
@@ -31,9 +31,10 @@ _BULK_COLUMNS = ("origem", "destino", "processo", "chave_externa", "payload", "p
 
 
 def truncate_message(message: str, limit: int = MESSAGE_MAX) -> str:
-    """Fit a message into its column: NUL characters removed, over-long text cut
-    (keeping its start, ending with '…')."""
-    return truncate(clean(message), limit)
+    """Fit a message into its column: never fails (any value becomes text), NUL
+    removed, lone surrogates escaped, over-long text cut keeping its start and
+    ending with '… [N caracteres]' (N: the full length)."""
+    return safe_text(message, limit)
 
 
 def _normalize(row: Optional[dict]) -> Optional[dict]:
@@ -158,20 +159,23 @@ class TaskRepository:
     def task_get(self, task_id: int) -> Optional[dict]:
         return _normalize(self.session.fetch_one(self.q["task_get"], {"id": task_id}))
 
+    def _message(self, mensagem: str) -> str:
+        return truncate_message(self.session.storable(clean(to_str(mensagem))))
+
     def task_finish(self, task_id: int, mensagem: str) -> bool:
-        params = {"id": task_id, "mensagem": truncate_message(mensagem)}
+        params = {"id": task_id, "mensagem": self._message(mensagem)}
         return self.session.execute(self.q["task_finish"], params) == 1
 
     def task_finish_unlock(self, task_id: int, mensagem: str, key: LockKey) -> bool:
         self._require_sql_locks("task_finish_unlock")
-        params = {"id": task_id, "mensagem": truncate_message(mensagem),
+        params = {"id": task_id, "mensagem": self._message(mensagem),
                   "lock_ns": key[0], "lock_id": key[1]}
         sql = self.q["task_finish_unlock"]
         return self.session.fetch_one_prepared("nsjq_finish", sql, params) is not None
 
     def task_fail(self, task_id: int, status: str, mensagem: str, requeue: bool,
                   delay_seconds: float) -> bool:
-        params = {"id": task_id, "status": status, "mensagem": truncate_message(mensagem),
+        params = {"id": task_id, "status": status, "mensagem": self._message(mensagem),
                   "requeue": requeue, "delay": delay_seconds}
         return self.session.execute(self.q["task_fail"], params) == 1
 

@@ -218,6 +218,27 @@ class DbSession:
             raise
         self.commit()
 
+    def storable(self, text: str) -> str:
+        """`text` as the connection can send it: unchanged when its encoding (the
+        database's, e.g. LATIN1 or SQL_ASCII) can represent it, else with the
+        characters it cannot represent escaped as \\uXXXX (never a failed UPDATE)."""
+        codec = self._codec()
+        try:
+            text.encode(codec)
+            return text
+        except UnicodeEncodeError:
+            return text.encode("ascii", "backslashreplace").decode("ascii")
+        except LookupError:
+            return text
+
+    def _codec(self) -> str:
+        encoding = getattr(self.conn, "encoding", None) or "utf-8"
+        if self.dialect.name == "postgres":
+            import psycopg2.extensions
+
+            return psycopg2.extensions.encodings.get(encoding, "utf-8")
+        return encoding
+
     def is_alive(self) -> bool:
         try:
             self.execute("SELECT 1")

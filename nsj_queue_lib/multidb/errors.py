@@ -6,7 +6,7 @@ import logging
 from typing import Iterable, Optional
 
 from nsj_queue_lib.exceptions import NsjQueueError
-from nsj_queue_lib.text import truncate
+from nsj_queue_lib.text import redact_urls_in_text, truncate
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +33,10 @@ def scrub(text: str, secrets: Iterable[Optional[str]]) -> str:
 
     Used on every text that goes into an exception or a log line and that
     comes from outside (server answers, driver errors), as a last line of
-    defence: secrets are never put there on purpose.
+    defence: secrets are never put there on purpose.  URLs in it (requests
+    names the URL it failed on) lose their credentials and query string.
     """
+    text = redact_urls_in_text(text)
     for secret in secrets:
         if secret and len(secret) >= 3:
             text = text.replace(secret, _MASK)

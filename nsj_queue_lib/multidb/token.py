@@ -21,6 +21,7 @@ import requests
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.multidb.errors import MultiDatabaseError, scrub, short
+from nsj_queue_lib.text import redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ class TokenProvider:
             grant = "password"
             form = {"username": self._username, "password": self._password,
                     "client_id": self._client_id, "scope": SCOPE, "grant_type": "password"}
-        logger.debug("Pedindo token OAuth (grant=%s) em %s.", grant, self._url)
+        logger.debug("Pedindo token OAuth (grant=%s) em %s.", grant, redact_url(self._url))
         started = self._clock()
         try:
             resp = self._session.post(self._url, data=form,

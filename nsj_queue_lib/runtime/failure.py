@@ -8,6 +8,7 @@ from typing import Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.repository import FALHA, MESSAGE_MAX, TaskRepository, truncate_message
 from nsj_queue_lib.runtime.schedule import retry_delay_seconds
+from nsj_queue_lib.text import describe_exception
 
 logger = logging.getLogger(__name__)
 
@@ -18,10 +19,10 @@ WORKER_STOPPED = "O worker parou durante a execução da tarefa (processo ou con
 
 
 def error_text(exc: BaseException) -> str:
-    """A one-line description of an exception for the `mensagem` column."""
-    text = str(exc).strip()
-    name = type(exc).__name__
-    return f"{name}: {text}" if text else name
+    """'Type: message' of an exception for the `mensagem` column: never raises (an
+    exception whose str() fails is still named), encodable, without NUL; not cut
+    here, so the stored text can note the full length."""
+    return describe_exception(exc)
 
 
 def _compose(base: str, suffix: str) -> str:

@@ -11,23 +11,27 @@ from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import TaskConnection, is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import error_text, record_failure
+from nsj_queue_lib.text import bounded, to_str
 
 logger = logging.getLogger(__name__)
 
 SUCCESS_MESSAGE = "Concluído com sucesso"
+LOG_ERROR_MAX = 2000  # characters of a task error in its log line (the row keeps 500)
 
 # dispatch(tarefa, bd_conn) -> message returned by user code
 Dispatch = Callable[[dict, TaskConnection], Any]
 
 
 def success_message(result: Any, task_id: int) -> str:
+    """The text stored for a task's return value: None gives the default message,
+    anything else its str() (repr() when str() fails); never raises."""
     if result is None:
         return SUCCESS_MESSAGE
     if isinstance(result, str):
         return result
     logger.warning("Tarefa %s: execute retornou %s em vez de str; gravado como texto",
                    task_id, type(result).__name__)
-    return str(result)
+    return to_str(result)
 
 
 def _wants_traceback(exc: BaseException) -> bool:
@@ -89,11 +93,7 @@ class TaskRunner:
                 session.rollback()
                 return None, False
             result = self.dispatch(tarefa, TaskConnection(session))
-            message = success_message(result, task_id)
-            if self.task_locks_in_sql:
-                done = self.repo.task_finish_unlock(task_id, message, key)
-            else:
-                done = self.repo.task_finish(task_id, message)
+            done = self._finish(task_id, success_message(result, task_id), key)
             if not done:
                 session.rollback()
                 logger.warning("Tarefa %s deixou de estar 'processando' (resgatada por outro "
@@ -113,10 +113,33 @@ class TaskRunner:
             if self._connection_lost(exc):
                 raise DatabaseUnavailable(
                     f"Conexão perdida durante a tarefa {task_id}: {exc}") from exc
-            logger.error("Tarefa %s falhou: %s", task_id, error_text(exc),
+            error = error_text(exc)
+            logger.error("Tarefa %s falhou: %s", task_id, bounded(error, LOG_ERROR_MAX),
                          exc_info=_wants_traceback(exc))
-            self._record_failure(tarefa, error_text(exc))
+            self._record_failure(tarefa, error)
             return False, False
+
+    def _finish(self, task_id: int, message: str, key: Any) -> bool:
+        """The success UPDATE.  The repository makes any text storable; should the
+        database still refuse it (a MySQL column in a narrower charset, in strict
+        mode), the UPDATE is repeated with an ASCII-only message: the task's
+        committed work is never lost because of its message.  (A refused statement
+        leaves a MySQL transaction usable; PostgreSQL is covered by `storable`.)"""
+        try:
+            return self._finish_once(task_id, message, key)
+        except Exception as exc:
+            if self.session.dialect.name == "postgres" or is_connection_error(
+                    exc, self.session.conn):
+                raise
+            logger.warning("Tarefa %s: o banco recusou a mensagem de sucesso (%s); gravada "
+                           "com os caracteres não ASCII escapados", task_id, error_text(exc))
+            ascii_only = to_str(message).encode("ascii", "backslashreplace").decode("ascii")
+            return self._finish_once(task_id, ascii_only, key)
+
+    def _finish_once(self, task_id: int, message: str, key: Any) -> bool:
+        if self.task_locks_in_sql:
+            return self.repo.task_finish_unlock(task_id, message, key)
+        return self.repo.task_finish(task_id, message)
 
     def _connection_lost(self, exc: BaseException) -> bool:
         # Decided by the queue session itself: an error of the task's own SQL (statement

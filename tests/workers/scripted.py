@@ -11,6 +11,8 @@ Payload keys (JSON object):
   return: any        value returned by execute (default "ok <id>")
   system_exit: bool  raise SystemExit
   long_message: int  raise an error whose message has this many characters
+  raise: str         raise RuntimeError(raise) (JSON escapes give NUL and lone surrogates)
+  raise_unprintable: bool  raise an exception whose str() itself fails
   report: bool       insert an effect (tipo 'report') whose chave is a JSON description of
                      what execute received: sorted tarefa keys, payload type and text,
                      tentativa, id_inicial
@@ -47,6 +49,11 @@ def _effect(bd_conn: Any, tarefa: Dict[str, Any], chave: str, tipo: str) -> None
                     "VALUES (%s, %s, %s, %s)", (tarefa["id"], chave, tipo, os.getpid()))
 
 
+class UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise ValueError("str() desta exceção falha")
+
+
 class ScriptedWorker(WorkerBase):
     def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any) -> Any:
         data = json.loads(payload) if payload else {}
@@ -66,6 +73,10 @@ class ScriptedWorker(WorkerBase):
             time.sleep(float(data["sleep"]))
         if data.get("system_exit"):
             raise SystemExit(3)
+        if data.get("raise_unprintable"):
+            raise UnprintableError("argumento")
+        if "raise" in data:
+            raise RuntimeError(data["raise"])
         if data.get("long_message"):
             raise ValueError("x" * int(data["long_message"]))
         if data.get("fail") or tarefa["tentativa"] < int(data.get("fail_until", 0)):

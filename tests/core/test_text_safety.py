@@ -1,0 +1,64 @@
+"""Any text a task produces is stored and logged: encodable, bounded, never losing work.
+
+Real worker processes on the real PostgreSQL (the MariaDB path is in
+tests/client_server/test_cs_text_safety.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+from nsj_queue_lib.db.repository import MESSAGE_MAX
+from tests.helpers import eventually
+
+SURROGATE = "\udcff"  # what bytes b"\xff" become when decoded with surrogateescape
+
+
+def _payload(data: dict) -> str:
+    return json.dumps(data)  # ASCII JSON: lone surrogates and NUL travel as \u escapes
+
+
+def test_return_value_with_lone_surrogate_and_nul_keeps_the_committed_work(queue):
+    task_id = queue.insert(_payload({"efeito": "feito", "return": f"ok {SURROGATE}\x00 fim"}))
+    w = queue.start_worker()
+    row = queue.wait_status(task_id, "sucesso")
+    assert row["mensagem"] == "ok \\udcff fim"
+    assert queue.count() == 1  # no retry: the first attempt's work stands
+    assert [e["chave"] for e in queue.effects()] == ["feito"]
+    assert "Logging error" not in w.log()
+
+
+def test_undecodable_long_error_is_recorded_as_itself_and_logged_bounded(queue):
+    message = f"erro {SURROGATE} com\x00 nul " + "z" * 200_000
+    task_id = queue.insert(_payload({"raise": message}), prioridade=90)
+    after = queue.insert(_payload({"efeito": "depois"}))
+    w = queue.start_worker(QUEUE_BASE_INTERVAL_RETRY="10")  # the retry stays scheduled
+    queue.wait_status(after, "sucesso")
+    row = queue.wait_status(task_id, "falha")
+    text = row["mensagem"]
+    assert text.startswith("RuntimeError: erro \\udcff com nul zzz"), text[:80]
+    full = len("RuntimeError: ") + len(message) - 1 + len("\\udcff") - 1  # NUL out, escaped
+    assert f"… [{full} caracteres]. Tarefa reenfileirada." in text
+    assert text.endswith("Tarefa reenfileirada.")
+    assert len(text) <= MESSAGE_MAX
+    assert "O worker parou" not in text
+    nxt = queue.rows(f"id_anterior = {task_id}")
+    assert [(r["status"], r["tentativa"]) for r in nxt] == [("agendada", 2)]
+    assert w.proc.poll() is None
+    log = w.log()
+    assert "Logging error" not in log and "Erro inesperado" not in log
+    # The error line and its traceback are cut (each noting the full length): the whole
+    # log of this failure stays a few KB instead of 400 KB.
+    assert len(log) < 40_000, len(log)
+    assert max(len(line) for line in log.splitlines()) <= 4_200
+    assert log.count("caracteres]") >= 2
+
+
+def test_exception_whose_str_fails_is_still_recorded_by_name(queue):
+    task_id = queue.insert(_payload({"raise_unprintable": True}))
+    w = queue.start_worker(QUEUE_MAX_RETRY="1")
+    row = queue.wait_status(task_id, "falha")
+    assert row["mensagem"].startswith("UnprintableError: <mensagem ilegível: ('argumento',)>")
+    eventually(lambda: queue.count("dead") == 1, message="dead letter")
+    assert w.proc.poll() is None
+    assert "Erro inesperado" not in w.log()
