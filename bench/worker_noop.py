@@ -6,6 +6,14 @@ import os
 import time
 from typing import Any, Dict
 
+if os.environ.get("NSJQ_BENCH_COUNT_DIR"):  # statement counting (bench/counting.py)
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import counting
+
+    counting.install()
+
 from nsj_queue_lib.worker_base import WorkerBase
 
 SCHEMA = os.environ.get("QUEUE_TABLE", "public.x").split(".")[0]

@@ -31,6 +31,23 @@ CREATE TABLE "public"."fila_teste" (
     prioridade int NOT NULL DEFAULT 50
 );
 
+-- Storage settings for a queue's life cycle (each row is inserted, rewritten by the claim
+-- and by the finish within seconds, then only read until the purge deletes it).  A separate
+-- ALTER, so it also applies to an existing table (it affects only pages written later):
+-- * fillfactor = 70: room on every page for the new versions the claim and the finish
+--   write, so they usually stay on the row's page; page pruning then frees the old
+--   versions without waiting for VACUUM, and the table and its claim index grow less.
+-- * autovacuum_vacuum_scale_factor = 0.01 and _threshold = 1000: the default (20% of the
+--   table) lets a big queue pile up dead versions that every claim steps over in the
+--   claim index; here VACUUM starts after about 1% of the rows changed.
+-- * autovacuum_vacuum_cost_delay = 1 (ms): VACUUM of this table is throttled less, so it
+--   finishes before the next wave of dead versions (the default is 2 ms).
+-- * autovacuum_analyze_scale_factor = 0.02: the status mix changes fast; fresher
+--   statistics keep the planner on the partial indexes.
+ALTER TABLE "public"."fila_teste" SET (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01,
+                         autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 1,
+                         autovacuum_analyze_scale_factor = 0.02);
+
 -- Claim: due tasks by priority then age, over the active rows only.
 CREATE INDEX "ix_fila_teste_claim" ON "public"."fila_teste" (prioridade DESC, data_hora, id)
     WHERE status IN ('pendente', 'agendada');

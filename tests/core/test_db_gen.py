@@ -38,6 +38,13 @@ def test_db_gen_output_applies_cleanly_to_an_empty_schema(pg_server):
             cur.execute("SELECT count(*) FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = 'fila_gerada'", (schema,))
             assert cur.fetchone()[0] == 28
+            # Storage settings of the queue table (reasons in schema.sql).
+            cur.execute("SELECT c.reloptions FROM pg_class c JOIN pg_namespace n "
+                        "ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                        "AND c.relname = 'fila_gerada'", (schema,))
+            options = set(cur.fetchone()[0])
+            assert {"fillfactor=70", "autovacuum_vacuum_scale_factor=0.01",
+                    "autovacuum_vacuum_threshold=1000"} <= options
             cur.execute("SELECT tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
                         "JOIN pg_namespace n ON n.oid = c.relnamespace "
                         "WHERE n.nspname = %s AND NOT t.tgisinternal", (schema,))

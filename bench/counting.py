@@ -1,0 +1,115 @@
+"""Client-side statement counter for benchmark worker processes.
+
+`install()` wraps `psycopg2.connect` so that every connection the process opens
+(the library's and the task code's `bd_conn` alike) uses a cursor that counts
+what it sends.  At exit the process writes one JSON file into
+$NSJQ_BENCH_COUNT_DIR: round trips (calls of `execute`), statements (the SQL
+statements inside them: "SET LOCAL ...; EXECUTE ..." is one round trip and two
+statements; BEGIN and COMMIT count), connections opened and the most held at
+once.  When the file "mark" appears in that directory the process also records
+the counts of that instant ("at_mark"), so a run can leave start-up out.
+Counting happens in the client, so it sees exactly what this process
+sends, whatever else runs on the shared server (pg_stat_statements would need a
+server restart to load, which is not allowed on the shared machine).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+from typing import Any, Dict
+
+COUNTS: Dict[str, int] = {"round_trips": 0, "statements": 0, "connections_opened": 0,
+                          "connections_open": 0, "connections_max": 0}
+_lock = threading.Lock()
+
+
+def statements_in(sql: Any) -> int:
+    """Statements in one query string (';'-separated, quotes respected)."""
+    text = sql.decode() if isinstance(sql, bytes) else str(sql)
+    count, current, quote = 0, "", ""
+    for ch in text:
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == ";":
+            count += bool(current.strip())
+            current = ""
+            continue
+        current += ch
+    return count + bool(current.strip())
+
+
+def _add(key: str, n: int = 1) -> None:
+    with _lock:
+        COUNTS[key] += n
+        if key == "connections_open":
+            COUNTS["connections_max"] = max(COUNTS["connections_max"], COUNTS[key])
+
+
+def install() -> None:
+    import psycopg2
+    import psycopg2.extensions
+
+    class CountingCursor(psycopg2.extensions.cursor):
+        def execute(self, query: Any, vars: Any = None) -> Any:
+            _add("round_trips")
+            _add("statements", statements_in(query))
+            return super().execute(query, vars)
+
+        def executemany(self, query: Any, vars_list: Any) -> Any:
+            rows = list(vars_list)
+            _add("round_trips", len(rows))
+            _add("statements", statements_in(query) * len(rows))
+            return super().executemany(query, rows)
+
+    class CountingConnection(psycopg2.extensions.connection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.cursor_factory = CountingCursor
+            _add("connections_opened")
+            _add("connections_open")
+            self._counted_open = True
+
+        def close(self) -> None:
+            if getattr(self, "_counted_open", False):
+                self._counted_open = False
+                _add("connections_open", -1)
+            super().close()
+
+    original = psycopg2.connect
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("connection_factory", CountingConnection)
+        return original(*args, **kwargs)
+
+    psycopg2.connect = connect
+    atexit.register(_dump)
+    threading.Thread(target=_watch_mark, name="bench-count-mark", daemon=True).start()
+
+
+AT_MARK: Dict[str, int] = {}
+
+
+def _watch_mark() -> None:
+    # Instrumentation only (not library behaviour): look for the mark file every 20 ms.
+    directory = os.environ.get("NSJQ_BENCH_COUNT_DIR", "")
+    mark = os.path.join(directory, "mark")
+    while not os.path.exists(mark):
+        time.sleep(0.02)
+    with _lock:
+        AT_MARK.update(COUNTS)
+
+
+def _dump() -> None:
+    directory = os.environ.get("NSJQ_BENCH_COUNT_DIR")
+    if not directory:
+        return
+    path = os.path.join(directory, f"counts-{os.getpid()}.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(dict(COUNTS, at_mark=AT_MARK or None), fh)
