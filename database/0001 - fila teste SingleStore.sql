@@ -71,6 +71,17 @@ CREATE TABLE `test`.`fila_teste_subscriber` (
     KEY `ix_fila_teste_sub` (processo, tenant, grupo_empresarial)
 ) DEFAULT CHARSET = utf8mb4;
 
+-- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
+-- Workers read it before claiming (at most every half second) and stop claiming while
+-- pausada is true; no row means not paused.
+CREATE TABLE `test`.`fila_teste_controle` (
+    id INT NOT NULL PRIMARY KEY,
+    pausada BOOLEAN NOT NULL DEFAULT FALSE,
+    motivo VARCHAR(500) NULL,
+    alterado_por VARCHAR(150) NULL,
+    alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) DEFAULT CHARSET = utf8mb4;
+
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it
 -- through id_inicial); its current state is the state of its last attempt. A dead-letter

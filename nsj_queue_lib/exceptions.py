@@ -29,3 +29,11 @@ class NotFoundException(NsjQueueError):
 
 class SubscriberNotRegistered(NsjQueueError):
     """A pub/sub task names a subscriber with no handler in the worker."""
+
+
+class InvalidTaskState(NsjQueueError):
+    """An operator's command does not apply to the task in its current state."""
+
+
+class ControlTableMissing(NsjQueueError):
+    """The queue has no control table (pause/resume): its schema predates it."""

@@ -136,11 +136,27 @@ class HeartbeatService(BackgroundService):
         return (f"servidor de filas {self.settings.server_host}:"
                 f"{self.settings.lock_service_port} não respondeu")
 
+    def _pause_state(self) -> Dict[str, Any]:
+        """The queue's pause flag (nsj-queue pause), read on the heartbeat's session."""
+        from nsj_queue_lib.admin import QueueAdmin
+
+        try:
+            state = QueueAdmin(self._session, self.settings.queue_table).pause_state()
+        except Exception as exc:  # reported, never fatal: the probe is about the worker
+            logger.debug("%s: pausa da fila não lida: %s", self.name, exc)
+            return {"pausada": None, "motivo": None}
+        return state
+
     def state(self) -> Dict[str, Any]:
-        problems = [p for p in (self._check_db(), self._check_server()) if p]
+        db_problem = self._check_db()
+        problems = [p for p in (db_problem, self._check_server()) if p]
         if not self.consumer_connected:
             problems.append("o worker ainda não se conectou à fila")
+        pause = (self._pause_state() if db_problem is None and self._session is not None
+                 else {"pausada": None, "motivo": None})
         return {
+            "pausada": pause["pausada"],
+            "pausa_motivo": pause.get("motivo"),
             "pid": os.getpid(),
             "fila": self.settings.queue_name,
             "tabela": self.settings.queue_table,
@@ -224,10 +240,15 @@ def check(path: str, max_age: Optional[float] = None,
     elif not state.get("ok"):
         motivo = f"o worker informa problema: {state.get('erro')}"
     else:
+        paused = ""
+        if state.get("pausada"):
+            why = state.get("pausa_motivo")
+            paused = "; fila PAUSADA" + (f" ({why})" if why else "") + ": não pega tarefas"
         return {"saudavel": True, "estado": state, "idade_segundos": round(age, 3),
+                "pausada": bool(state.get("pausada")),
                 "motivo": f"worker pid {pid} da fila {state.get('fila')} saudável "
                           f"(verificado há {age:.1f} s; {state.get('tarefas_executadas')} "
-                          "tarefas executadas)"}
+                          f"tarefas executadas){paused}"}
     return {"saudavel": False, "estado": state, "idade_segundos": round(age, 3),
             "motivo": motivo}
 

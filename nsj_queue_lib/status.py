@@ -71,9 +71,15 @@ class StatusReader:
         params = {"hours": DEAD_WINDOW_HOURS}
         dead_rows = s.fetch_all(q["status_dead_recent"], {**params, "limit": DEAD_LIMIT})
         dead_counts = self._counts("status_dead_counts", params)
+        from nsj_queue_lib.admin import QueueAdmin
+
+        pause = QueueAdmin(s, self.queue_table).pause_state()
         return {
             "fila": self.queue_table,
             "banco": self.dialect.name,
+            "pausa": {"pausada": pause["pausada"], "motivo": pause["motivo"],
+                      "por": pause["alterado_por"], "desde": _iso(pause["alterado_em"]),
+                      "tabela_de_controle": pause["controle"]},
             "gerado_em": _iso(now),
             "por_status": self._counts("status_counts"),
             "cadeias_por_status": self._counts("status_counts_chains"),
@@ -146,10 +152,16 @@ def _fmt_counts(counts: Dict[str, int]) -> str:
 
 
 def render_text(status: Dict[str, Any]) -> str:
-    lines = [f"Fila {status['fila']} ({status['banco']}) em {status['gerado_em']}",
-             f"  Tentativas por status:      {_fmt_counts(status['por_status'])}",
-             f"  Cadeias (estado atual):     {_fmt_counts(status['cadeias_por_status'])}",
-             f"  Fila de mortos (atual):     {_fmt_counts(status['mortas_por_status'])}"]
+    pause = status.get("pausa") or {}
+    lines = [f"Fila {status['fila']} ({status['banco']}) em {status['gerado_em']}"]
+    if pause.get("pausada"):
+        lines.append(f"  PAUSADA desde {pause['desde']}"
+                     + (f" por {pause['por']}" if pause.get("por") else "")
+                     + (f": {pause['motivo']}" if pause.get("motivo") else "")
+                     + " (os workers não pegam tarefas; nsj-queue resume)")
+    lines += [f"  Tentativas por status:      {_fmt_counts(status['por_status'])}",
+              f"  Cadeias (estado atual):     {_fmt_counts(status['cadeias_por_status'])}",
+              f"  Fila de mortos (atual):     {_fmt_counts(status['mortas_por_status'])}"]
     oldest = status["mais_antiga_devida"]
     if oldest is None:
         lines.append("  Devidas aguardando:         0")

@@ -8,6 +8,7 @@ from importlib import resources
 from typing import Dict, Optional
 
 from nsj_queue_lib.db.dialect import Dialect
+from nsj_queue_lib.db.names import control_table_name
 
 # The 26 columns of the `tarefa` dict handed to user code (payload resolved from
 # the first attempt, since retries do not repeat it).
@@ -62,7 +63,8 @@ class Queries:
         self.dialect = dialect
         table = dialect.quote_table(queue_table)
         sub = dialect.quote_table(subscriber_table) if subscriber_table else "<no_subscriber_table>"
-        names = {"table": table, "sub_table": sub, "tarefa_cols": _tarefa_cols(dialect, table)}
+        names = {"table": table, "sub_table": sub, "tarefa_cols": _tarefa_cols(dialect, table),
+                 "control_table": dialect.quote_table(control_table_name(queue_table))}
         self._sql = {name: body.format(**names)
                      for name, body in raw_queries(dialect, filename).items()}
 

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 from importlib import resources
 
 from nsj_queue_lib.config import validate_identifier
 from nsj_queue_lib.db.dialect import Dialect
+from nsj_queue_lib.db.names import object_name
 from nsj_queue_lib.db.queries import read_sql
 
-_MAX_IDENT = 63
-
-
-def object_name(*parts: str) -> str:
-    """Join parts with '_' and keep it within 63 characters (hash suffix when cut)."""
-    name = "_".join(parts)
-    if len(name) <= _MAX_IDENT:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-    return f"{name[: _MAX_IDENT - 9]}_{digest}"
+__all__ = ["object_name", "render_schema"]
 
 
 def render_schema(dialect: Dialect, schema: str, fila: str) -> str:
@@ -35,6 +26,7 @@ def render_schema(dialect: Dialect, schema: str, fila: str) -> str:
         "fila": fila,
         "table": qualified(fila),
         "sub_table": qualified(object_name(fila, "subscriber")),
+        "control_table": qualified(object_name(fila, "controle")),
         "function": qualified(object_name("notify", fila, "insert")),
         "trigger": q(object_name("trigger_insert", fila)),
         "view_cadeias": qualified(object_name(fila, "cadeias")),

@@ -13,6 +13,7 @@ from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.runtime.claim import LockerClaimer, SqlLockClaimer
+from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.runner import Dispatch, TaskRunner
 from nsj_queue_lib.runtime.schedule import Backoff
 
@@ -38,6 +39,7 @@ class Consumer:
         self.on_connect = on_connect
         self.tasks_done = 0
         self.halted = False
+        self.paused = False
 
     def run(self) -> None:
         backoff = Backoff()
@@ -81,7 +83,12 @@ class Consumer:
             if self.on_connect is not None:
                 self.on_connect()
             busy = BUSY_FIRST
+            gate = PauseGate(session, settings.queue_table)
             while not self.stop.is_set():
+                self.paused = gate.is_paused()
+                if self.paused:  # nsj-queue pause: claim nothing, wake for HALT or resume
+                    self._handle(notifier.wait(CHECK_INTERVAL))
+                    continue
                 tarefa = claimer.claim()
                 # Reset only once a claim went through: in client/server mode listen()
                 # tolerates a dead server, so reaching this loop proves nothing yet.

@@ -34,7 +34,8 @@ def test_db_gen_output_applies_cleanly_to_an_empty_schema(pg_server):
             cur.execute("SELECT table_name FROM information_schema.tables "
                         "WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY 1",
                         (schema,))
-            assert [r[0] for r in cur.fetchall()] == ["fila_gerada", "fila_gerada_subscriber"]
+            assert [r[0] for r in cur.fetchall()] == ["fila_gerada", "fila_gerada_controle",
+                                                   "fila_gerada_subscriber"]
             cur.execute("SELECT count(*) FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = 'fila_gerada'", (schema,))
             assert cur.fetchone()[0] == 28

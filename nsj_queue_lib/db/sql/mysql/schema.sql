@@ -70,3 +70,14 @@ CREATE TABLE {sub_table} (
     created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     KEY {ix_sub} (processo, tenant, grupo_empresarial)
 ) DEFAULT CHARSET = utf8mb4;
+
+-- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
+-- Workers read it before claiming (at most every half second) and stop claiming while
+-- pausada is true; no row means not paused.
+CREATE TABLE {control_table} (
+    id INT NOT NULL PRIMARY KEY,
+    pausada BOOLEAN NOT NULL DEFAULT FALSE,
+    motivo VARCHAR(500) NULL,
+    alterado_por VARCHAR(150) NULL,
+    alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) DEFAULT CHARSET = utf8mb4;

@@ -80,6 +80,17 @@ CREATE TABLE {sub_table} (
 
 CREATE INDEX {ix_sub} ON {sub_table} (processo, tenant, grupo_empresarial);
 
+-- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
+-- Workers read it before claiming (at most every half second) and stop claiming while
+-- pausada is true; no row means not paused.
+CREATE TABLE {control_table} (
+    id int NOT NULL PRIMARY KEY CHECK (id = 1),
+    pausada boolean NOT NULL DEFAULT false,
+    motivo varchar(500),
+    alterado_por varchar(150),
+    alterado_em timestamptz NOT NULL DEFAULT now()
+);
+
 -- Wakes the workers (LISTEN "{fila}") when a task is inserted: a task due now is claimed,
 -- and a future one (scheduled or a retry) makes idle workers re-arm their timer to its time.
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger

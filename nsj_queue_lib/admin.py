@@ -1,0 +1,276 @@
+"""QueueAdmin: the operator's operations on one queue, for the CLI, dashboards and code.
+
+List tasks, show a chain with all its attempts, redrive a failed, dead or
+cancelled chain as a new attempt, cancel a waiting task, pause and resume the
+queue.  SQL lives in db/sql/<dialect>/admin.sql; identifiers are validated and
+quoted, values are bound parameters.
+
+Transactions: on an autocommit connection (the CLI's, or
+`QueueAdmin.from_settings`) each write commits at once, atomically.  On a
+connection inside a transaction (psycopg2's default) the writes join the
+caller's transaction, as `QueueClient` does, and take effect at its commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Dict, Iterator, List, Optional
+
+from nsj_queue_lib.config import Settings, validate_table_name
+from nsj_queue_lib.db.dialect import detect_dialect
+from nsj_queue_lib.db.names import control_table_name
+from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.repository import truncate_message
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ControlTableMissing, InvalidTaskState, NotFoundException
+
+logger = logging.getLogger(__name__)
+
+WAITING = ("pendente", "agendada")
+RUNNING = "processando"
+REDRIVABLE = ("falha", "cancelada")
+CANCELADA = "cancelada"
+_BOOLEAN_COLUMNS = ("dead", "pub_sub", "reenfileirado", "estouro_tentativas", "pausada")
+
+
+def _normalize(row: Optional[dict]) -> Optional[dict]:
+    """MySQL returns booleans as 0/1: make them bool."""
+    if row is None:
+        return None
+    for key in _BOOLEAN_COLUMNS:
+        if row.get(key) is not None:
+            row[key] = bool(row[key])
+    return row
+
+
+def _autocommit(conn: Any) -> bool:
+    getter = getattr(conn, "get_autocommit", None)  # pymysql (its .autocommit is a setter)
+    if callable(getter):
+        return bool(getter())
+    return bool(getattr(conn, "autocommit", False))  # psycopg2, mysql-connector
+
+
+class QueueAdmin:
+    """Operations on one queue table.
+
+    Parameters
+    ----------
+    bd_conn:
+        A DB-API connection (psycopg2, pymysql or mysql-connector-python), an
+        object exposing one as `.conn`, or a `DbSession`.
+    queue_table:
+        The queue table ('tabela' or 'schema.tabela').
+    """
+
+    def __init__(self, bd_conn: Any, queue_table: str) -> None:
+        validate_table_name(queue_table, "queue_table")
+        if isinstance(bd_conn, DbSession):
+            self.session = bd_conn
+        else:
+            raw = getattr(bd_conn, "conn", bd_conn)
+            self.session = DbSession(raw, detect_dialect(raw))
+        self.queue_table = queue_table
+        self.control_table = control_table_name(queue_table)
+        self.dialect = self.session.dialect
+        self.q = Queries(self.dialect, queue_table, filename="admin.sql")
+        self._own_session = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings, queue_table: Optional[str] = None) -> QueueAdmin:
+        """Open a session of its own (autocommit) on the database of `settings`; `close()` it."""
+        session = DbSession.open(settings, application_name="nsj_queue_lib:admin")
+        admin = cls(session, queue_table or settings.queue_table)
+        admin._own_session = True
+        return admin
+
+    def close(self) -> None:
+        """Close the session opened by `from_settings` (a caller's connection is left open)."""
+        if self._own_session:
+            self.session.close()
+
+    def __enter__(self) -> QueueAdmin:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _atomic(self) -> Iterator[None]:
+        if _autocommit(self.session.conn):
+            with self.session.transaction():
+                yield
+        else:
+            yield  # the caller's transaction
+
+    # -- reading ----------------------------------------------------------
+    def list_tasks(self, status: Optional[str] = None, processo: Optional[str] = None,
+                   chave_externa: Optional[str] = None, tenant: Optional[int] = None,
+                   dead: Optional[bool] = None, all_attempts: bool = False,
+                   limit: int = 50, before_id: Optional[int] = None) -> List[dict]:
+        """Tasks, newest first: the current attempt of each chain, or every attempt.
+
+        Filters left as None are not applied; `before_id` pages backwards
+        (pass the smallest id of the previous page).
+        """
+        if not isinstance(limit, int) or limit <= 0:
+            raise ValueError("limit deve ser um inteiro maior que zero")
+        params = {"status": status, "processo": processo, "chave_externa": chave_externa,
+                  "tenant": tenant, "dead": dead, "all_attempts": bool(all_attempts),
+                  "before_id": before_id, "limit": limit}
+        return [_normalize(r) for r in self.session.fetch_all(self.q["admin_task_list"], params)]
+
+    def _root(self, task_id: int) -> dict:
+        row = _normalize(self.session.fetch_one(self.q["admin_task_root"], {"id": task_id}))
+        if row is None:
+            raise NotFoundException(f"Tarefa {task_id} não encontrada em {self.queue_table}")
+        return row
+
+    def show(self, task_id: int) -> Dict[str, Any]:
+        """The chain of any of its attempts' ids: every attempt, in order, and its links.
+
+        Returns {"id_inicial", "status" (of the current attempt), "tentativas": [...],
+        "cadeia_viva" (for a dead-letter chain, the live chain's id),
+        "cadeias_mortas": [ids], "assinaturas": [{id, subscriber_id, status, tentativa}]}.
+        Raises NotFoundException for an unknown id.
+        """
+        root = self._root(task_id)["raiz"]
+        attempts = [_normalize(r) for r in
+                    self.session.fetch_all(self.q["admin_chain_attempts"], {"root": root})]
+        first = attempts[0]
+        current = next((a for a in reversed(attempts) if not a["reenfileirado"]), attempts[-1])
+        dead = [r["id"] for r in self.session.fetch_all(self.q["admin_dead_chains"],
+                                                         {"root": root})]
+        subs = (self.session.fetch_all(self.q["admin_subscriber_chains"], {"root": root})
+                if first["pub_sub"] else [])
+        return {
+            "id_inicial": root,
+            "status": current["status"],
+            "tentativa_atual": current["id"],
+            "tentativas": attempts,
+            "cadeia_viva": first["live_id"] if first["dead"] else None,
+            "cadeias_mortas": dead,
+            "assinaturas": subs,
+        }
+
+    # -- redrive and cancel ---------------------------------------------
+    def retry(self, task_id: int, por: Optional[str] = None) -> int:
+        """Redrive a chain that ended in `falha` or `cancelada`: insert a new attempt, due
+        now, with `id_anterior` pointing to the attempt it follows; return its id.
+
+        `task_id` may be any attempt of the chain.  For a dead-letter chain the
+        live chain it came from (`live_id`) is redriven: the task runs `execute`
+        again.  The attempt count goes on (`tentativa + 1`), so when the chain had
+        exhausted QUEUE_MAX_RETRY, a new failure sends it to the dead letters again.
+        Raises NotFoundException, or InvalidTaskState when the chain is waiting,
+        running or succeeded.  Safe under concurrent calls: only one new attempt.
+        """
+        root = self._root(task_id)
+        target = root["live_id"] if root["dead"] and root["live_id"] else root["raiz"]
+        with self._atomic():
+            last = _normalize(self.session.fetch_one(self.q["admin_last_attempt"],
+                                                     {"root": target}))
+            if last is None:
+                raise NotFoundException(f"Tarefa {target} não encontrada em {self.queue_table} "
+                                        "(talvez já apagada pelo purge)")
+            if last["status"] not in REDRIVABLE or not self._mark_redrive(last["id"]):
+                raise InvalidTaskState(
+                    f"Tarefa {target}: a tentativa atual ({last['id']}) está '{last['status']}';"
+                    f" só uma tarefa em {' ou '.join(REDRIVABLE)} pode ser reenfileirada")
+            message = truncate_message(f"Reenfileirada manualmente{self._by(por)} após "
+                                       f"'{last['status']}' da tentativa {last['id']}")
+            new_id = self._insert_redrive(last["id"], message)
+        logger.info("Tarefa %s reenfileirada manualmente%s: nova tentativa %s", target,
+                    self._by(por), new_id)
+        return new_id
+
+    def _mark_redrive(self, attempt_id: int) -> bool:
+        return self.session.execute(self.q["admin_redrive_mark"], {"id": attempt_id}) == 1
+
+    def _insert_redrive(self, attempt_id: int, message: str) -> int:
+        params = {"id": attempt_id, "mensagem": message}
+        if self.dialect.returning:
+            return int(self.session.fetch_value(self.q["admin_redrive_insert"], params))
+        return int(self.session.insert_lastrowid(self.q["admin_redrive_insert"], params))
+
+    def cancel(self, task_id: int, motivo: Optional[str] = None,
+               por: Optional[str] = None) -> int:
+        """Cancel the waiting attempt (`pendente` or `agendada`) of a chain; return its id.
+
+        It becomes `cancelada` and no worker runs it; `retry` can redrive it later.
+        A running task cannot be cancelled (InvalidTaskState), nor a finished one.
+        """
+        root = self._root(task_id)["raiz"]
+        last = _normalize(self.session.fetch_one(self.q["admin_last_attempt"], {"root": root}))
+        message = truncate_message(f"Cancelada{self._by(por)}" + (f": {motivo}" if motivo else ""))
+        with self._atomic():
+            done = last is not None and self.session.execute(
+                self.q["admin_cancel"], {"id": last["id"], "mensagem": message}) == 1
+        if not done:
+            status = self.show(root)["status"]
+            raise InvalidTaskState(
+                f"Tarefa {root}: está '{status}'; só uma tarefa pendente ou agendada pode ser "
+                "cancelada" + (" (uma tarefa em execução termina no seu worker)"
+                               if status == RUNNING else ""))
+        logger.info("Tarefa %s cancelada%s (tentativa %s)", root, self._by(por), last["id"])
+        return int(last["id"])
+
+    @staticmethod
+    def _by(por: Optional[str]) -> str:
+        return f" por {por}" if por else ""
+
+    # -- pause ------------------------------------------------------------
+    def _control_exists(self) -> bool:
+        if self.dialect.name == "postgres":
+            sql = "SELECT to_regclass(%(name)s) IS NOT NULL"
+            return bool(self.session.fetch_value(
+                sql, {"name": self.dialect.quote_table(self.control_table)}))
+        *schema, table = self.control_table.split(".")
+        sql = ("SELECT count(*) FROM information_schema.tables "
+               "WHERE table_schema = coalesce(%(schema)s, DATABASE()) AND table_name = %(name)s")
+        return bool(self.session.fetch_value(sql, {"schema": schema[0] if schema else None,
+                                                   "name": table}))
+
+    def pause_state(self) -> Dict[str, Any]:
+        """{"pausada": bool, "motivo", "alterado_por", "alterado_em", "controle": bool}.
+
+        "controle" is False when the queue has no control table yet (created by
+        db_gen from version 2.1, or by `nsj-queue schema upgrade`): never paused then.
+        """
+        if not self._control_exists():
+            return {"pausada": False, "motivo": None, "alterado_por": None,
+                    "alterado_em": None, "controle": False}
+        row = _normalize(self.session.fetch_one(self.q["queue_pause_get"]))
+        state = row or {"pausada": False, "motivo": None, "alterado_por": None,
+                        "alterado_em": None}
+        state["controle"] = True
+        return state
+
+    def is_paused(self) -> bool:
+        """True while the queue is paused (its workers claim nothing)."""
+        return bool(self.pause_state()["pausada"])
+
+    def _set_paused(self, paused: bool, motivo: Optional[str], por: Optional[str]) -> None:
+        if not self._control_exists():
+            raise ControlTableMissing(
+                f"A fila {self.queue_table} não tem a tabela de controle {self.control_table}: "
+                "crie-a com `nsj-queue schema upgrade` (ou aplique o CREATE TABLE "
+                f"{self.control_table} da saída do db_gen)")
+        params = {"pausada": paused, "motivo": truncate_message(motivo) if motivo else None,
+                  "por": truncate_message(por, 150) if por else None}
+        with self._atomic():
+            self.session.execute(self.q["queue_pause_set"], params)
+
+    def pause(self, motivo: Optional[str] = None, por: Optional[str] = None) -> None:
+        """Pause the queue: every worker stops claiming from it within a second (the task
+        each one is running finishes normally).  Tasks can still be enqueued."""
+        self._set_paused(True, motivo, por)
+        logger.info("Fila %s pausada%s", self.queue_table, self._by(por))
+
+    def resume(self, por: Optional[str] = None) -> None:
+        """Resume a paused queue: its workers claim again within a second."""
+        self._set_paused(False, None, por)
+        logger.info("Fila %s retomada%s", self.queue_table, self._by(por))
+
+
+__all__ = ["ControlTableMissing", "InvalidTaskState", "NotFoundException", "QueueAdmin"]

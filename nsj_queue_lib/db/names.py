@@ -1,0 +1,22 @@
+"""Names of the database objects derived from a queue's name (shared by DDL and queries)."""
+
+from __future__ import annotations
+
+import hashlib
+
+MAX_IDENTIFIER = 63  # PostgreSQL's limit; MySQL allows 64
+
+
+def object_name(*parts: str) -> str:
+    """Join parts with '_' and keep it within 63 characters (hash suffix when cut)."""
+    name = "_".join(parts)
+    if len(name) <= MAX_IDENTIFIER:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_IDENTIFIER - 9]}_{digest}"
+
+
+def control_table_name(queue_table: str) -> str:
+    """The control table (pause state) of a queue table: 'schema.fila' -> 'schema.fila_controle'."""
+    *schema, table = queue_table.split(".")
+    return ".".join([*schema, object_name(table, "controle")])

@@ -1,0 +1,62 @@
+"""PauseGate: the worker's view of `nsj-queue pause` (the queue's control table)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Optional
+
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
+
+CHECK_INTERVAL = 0.5  # seconds a read of the pause flag is trusted before claiming
+MISSING_RECHECK = 60.0  # seconds between looks for a control table that does not exist
+
+
+class PauseGate:
+    """Answers "is the queue paused?" from the control table, read at most every
+    CHECK_INTERVAL seconds on the consumer's own session (autocommit, between tasks).
+
+    A queue without a control table (created before 2.1 and not upgraded) is never
+    paused; the table is looked for again every MISSING_RECHECK seconds.
+    """
+
+    def __init__(self, session: DbSession, queue_table: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        from nsj_queue_lib.admin import QueueAdmin
+
+        self.admin = QueueAdmin(session, queue_table)
+        self.clock = clock
+        self.paused = False
+        self.reason: Optional[str] = None
+        self._checked_at: Optional[float] = None
+        self._missing = False
+
+    def is_paused(self) -> bool:
+        now = self.clock()
+        trust = MISSING_RECHECK if self._missing else CHECK_INTERVAL
+        if self._checked_at is not None and now - self._checked_at < trust:
+            return self.paused
+        self._checked_at = now
+        try:
+            state = self.admin.pause_state()
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:  # no privilege on the table, odd schema: never block work
+            logger.warning("Não foi possível ler a pausa da fila (%s); seguindo sem pausa",
+                           str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
+            state = {"pausada": False, "motivo": None, "controle": False}
+        self._missing = not state["controle"]
+        self._update(bool(state["pausada"]), state.get("motivo"))
+        return self.paused
+
+    def _update(self, paused: bool, reason: Optional[str]) -> None:
+        if paused and not self.paused:
+            logger.warning("Fila %s pausada%s: o worker não pega novas tarefas até o resume",
+                           self.admin.queue_table, f" ({reason})" if reason else "")
+        elif self.paused and not paused:
+            logger.info("Fila %s retomada: o worker volta a pegar tarefas",
+                        self.admin.queue_table)
+        self.paused, self.reason = paused, reason

@@ -1,0 +1,132 @@
+"""QueueAdmin against the databases without workers: concurrency, transactions, a queue
+without a control table, and the two dialects' SQL files in step."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from nsj_queue_lib.admin import QueueAdmin
+from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
+from nsj_queue_lib.db.queries import raw_queries
+from nsj_queue_lib.exceptions import ControlTableMissing, InvalidTaskState
+from nsj_queue_lib.status import read_status
+
+PARAM = re.compile(r"%\((\w+)\)s")
+
+
+def test_admin_sql_has_the_same_names_and_parameters_in_both_dialects():
+    pg, my = raw_queries(POSTGRES, "admin.sql"), raw_queries(MYSQL, "admin.sql")
+    assert set(pg) == set(my)
+    for name in pg:
+        assert set(PARAM.findall(pg[name])) == set(PARAM.findall(my[name])), name
+    assert "%" not in PARAM.sub("", "\n".join(my.values()))  # pymysql placeholders only
+
+
+
+
+def test_concurrent_redrives_of_one_chain_make_one_attempt_postgres(queue, pg_server):
+    root = queue.insert({"n": 1})
+    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" SET status = \'falha\', '
+              "estouro_tentativas = true WHERE id = %s", (root,))
+    results, errors = [], []
+    barrier = threading.Barrier(4)
+
+    def redrive() -> None:
+        conn = pg_server.connect()  # autocommit: each call is its own transaction
+        try:
+            barrier.wait()
+            results.append(QueueAdmin(conn, queue.table).retry(root))
+        except InvalidTaskState as exc:
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=redrive) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(results) == 1 and len(errors) == 3
+    assert [r["id"] for r in queue.chain(root)] == [root, results[0]]
+
+
+def test_writes_join_the_callers_transaction(queue, pg_server):
+    task_id = queue.insert({"n": 1})
+    conn = pg_server.connect(autocommit=False)
+    try:
+        admin = QueueAdmin(conn, queue.table)
+        admin.cancel(task_id)
+        admin.pause()
+        assert queue.row(task_id)["status"] == "pendente"  # not committed yet
+        assert QueueAdmin(queue.conn, queue.table).is_paused() is False
+        conn.rollback()
+        assert queue.row(task_id)["status"] == "pendente"
+        admin.cancel(task_id, motivo="x")
+        conn.commit()
+        assert queue.row(task_id)["status"] == "cancelada"
+    finally:
+        conn.close()
+
+
+def test_queue_without_control_table_works_and_pause_says_how_to_upgrade(queue):
+    queue.sql(f'DROP TABLE "{queue.schema}"."{queue.fila}_controle"')
+    admin = QueueAdmin(queue.conn, queue.table)
+    assert admin.pause_state()["controle"] is False and admin.is_paused() is False
+    with pytest.raises(ControlTableMissing, match="nsj-queue schema upgrade"):
+        admin.pause()
+    status = read_status(queue.settings())
+    assert status["pausa"]["pausada"] is False
+    assert status["pausa"]["tabela_de_controle"] is False
+    w = queue.start_ready_worker()
+    task_id = queue.insert({"return": "sem controle"})
+    queue.wait_status(task_id, "sucesso")
+    assert w.proc.poll() is None
+
+
+def test_mysql_cancel_redrive_pause_and_concurrent_redrive(myqueue, mysql_server):
+    conn = mysql_server.connect(database=None)  # autocommit
+    try:
+        admin = QueueAdmin(conn, myqueue.table)
+        from nsj_queue_lib.queue_client import QueueClient
+
+        producer = mysql_server.connect(database=None)
+        root = QueueClient(producer, myqueue.table).insert_task("o", "d", "p", "k", {"n": 1})
+        producer.commit()
+        producer.close()
+        assert admin.cancel(root, motivo="teste") == root
+        assert myqueue.row(root)["status"] == "cancelada"
+        results, errors = [], []
+        barrier = threading.Barrier(3)
+
+        def redrive() -> None:
+            c = mysql_server.connect(database=None)
+            try:
+                barrier.wait()
+                results.append(QueueAdmin(c, myqueue.table).retry(root))
+            except InvalidTaskState as exc:
+                errors.append(exc)
+            finally:
+                c.close()
+
+        threads = [threading.Thread(target=redrive) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert len(results) == 1 and len(errors) == 2
+        new = myqueue.row(results[0])
+        assert (new["id_inicial"], new["id_anterior"], new["tentativa"], new["status"]) == (
+            root, root, 2, "pendente")
+        assert [r["id"] for r in admin.list_tasks()] == [results[0]]
+        assert admin.show(root)["status"] == "pendente"
+        assert admin.is_paused() is False
+        admin.pause(motivo="janela", por="dba")
+        state = admin.pause_state()
+        assert (state["pausada"], state["motivo"], state["alterado_por"]) == (True, "janela", "dba")
+        admin.resume()
+        assert admin.is_paused() is False
+    finally:
+        conn.close()
