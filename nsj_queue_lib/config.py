@@ -104,6 +104,17 @@ def _port(text: str) -> int:
     return value
 
 
+def _opt_port(text: str) -> Optional[int]:
+    return _port(text) if text.strip() else None
+
+
+def _log_format(text: str) -> str:
+    value = text.strip().lower() or "text"
+    if value not in ("text", "json"):
+        raise ValueError("use text ou json")
+    return value
+
+
 def _driver(text: str) -> str:
     value = text.strip().upper()
     if value not in DRIVERS:
@@ -192,6 +203,15 @@ class Settings:
         doc="DEBUG também nas dependências (urllib3, requests...) e demais loggers")
     env: str = _v("ENV", parse=lambda s: s.strip().upper() or "DEV", default="DEV")
     grafana_url: Optional[str] = _v("GRAFANA_URL", parse=_opt_str)
+    log_format: str = _v("LOG_FORMAT", parse=_log_format, default="text",
+                         doc="text (padrão) ou json: um objeto JSON por linha")
+    # Observability (opt-in HTTP endpoint with /metrics and /healthz)
+    metrics_port: Optional[int] = _v("METRICS_PORT", parse=_opt_port,
+                                     doc="porta de /metrics e /healthz (desligado sem ela)")
+    metrics_bind_host: str = _v("METRICS_BIND_HOST", default="127.0.0.1",
+                                doc="interface de /metrics (padrão: só loopback)")
+    metrics_db_interval: float = _v("METRICS_DB_INTERVAL", parse=_positive_float, default=15.0,
+                                    doc="segundos de cache das medidas lidas do banco")
     # Client/server mode
     client_server_mode: bool = _v("CLIENT_SERVER_MODE", parse=_bool, default=False)
     server_host: str = _v("SERVER_HOST", default="127.0.0.1")

@@ -92,6 +92,7 @@ class HeartbeatService(BackgroundService):
         self._session: Any = None
         self._server: Any = None
         self._last_ok: Optional[bool] = None
+        self.last_state: Optional[Dict[str, Any]] = None  # read by /healthz (metrics)
 
     def next_delay(self) -> float:
         if self._first:
@@ -174,6 +175,7 @@ class HeartbeatService(BackgroundService):
                 return {}
             state = self.state()
             self._write(state)
+            self.last_state = state
         if state["ok"] != self._last_ok:
             if state["ok"]:
                 logger.info("%s: worker saudável (%s)", self.name, self.path)
@@ -229,11 +231,23 @@ def check(path: str, max_age: Optional[float] = None,
     except (OSError, ValueError) as exc:
         return {"saudavel": False, "estado": None,
                 "motivo": f"arquivo de saúde {path} ilegível: {exc}"}
+    return judge_state(state, max_age, now, pid_alive=_pid_alive)
+
+
+def judge_state(state: Optional[Dict[str, Any]], max_age: Optional[float] = None,
+                now: Optional[float] = None,
+                pid_alive: Callable[[int], bool] = lambda pid: True) -> Dict[str, Any]:
+    """Judge a heartbeat state (the file's content, or the worker's own last beat for
+    /healthz): alive pid, fresh (within `max_age`, default 3 intervals), and ok."""
+    now = time.time() if now is None else now
+    if state is None:
+        return {"saudavel": False, "estado": None,
+                "motivo": "o worker ainda não verificou a própria saúde"}
     interval = float(state.get("intervalo") or HEARTBEAT_INTERVAL)
     limit = max_age if max_age is not None else STALE_FACTOR * interval
     age = now - float(state.get("horario") or 0)
     pid = state.get("pid")
-    if not isinstance(pid, int) or not _pid_alive(pid):
+    if not isinstance(pid, int) or not pid_alive(pid):
         motivo = f"o processo do worker (pid {pid}) não existe mais"
     elif age > limit:
         motivo = f"o worker não atualiza o arquivo de saúde há {age:.0f} s (limite {limit:.0f} s)"

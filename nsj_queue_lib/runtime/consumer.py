@@ -12,6 +12,7 @@ from nsj_queue_lib.coordination.base import HALT_PAYLOAD
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
+from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime.claim import LockerClaimer, SqlLockClaimer
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.runner import Dispatch, TaskRunner
@@ -31,8 +32,11 @@ class Consumer:
 
     def __init__(self, settings: Settings, backend: Backend, dispatch: Dispatch,
                  stop: threading.Event,
-                 on_connect: Optional[Callable[[], None]] = None) -> None:
+                 on_connect: Optional[Callable[[], None]] = None,
+                 observer: Optional[TaskObserver] = None) -> None:
         self.settings = settings
+        # The one object told about claims, outcomes and reconnects (metrics, log context).
+        self.observer = observer or TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.backend = backend
         self.dispatch = dispatch
         self.stop = stop
@@ -49,6 +53,7 @@ class Consumer:
                 session = DbSession.open(self.settings)
                 self._serve(session, backoff)
             except (DatabaseUnavailable, CoordinationError) as exc:
+                self.observer.connection_lost()
                 delay = backoff.next()
                 logger.warning("Conexão indisponível (%s); nova tentativa em %.1f s", exc, delay)
                 self.stop.wait(delay)
@@ -94,13 +99,15 @@ class Consumer:
                 # tolerates a dead server, so reaching this loop proves nothing yet.
                 backoff.reset()
                 if tarefa is not None:
-                    runner.run(tarefa)
+                    self.observer.claimed(tarefa)
+                    self.observer.finished_task(tarefa, runner.run(tarefa))
                     self.tasks_done += 1
                     busy = BUSY_FIRST
                     # Read what arrived meanwhile (without waiting): HALT must stop a
                     # busy worker too, and the backlog of wake-ups must not grow.
                     self._handle(notifier.wait(0))
                     continue
+                self.observer.empty_claim()
                 busy = self._idle_wait(repo, notifier, busy)
         finally:
             notifier.close()

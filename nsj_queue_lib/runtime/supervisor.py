@@ -10,6 +10,8 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.health import HeartbeatService
+from nsj_queue_lib.metrics import worker_endpoint
+from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime import signals
 from nsj_queue_lib.runtime.consumer import Consumer
 from nsj_queue_lib.runtime.maintenance import RetryService, admin_services
@@ -39,9 +41,13 @@ class WorkerRuntime:
         self.heartbeat = HeartbeatService(settings, self.stop,
                                           tasks_done=lambda: self.consumer.tasks_done)
         self.services.append(self.heartbeat)
+        self.observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.consumer = Consumer(settings, self.backend, dispatch, self.stop,
-                                 on_connect=self._on_connect)
+                                 on_connect=self._on_connect, observer=self.observer)
         self.on_stop: List[Callable[[], None]] = [self.heartbeat.close]
+        # Opt-in /metrics and /healthz (METRICS_PORT); bound in run().
+        self.metrics = (worker_endpoint(settings, self.observer, self.heartbeat)
+                        if settings.metrics_port else None)
 
     def _on_connect(self) -> None:
         self.heartbeat.mark_connected()
@@ -59,6 +65,9 @@ class WorkerRuntime:
     def run(self) -> int:
         restore = signals.install(self.stop, self.settings.shutdown_timeout)
         try:
+            if self.metrics is not None:
+                self.metrics.start()
+                self.on_stop.insert(0, self.metrics.stop)
             for service in self.services:
                 service.start()
             # Shutdown order: the consumer returns only after its current task has

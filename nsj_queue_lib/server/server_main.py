@@ -91,9 +91,22 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
     if not settings.server_auth_token and address not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("Servidor escutando em %s sem SERVER_AUTH_TOKEN: qualquer host que "
                        "alcance as portas pode pegar locks ou enviar HALT", address)
+    server = Server.from_settings(settings, check)
+    endpoint = None
     try:
-        return serve(Server.from_settings(settings, check), install_signals=install_signals)
+        if settings.metrics_port:  # opt-in /metrics and /healthz
+            from nsj_queue_lib.metrics import server_endpoint
+
+            endpoint = server_endpoint(settings, server)
+            try:
+                endpoint.start()
+            except ConfigError as exc:
+                logger.error("%s", exc)
+                return 2
+        return serve(server, install_signals=install_signals)
     finally:
+        if endpoint is not None:
+            endpoint.stop()
         if isinstance(check, DatabaseDueCheck):
             check.close()
 

@@ -57,3 +57,15 @@ SELECT count(*) FROM {table} WHERE status = 'processando'
 SELECT NULL AS objid, NULL AS inicio, NULL AS segundos, NULL AS sessao
   FROM DUAL
  WHERE %(ns)s IS NULL
+
+-- name: metrics_depth
+-- Metrics: tasks waiting or running, per status (index ranges on status).
+SELECT status, count(*) AS n FROM {table} WHERE status IN ('pendente', 'agendada')
+ GROUP BY status
+UNION ALL
+SELECT 'processando', count(*) FROM {table} WHERE status = 'processando'
+
+-- name: metrics_dead_waiting
+-- Metrics: dead-letter chains whose last attempt did not succeed (index on live_id).
+SELECT count(*) FROM {table}
+ WHERE live_id IS NOT NULL AND dead AND NOT reenfileirado AND status <> 'sucesso'

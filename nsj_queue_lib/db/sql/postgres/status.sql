@@ -59,3 +59,16 @@ SELECT l.objid::int8 AS objid, a.xact_start AS inicio,
   FROM pg_locks l
   JOIN pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = %(ns)s
+
+-- name: metrics_depth
+-- Metrics: tasks waiting or running, per status. Index ranges only (the partial indexes
+-- of pendente/agendada and of processando): cost grows with the backlog, not the table.
+SELECT status, count(*) AS n FROM {table} WHERE status IN ('pendente', 'agendada')
+ GROUP BY status
+UNION ALL
+SELECT 'processando', count(*) FROM {table} WHERE status = 'processando'
+
+-- name: metrics_dead_waiting
+-- Metrics: dead-letter chains whose last attempt did not succeed (partial index on live_id).
+SELECT count(*) FROM {table}
+ WHERE live_id IS NOT NULL AND dead AND NOT reenfileirado AND status <> 'sucesso'

@@ -1,0 +1,349 @@
+"""Prometheus metrics and a /healthz probe over HTTP, per worker process and for the server.
+
+Opt-in: nothing listens unless METRICS_PORT is set.  The endpoint binds to
+METRICS_BIND_HOST (127.0.0.1 by default: expose it on purpose, e.g. 0.0.0.0
+inside a pod) and answers:
+
+* ``GET /metrics``: the Prometheus text exposition format (version 0.0.4),
+  written here with the standard library (no new dependency: the format is a
+  few lines of text, and a worker that imports prometheus-client would carry
+  its global registry and default collectors for ten numbers);
+* ``GET /healthz``: 200 ``ok: ...`` or 503 ``erro: <motivo>``, from the same
+  facts as ``python -m nsj_queue_lib.health`` (the worker's last heartbeat:
+  database answers, queue server answers, consumer connected, heartbeat fresh).
+
+The queue gauges (depth by status, age of the oldest due task, dead letters
+waiting) are read with index-range queries (db/sql/<dialect>/status.sql,
+``metrics_*`` and ``status_oldest_due``) on a connection of their own, at most
+once every METRICS_DB_INTERVAL seconds whatever the scrape rate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.exceptions import ConfigError
+
+logger = logging.getLogger(__name__)
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+ACTIVE_STATUSES = ("pendente", "agendada", "processando")
+
+Labels = Dict[str, str]
+# (name, type, help, [(labels, value), ...])
+Family = Tuple[str, str, str, List[Tuple[Labels, float]]]
+
+
+# -- exposition format -----------------------------------------------------------
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: float) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items()) + "}"
+
+
+def histogram_family(name: str, help_text: str, labels: Labels,
+                     hist: Tuple[Tuple[float, ...], List[int], int, float]) -> List[Family]:
+    """A histogram as its _bucket/_sum/_count samples (one family with TYPE histogram)."""
+    buckets, counts, total, total_sum = hist
+    samples: List[Tuple[Labels, float]] = []
+    for bound, count in zip(buckets, counts):
+        samples.append(({**labels, "le": _number(float(bound))}, count))
+    samples.append(({**labels, "le": "+Inf"}, total))
+    lines = [(f"{name}_bucket", labels_, value) for labels_, value in samples]
+    lines += [(f"{name}_sum", labels, total_sum), (f"{name}_count", labels, total)]
+    # The text format wants one HELP/TYPE for the base name and the suffixed samples after.
+    return [(name, "histogram", help_text, []),
+            *[(n, "", "", [(lab, v)]) for n, lab, v in lines]]
+
+
+def render(families: Iterable[Family]) -> str:
+    """Families of samples as Prometheus text (HELP and TYPE, then one line per sample;
+    a family with an empty type continues the previous one, as histogram samples do)."""
+    out: List[str] = []
+    for name, kind, help_text, samples in families:
+        if kind:
+            out.append(f"# HELP {name} {_escape(help_text)}")
+            out.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            out.append(f"{name}{_labels(labels)} {_number(value)}")
+    return "\n".join(out) + "\n"
+
+
+# -- queue gauges read from the database -------------------------------------------
+class QueueGauges:
+    """Depth, due count, oldest due age and dead letters of one queue, cached."""
+
+    def __init__(self, settings: Settings, interval: Optional[float] = None) -> None:
+        self.settings = settings
+        self.interval = settings.metrics_db_interval if interval is None else interval
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._queries: Any = None
+        self._value: Dict[str, Any] = {}
+        self._read_at = 0.0  # monotonic
+        self.reads = 0
+
+    def read(self) -> Dict[str, Any]:
+        with self._lock:
+            if self._value and time.monotonic() - self._read_at < self.interval:
+                return self._value
+            try:
+                value = self._query()
+                value["ok"] = True
+            except Exception as exc:
+                self.close_session()
+                value = {"ok": False, "erro": str(exc).strip().splitlines()[0] if str(exc)
+                         else type(exc).__name__}
+                logger.warning("Métricas: falha ao ler a fila %s: %s",
+                               self.settings.queue_table, value["erro"])
+            value["lido_em"] = time.time()
+            self._value, self._read_at = value, time.monotonic()
+            self.reads += 1
+            return value
+
+    def _query(self) -> Dict[str, Any]:
+        from nsj_queue_lib.db.queries import Queries
+        from nsj_queue_lib.db.session import DbSession
+
+        if self._session is None:
+            self._session = DbSession.open(self.settings,
+                                           application_name="nsj_queue_lib:metrics")
+            self._queries = Queries(self._session.dialect, self.settings.queue_table,
+                                    filename="status.sql")
+        s, q = self._session, self._queries
+        depth = {status: 0 for status in ACTIVE_STATUSES}
+        for row in s.fetch_all(q["metrics_depth"]):
+            depth[row["status"]] = int(row["n"] or 0)
+        oldest = s.fetch_one(q["status_oldest_due"])
+        return {
+            "depth": depth,
+            "due": int(s.fetch_value(q["status_due_count"]) or 0),
+            "oldest_due_age": float(oldest["atraso"] or 0) if oldest else 0.0,
+            "dead_waiting": int(s.fetch_value(q["metrics_dead_waiting"]) or 0),
+        }
+
+    def close_session(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            with contextlib.suppress(Exception):
+                session.close()
+
+    def families(self, labels: Labels) -> List[Family]:
+        g = self.read()
+        out: List[Family] = [
+            ("nsj_queue_db_read_ok", "gauge",
+             "1 se a última leitura das medidas da fila no banco funcionou",
+             [(labels, 1 if g["ok"] else 0)]),
+            ("nsj_queue_db_read_timestamp_seconds", "gauge",
+             "Horário (unix) da última leitura das medidas da fila no banco",
+             [(labels, g["lido_em"])]),
+        ]
+        if not g["ok"]:
+            return out
+        out += [
+            ("nsj_queue_depth", "gauge", "Tarefas aguardando ou em execução, por status",
+             [({**labels, "status": st}, n) for st, n in g["depth"].items()]),
+            ("nsj_queue_due_tasks", "gauge", "Tarefas devidas (data_hora já passou) aguardando",
+             [(labels, g["due"])]),
+            ("nsj_queue_oldest_due_age_seconds", "gauge",
+             "Há quantos segundos a tarefa devida mais antiga espera (0 sem nenhuma)",
+             [(labels, g["oldest_due_age"])]),
+            ("nsj_queue_dead_letters_waiting", "gauge",
+             "Cadeias da fila de mortos cuja última tentativa não teve sucesso",
+             [(labels, g["dead_waiting"])]),
+        ]
+        return out
+
+
+# -- what a worker exposes ------------------------------------------------------------
+def worker_families(observer: Any, labels: Labels, now: Optional[float] = None) -> List[Family]:
+    """Counters of a TaskObserver (nsj_queue_lib.observe) as metric families."""
+    now = time.time() if now is None else now
+    snap = observer.snapshot()
+    out: List[Family] = [
+        ("nsj_queue_tasks_finished_total", "counter",
+         "Tarefas terminadas por este processo, por resultado",
+         [({**labels, "outcome": k}, v) for k, v in snap["finished"].items()]),
+        ("nsj_queue_tasks_taken_over_total", "counter",
+         "Tarefas que deixaram de estar 'processando' antes do fim (resgatadas por outro)",
+         [(labels, snap["taken_over"])]),
+        ("nsj_queue_claims_total", "counter", "Tarefas pegas (claims com sucesso)",
+         [(labels, snap["claims"])]),
+        ("nsj_queue_empty_wakeups_total", "counter",
+         "Tentativas de pegar tarefa que não encontraram nenhuma",
+         [(labels, snap["empty_claims"])]),
+        ("nsj_queue_reconnects_total", "counter",
+         "Conexões perdidas pelo consumidor (seguidas de reconexão)",
+         [(labels, snap["reconnects"])]),
+        ("nsj_queue_process_start_time_seconds", "gauge", "Início do processo (unix)",
+         [(labels, snap["started"])]),
+    ]
+    if snap["last_claim"] is not None:
+        out.append(("nsj_queue_seconds_since_last_claim", "gauge",
+                    "Segundos desde a última tarefa pega por este processo",
+                    [(labels, max(0.0, now - snap["last_claim"]))]))
+    out += histogram_family("nsj_queue_task_duration_seconds",
+                            "Duração das tarefas terminadas (sucesso ou falha)", labels,
+                            snap["histogram"])
+    return out
+
+
+# -- HTTP ---------------------------------------------------------------------------------
+HealthFn = Callable[[], Tuple[bool, str]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "nsj_queue_lib-metrics"
+    endpoint: MetricsEndpoint  # set on the subclass made per endpoint
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        try:
+            if path == "/metrics":
+                self._send(200, self.endpoint.metrics_text(), CONTENT_TYPE)
+            elif path in ("/healthz", "/health"):
+                ok, reason = self.endpoint.health()
+                self._send(200 if ok else 503, ("ok: " if ok else "erro: ") + reason + "\n")
+            else:
+                self._send(404, "não encontrado: use /metrics ou /healthz\n")
+        except Exception as exc:
+            logger.exception("Métricas: erro ao responder %s", path)
+            with contextlib.suppress(Exception):
+                self._send(500, f"erro interno: {type(exc).__name__}\n")
+
+    def _send(self, code: int, body: str, content_type: str = "text/plain; charset=utf-8") -> None:
+        data = body.encode("utf-8")
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("Métricas: %s - %s", self.address_string(), format % args)
+
+
+class MetricsEndpoint:
+    """A small threaded HTTP server in a daemon thread serving /metrics and /healthz."""
+
+    def __init__(self, host: str, port: int, collect: Callable[[], List[Family]],
+                 health: HealthFn, close: Optional[Callable[[], None]] = None) -> None:
+        self.host = host
+        self.close = close
+        self.requested_port = port
+        self.collect = collect
+        self.health = health
+        self._httpd: Optional[ThreadingHTTPServer] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def metrics_text(self) -> str:
+        return render(self.collect())
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1] if self._httpd else self.requested_port
+
+    def start(self) -> None:
+        handler = type("Handler", (_Handler,), {"endpoint": self})
+        try:
+            self._httpd = ThreadingHTTPServer((self.host, self.requested_port), handler)
+        except OSError as exc:
+            raise ConfigError(f"METRICS_PORT: não foi possível escutar em {self.host}:"
+                              f"{self.requested_port}: {exc}") from exc
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="metrics_http",
+                                        kwargs={"poll_interval": 0.5}, daemon=True)
+        self._thread.start()
+        logger.info("Métricas em http://%s:%s/metrics (saúde em /healthz)", self.host, self.port)
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self.close is not None:
+            self.close()
+
+
+def worker_endpoint(settings: Settings, observer: Any, heartbeat: Any) -> MetricsEndpoint:
+    """The endpoint of a worker process: its counters, the queue gauges, its heartbeat."""
+    from nsj_queue_lib.health import judge_state
+
+    labels = {"queue": settings.queue_name}
+    gauges = QueueGauges(settings)
+
+    def health() -> Tuple[bool, str]:
+        verdict = judge_state(heartbeat.last_state)
+        return verdict["saudavel"], verdict["motivo"]
+
+    def collect() -> List[Family]:
+        ok, _ = health()
+        return [*worker_families(observer, labels), *gauges.families(labels),
+                ("nsj_queue_healthy", "gauge", "1 se /healthz responde 200",
+                 [(labels, 1 if ok else 0)])]
+
+    endpoint = MetricsEndpoint(settings.metrics_bind_host, settings.metrics_port or 0,
+                               collect, health, close=gauges.close_session)
+    endpoint.gauges = gauges  # type: ignore[attr-defined]
+    return endpoint
+
+
+def server_endpoint(settings: Settings, server: Any) -> MetricsEndpoint:
+    """The endpoint of the socket server: its connections and locks, the queue gauges.
+
+    Healthy while the server is running and the database of DB_* answers the (cached)
+    gauge reads, i.e. while it can tell workers about due tasks."""
+    labels = {"queue": settings.queue_name}
+    gauges = QueueGauges(settings)
+
+    def health() -> Tuple[bool, str]:
+        if not server._started or server.wait(0):
+            return False, "o servidor de filas não está no ar"
+        g = gauges.read()
+        if not g["ok"]:
+            return False, f"banco indisponível: {g.get('erro')}"
+        stats = server.stats()
+        return True, (f"servidor da fila {settings.queue_name} no ar ({stats['clients']} "
+                      f"clientes, {stats['listeners']} workers escutando)")
+
+    def collect() -> List[Family]:
+        stats = server.stats()
+        ok, _ = health()
+        return [
+            ("nsj_queue_server_clients", "gauge", "Conexões de clientes abertas",
+             [(labels, stats["clients"])]),
+            ("nsj_queue_server_listeners", "gauge", "Workers escutando o canal da fila",
+             [(labels, stats["listeners"])]),
+            ("nsj_queue_server_locks_held", "gauge", "Locks de tarefa concedidos agora",
+             [(labels, stats["locks"])]),
+            *gauges.families(labels),
+            ("nsj_queue_healthy", "gauge", "1 se /healthz responde 200",
+             [(labels, 1 if ok else 0)]),
+        ]
+
+    return MetricsEndpoint(settings.metrics_bind_host, settings.metrics_port or 0, collect,
+                           health, close=gauges.close_session)

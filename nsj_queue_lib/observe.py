@@ -1,0 +1,141 @@
+"""The one object the runtime reports to: `TaskObserver`.
+
+The consumer calls it at four moments (a claim, an empty claim, a finished
+task, a lost connection) and nothing else in the runtime knows about metrics
+or log context.  The observer:
+
+* keeps the counters and the duration histogram served by /metrics
+  (nsj_queue_lib.metrics);
+* sets the task context (queue, task id, attempt, worker id) that the log
+  filter adds to every record logged while a task runs (nsj_queue_lib.log),
+  and logs one line per finished task with its duration.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any, Dict, Optional, Tuple
+
+logger = logging.getLogger(__name__)
+
+SUCESSO = "sucesso"
+FALHA = "falha"
+DEAD_LETTER = "dead_letter"
+OUTCOMES = (SUCESSO, FALHA, DEAD_LETTER)
+
+# Upper bounds (seconds) of the task duration histogram.
+BUCKETS: Tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                              30.0, 60.0, 300.0)
+
+_context = threading.local()
+
+
+def worker_id() -> str:
+    """host:pid of this process (the `worker_id` of log records)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def task_context() -> Dict[str, Any]:
+    """The fields of the task the current thread is running ({} between tasks)."""
+    return getattr(_context, "fields", None) or {}
+
+
+def _set_context(fields: Optional[Dict[str, Any]]) -> None:
+    _context.fields = fields
+
+
+class Histogram:
+    """Cumulative-bucket histogram in the Prometheus sense (not thread-safe by itself)."""
+
+    def __init__(self, buckets: Tuple[float, ...] = BUCKETS) -> None:
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.total = 0
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+        self.total += 1
+        self.sum += value
+
+
+class TaskObserver:
+    """Counters of one worker process and the per-task log context (thread-safe)."""
+
+    def __init__(self, queue: str, max_retry: int) -> None:
+        self.queue = queue
+        self.max_retry = max_retry
+        self.worker_id = worker_id()
+        self.started = time.time()
+        self._lock = threading.Lock()
+        self.finished: Dict[str, int] = {o: 0 for o in OUTCOMES}
+        self.taken_over = 0
+        self.claims = 0
+        self.empty_claims = 0
+        self.reconnects = 0
+        self.last_claim: Optional[float] = None  # unix time
+        self.duration = Histogram()
+        self._starts: Dict[int, float] = {}
+
+    # -- called by the consumer ---------------------------------------------------
+    def claimed(self, tarefa: dict) -> None:
+        """A task was claimed by this thread and is about to run."""
+        now = time.time()
+        with self._lock:
+            self.claims += 1
+            self.last_claim = now
+        self._starts[threading.get_ident()] = time.monotonic()
+        _set_context({"queue": self.queue, "task_id": tarefa.get("id"),
+                      "attempt": tarefa.get("tentativa"), "worker_id": self.worker_id})
+
+    def empty_claim(self) -> None:
+        """A claim found nothing to run (a wake-up without work)."""
+        with self._lock:
+            self.empty_claims += 1
+
+    def finished_task(self, tarefa: dict, ok: Optional[bool]) -> None:
+        """The runner returned: True success, False recorded failure, None taken over."""
+        start = self._starts.pop(threading.get_ident(), None)
+        seconds = time.monotonic() - start if start is not None else 0.0
+        if ok is None:
+            outcome = None
+        elif ok:
+            outcome = SUCESSO
+        elif int(tarefa.get("tentativa") or 0) >= self.max_retry:
+            outcome = DEAD_LETTER  # sent to the dead-letter queue (or ended a dead chain)
+        else:
+            outcome = FALHA
+        with self._lock:
+            if outcome is None:
+                self.taken_over += 1
+            else:
+                self.finished[outcome] += 1
+                self.duration.observe(seconds)
+        logger.info("Tarefa %s terminou: %s em %.3f s", tarefa.get("id"),
+                    outcome or "assumida por outro worker", seconds,
+                    extra={"duration": round(seconds, 6), "outcome": outcome})
+        _set_context(None)
+
+    def connection_lost(self) -> None:
+        """The consumer lost its connection and will reconnect."""
+        with self._lock:
+            self.reconnects += 1
+        _set_context(None)
+
+    # -- read by /metrics -----------------------------------------------------------
+    def snapshot(self) -> Dict[str, Any]:
+        with self._lock:
+            h = self.duration
+            return {
+                "finished": dict(self.finished), "taken_over": self.taken_over,
+                "claims": self.claims, "empty_claims": self.empty_claims,
+                "reconnects": self.reconnects, "last_claim": self.last_claim,
+                "started": self.started,
+                "histogram": (h.buckets, list(h.counts), h.total, h.sum),
+            }

@@ -1,0 +1,180 @@
+"""/metrics and /healthz of real worker processes and of the socket server, checked
+against the queue table."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import urllib.error
+import urllib.request
+from typing import Dict, Tuple
+
+from tests.helpers import eventually, wait_ready
+from tests.server.socket_server_helpers import free_port
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
+
+
+def scrape(port: int, path: str = "/metrics") -> Tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type", ""), exc.read().decode()
+
+
+Samples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
+
+
+def parse(text: str, histogram: bool = True) -> Samples:
+    """{(name, sorted label pairs): value}; fails on any line that is not valid text format."""
+    out = {}
+    types = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+            continue
+        if line.startswith("#") or not line:
+            continue
+        m = _SAMPLE.match(line)
+        assert m, f"linha inválida no formato Prometheus: {line!r}"
+        labels = tuple(sorted(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or "")))
+        out[(m.group(1), labels)] = float(m.group(3))
+    if histogram:
+        assert types["nsj_queue_task_duration_seconds"] == "histogram"
+    return out
+
+
+def total(samples: dict, name: str, **labels: str) -> float:
+    want = set(labels.items())
+    return sum(v for (n, lab), v in samples.items() if n == name and want <= set(lab))
+
+
+def test_worker_metrics_match_the_table(queue):
+    fila = queue.fila
+    ports = [free_port(), free_port()]
+    workers = [queue.start_worker(METRICS_PORT=p, METRICS_DB_INTERVAL="0.2") for p in ports]
+    for w in workers:
+        wait_ready(w)
+    # 200 once the consumer has connected (the log line comes just before that).
+    _, ctype, body = eventually(lambda: (r := scrape(ports[0], "/healthz"))[0] == 200 and r,
+                                message="healthz 200")
+    assert body.startswith("ok: ") and "saudável" in body, body
+    assert ctype.startswith("text/plain")
+
+    ok_ids = [queue.insert({"efeito": f"ok{i}"}) for i in range(12)]
+    flaky = queue.insert({"efeito": "flaky", "fail_until": 2})           # falha, then sucesso
+    dead = queue.insert({"efeito": "dead", "fail": True, "fail_dead": True})  # dead, dead fails
+    future = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(hours=1)
+    for _ in range(3):
+        queue.insert({"efeito": "later"}, data_hora=future)
+    queue.wait_status(flaky, "falha")
+    eventually(lambda: queue.count("dead AND status = 'falha' AND NOT reenfileirado") == 1,
+               timeout=40, message="dead-letter chain exhausted")
+    eventually(lambda: queue.count("status = 'processando' OR (status IN ('pendente', "
+                                   "'agendada') AND data_hora <= now())") == 0,
+               timeout=40, message="due tasks all run")
+    assert all(queue.row(i)["status"] == "sucesso" for i in ok_ids)
+    assert queue.row(dead)["status"] == "falha"
+
+    def counters_match() -> bool:
+        per_worker = [parse(scrape(p)[2]) for p in ports]
+        merged: dict = {}
+        for s in per_worker:
+            for k, v in s.items():
+                merged[k] = merged.get(k, 0) + v
+        got = {
+            "sucesso": total(merged, "nsj_queue_tasks_finished_total", outcome="sucesso"),
+            "falha": total(merged, "nsj_queue_tasks_finished_total", outcome="falha"),
+            "dead_letter": total(merged, "nsj_queue_tasks_finished_total",
+                                 outcome="dead_letter"),
+            "claims": total(merged, "nsj_queue_claims_total"),
+            "hist": total(merged, "nsj_queue_task_duration_seconds_count"),
+        }
+        want = {
+            "sucesso": queue.count("status = 'sucesso'"),
+            "falha": queue.count("status = 'falha' AND reenfileirado"),
+            "dead_letter": queue.count("status = 'falha' AND NOT reenfileirado"),
+            "claims": queue.count("status IN ('sucesso', 'falha')"),
+            "hist": queue.count("status IN ('sucesso', 'falha')"),
+        }
+        gauges = per_worker[0]
+        got.update(agendada=total(gauges, "nsj_queue_depth", status="agendada"),
+                   pendente=total(gauges, "nsj_queue_depth", status="pendente"),
+                   dead_waiting=total(gauges, "nsj_queue_dead_letters_waiting"),
+                   due=total(gauges, "nsj_queue_due_tasks"))
+        want.update(agendada=queue.count("status = 'agendada'"),
+                    pendente=queue.count("status = 'pendente'"),
+                    dead_waiting=1, due=0)
+        counters_match.last = (got, want)
+        return got == want
+
+    try:
+        eventually(counters_match, timeout=10, interval=0.3, message="metrics vs table")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: (métricas, tabela) = {counters_match.last}") from None
+    assert counters_match.last[1]["sucesso"] == 12 + 1  # ok tasks, flaky retry
+    assert counters_match.last[1]["dead_letter"] == 2       # live chain and dead chain ended
+
+    samples = parse(scrape(ports[0])[2])
+    assert ("nsj_queue_healthy", (("queue", fila),)) in samples
+    assert samples[("nsj_queue_healthy", (("queue", fila),))] == 1
+    assert total(samples, "nsj_queue_seconds_since_last_claim") >= 0
+    assert total(samples, "nsj_queue_task_duration_seconds_bucket", le="+Inf") == \
+        total(samples, "nsj_queue_task_duration_seconds_count")
+    assert total(samples, "nsj_queue_empty_wakeups_total") >= 1
+    assert total(samples, "nsj_queue_reconnects_total") == 0
+    assert scrape(ports[0], "/nada")[0] == 404
+
+    # The gauges are cached: many scrapes, few database reads.
+    for _ in range(20):
+        scrape(ports[1])
+    assert all(w.proc.poll() is None for w in workers)
+
+
+def test_worker_metrics_port_in_use_is_a_config_error(queue):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        w = queue.start_worker(METRICS_PORT=busy.getsockname()[1])
+        assert w.wait_exit(20) == 2
+    assert "METRICS_PORT" in w.log()
+
+
+def test_server_metrics_and_healthz(queue, tmp_path):
+    from tests.helpers import WorkerProc
+
+    def server(**extra: str) -> Tuple[WorkerProc, int]:
+        port = free_port()
+        env = queue.worker_env(METRICS_PORT=port, METRICS_DB_INTERVAL="0.2",
+                               NOTIFY_SERVICE_PORT=free_port(), LOCK_SERVICE_PORT=free_port(),
+                               **extra)
+        proc = WorkerProc("nsj_queue_lib.server.server_main", env,
+                          tmp_path / f"server-{port}.log")
+        queue.workers.append(proc)
+        eventually(lambda: proc.proc.poll() is None and "Métricas em" in proc.log(),
+                   message="server metrics up")
+        return proc, port
+
+    future = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(hours=1)
+    queue.insert({"efeito": "x"}, data_hora=future)
+    queue.insert({"efeito": "y"})
+    _, port = server()
+    status, _, body = scrape(port, "/healthz")
+    assert status == 200, body
+    samples = parse(scrape(port)[2], histogram=False)
+    assert total(samples, "nsj_queue_depth", status="pendente") == 2  # one due, one later
+    assert total(samples, "nsj_queue_depth", status="processando") == 0
+    assert total(samples, "nsj_queue_due_tasks") == 1
+    assert total(samples, "nsj_queue_oldest_due_age_seconds") >= 0
+    assert total(samples, "nsj_queue_server_clients") == 0
+
+    # A server whose database does not answer is alive but not healthy.
+    _, bad = server(DB_PORT=free_port())
+    status, _, body = scrape(bad, "/healthz")
+    assert status == 503 and "banco indisponível" in body, body
+    assert total(parse(scrape(bad)[2], histogram=False), "nsj_queue_db_read_ok") == 0
+
