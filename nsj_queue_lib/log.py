@@ -7,6 +7,7 @@ import sys
 from typing import Optional
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.logfields import ContextFilter, JsonFormatter
 from nsj_queue_lib.logsafe import protect_handler
 
 FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
@@ -15,7 +16,8 @@ _configured = False
 
 
 def configure_logging(settings: Optional[Settings] = None) -> None:
-    """One configuration point: LOG_DEBUG sets the level, GRAFANA_URL adds Loki.
+    """One configuration point: LOG_DEBUG sets the level, GRAFANA_URL adds Loki,
+    LOG_FORMAT=json writes one JSON object per line on stdout (logfields).
 
     LOG_DEBUG raises only the library's own loggers ("nsj_queue_lib.*"): the
     dependencies' DEBUG output (urllib3 writes whole request lines, query
@@ -30,12 +32,15 @@ def configure_logging(settings: Optional[Settings] = None) -> None:
     level = logging.DEBUG if settings is not None and settings.log_debug else logging.INFO
     everything = settings is not None and settings.log_debug_dependencies
     root = logging.getLogger()
+    json_lines = settings is not None and settings.log_format == "json"
     if not root.handlers:
         handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter(FORMAT))
+        handler.setFormatter(JsonFormatter() if json_lines else logging.Formatter(FORMAT))
         root.addHandler(handler)
+    context = ContextFilter(settings.queue_name if settings is not None else None)
     for handler in root.handlers:
         protect_handler(handler)
+        handler.addFilter(context)  # queue, task id, attempt, worker id on every record
     root.setLevel(logging.DEBUG if everything else logging.INFO)
     logging.getLogger("nsj_queue_lib").setLevel(level)
     if settings is not None and settings.grafana_url:

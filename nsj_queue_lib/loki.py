@@ -39,10 +39,14 @@ import urllib.request
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.logfields import ContextFilter, JsonFormatter, loki_metadata
 from nsj_queue_lib.logsafe import protect_handler
 from nsj_queue_lib.text import redact_url, without_credentials
 
 logger = logging.getLogger(__name__)
+
+# (timestamp ns, level, line, structured metadata)
+Entry = Tuple[int, str, str, Dict[str, str]]
 
 LINE_FORMAT = "{host} pid=%(process)d [%(threadName)s] %(name)s %(levelname)s: %(message)s"
 
@@ -78,7 +82,7 @@ class LokiHandler(logging.Handler):
         self.backoff_max = backoff_max
         self.close_timeout = close_timeout
         self.setFormatter(logging.Formatter(LINE_FORMAT.format(host=socket.gethostname())))
-        self._buf: Deque[Tuple[int, str, str]] = collections.deque()
+        self._buf: Deque[Entry] = collections.deque()
         self._mutex = threading.Lock()
         self._wake = threading.Event()
         self._closing = threading.Event()
@@ -88,6 +92,7 @@ class LokiHandler(logging.Handler):
         self.sent_records = 0
         self.failed_batches = 0
         self._failing = False
+        self.structured_metadata = True
         self._thread = threading.Thread(target=self._run, name="loki_push", daemon=True)
         self._thread.start()
 
@@ -100,7 +105,8 @@ class LokiHandler(logging.Handler):
         except Exception:
             self.handleError(record)
             return
-        entry = (int(record.created * 1e9), record.levelname.lower(), line)
+        entry = (int(record.created * 1e9), record.levelname.lower(), line,
+                 loki_metadata(record))
         with self._mutex:
             if len(self._buf) >= self.capacity:
                 self._dropped += 1
@@ -125,7 +131,7 @@ class LokiHandler(logging.Handler):
         super().close()
 
     # -- sender thread ------------------------------------------------------------
-    def _take(self) -> Tuple[List[Tuple[int, str, str]], int]:
+    def _take(self) -> Tuple[List[Entry], int]:
         with self._mutex:
             n = min(len(self._buf), self.batch_size)
             batch = [self._buf.popleft() for _ in range(n)]
@@ -154,10 +160,14 @@ class LokiHandler(logging.Handler):
             if closing:
                 return
 
-    def _payload(self, batch: List[Tuple[int, str, str]], dropped: int) -> bytes:
-        streams: Dict[str, List[List[str]]] = {}
-        for ts, level, line in batch:
-            streams.setdefault(level, []).append([str(ts), line])
+    def _payload(self, batch: List[Entry], dropped: int) -> bytes:
+        streams: Dict[str, List[List[Any]]] = {}
+        for ts, level, line, meta in batch:
+            # Structured metadata (task id, attempt, worker id, ...): Loki >= 2.9; turned
+            # off by itself if this Loki refuses it.
+            value: List[Any] = [str(ts), line, meta] if meta and self.structured_metadata \
+                else [str(ts), line]
+            streams.setdefault(level, []).append(value)
         if dropped:
             notice = (f"nsj_queue_lib: {dropped} registros de log descartados antes de chegar "
                       "ao Loki (buffer cheio ou Loki indisponível)")
@@ -168,7 +178,7 @@ class LokiHandler(logging.Handler):
             for level, values in streams.items()]}
         return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
-    def _send(self, batch: List[Tuple[int, str, str]], dropped: int) -> bool:
+    def _send(self, batch: List[Entry], dropped: int) -> bool:
         request = urllib.request.Request(self.url, data=self._payload(batch, dropped),
                                          method="POST")
         request.add_header("Content-Type", "application/json")
@@ -183,6 +193,12 @@ class LokiHandler(logging.Handler):
             # would refuse them again; anything else is worth another try.
             retry = exc.code == 429 or exc.code >= 500
             reason = f"HTTP {exc.code}"
+            if exc.code == 400 and self.structured_metadata and any(e[3] for e in batch):
+                # An older Loki (or structured metadata disabled): send plain lines.
+                self.structured_metadata = False
+                retry = True
+                logger.warning("Loki (%s) recusou metadados estruturados; enviando só as "
+                               "linhas", self.shown_url)
         except Exception as exc:  # timeout, refused, DNS, reset ...
             reason = f"{type(exc).__name__}: {exc}"
         else:
@@ -219,7 +235,10 @@ def install_loki_handler(settings: Settings, **options: Any) -> Optional[LokiHan
     labels = {"env": (settings.env or "DEV").lower(),
               "queue": settings.queue_name or (settings.queue_table or "nsj_queue_lib")}
     handler = LokiHandler(settings.grafana_url, labels, **options)
+    if settings.log_format == "json":
+        handler.setFormatter(JsonFormatter())
     protect_handler(handler)
+    handler.addFilter(ContextFilter(settings.queue_name))
     logging.getLogger().addHandler(handler)
     _installed = handler
     logger.info("Logs enviados ao Loki em %s (rótulos env=%s, queue=%s)", handler.shown_url,

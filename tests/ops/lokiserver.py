@@ -9,8 +9,9 @@ from typing import Any, Dict, List
 
 
 class FakeLoki:
-    """mode: "ok" (204, recorded), "hang" (no answer until `release()`; not recorded)
-    or "error" (500, not recorded)."""
+    """mode: "ok" (204, recorded), "hang" (no answer until `release()`; not recorded),
+    "error" (500, not recorded) or "old" (400 for entries with structured metadata, as a
+    Loki before 2.9 answers; plain entries recorded)."""
 
     def __init__(self, mode: str = "ok") -> None:
         self.mode = mode
@@ -34,8 +35,14 @@ class FakeLoki:
                     self.send_response(500)
                     self.end_headers()
                     return
+                data = json.loads(body)
+                if mode == "old" and any(len(v) > 2 for st in data["streams"]
+                                         for v in st["values"]):
+                    self.send_response(400)
+                    self.end_headers()
+                    return
                 with fake._lock:
-                    fake.pushes.append(json.loads(body))
+                    fake.pushes.append(data)
                     fake.headers.append(dict(self.headers))
                 self.send_response(204)
                 self.end_headers()
@@ -61,6 +68,11 @@ class FakeLoki:
     def lines(self) -> List[str]:
         with self._lock:
             return [v[1] for push in self.pushes for s in push["streams"] for v in s["values"]]
+
+    def entries(self) -> List[list]:
+        """Every [ts, line] or [ts, line, metadata] value received."""
+        with self._lock:
+            return [v for push in self.pushes for s in push["streams"] for v in s["values"]]
 
     def streams(self) -> List[Dict[str, Any]]:
         with self._lock:
