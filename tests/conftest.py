@@ -1,4 +1,12 @@
-"""Shared fixtures: a real PostgreSQL, a fresh queue per test, worker subprocesses."""
+"""Shared fixtures: a real PostgreSQL, a fresh queue per test, worker subprocesses.
+
+Suite-wide rules enforced here:
+* one set of variables: PostgreSQL from DB_* (as .ci/run exports), MariaDB from
+  NSJQ_TEST_MYSQL_*; NSJQ_TEST_LOG_DIR for the workers' logs;
+* every test that uses MariaDB carries the `mysql` marker (added here for the
+  MariaDB fixtures; `tests.mysql_server.require_mysql` fails an unmarked test);
+* with CI set, a skipped test fails the run (a CI that tested nothing is red).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +15,47 @@ import uuid
 
 import pytest
 
-from tests import pg
+from tests import mysql_server, pg
 from tests.helpers import Queue
 
 # Variables the library reads: tests never inherit them from the developer's shell
 # (worker subprocesses get exactly what each test passes).
 _LIB_PREFIXES = ("QUEUE_", "MULTI_DATABASE", "CLIENT_SERVER_MODE", "SERVER_", "GRAFANA_URL",
                  "LOG_DEBUG", "NOTIFY_SERVICE_PORT", "LOCK_SERVICE_PORT", "OAUTH_TOKEN_URL")
+
+
+# Fixtures that give a MariaDB: a test using any of them is a `mysql` test.
+MYSQL_FIXTURES = frozenset({"mysql_server", "cs_mysql_server", "mariadb_csq", "myqueue",
+                            "regression_myqueue", "mysql_db"})
+
+_skipped: list = []
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if MYSQL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.mysql)
+
+
+def pytest_runtest_setup(item):
+    mysql_server.CURRENT_TEST = item
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("CI") and _skipped and exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if os.environ.get("CI") and _skipped:
+        terminalreporter.write_line(
+            f"CI definido: {len(_skipped)} teste(s) pulado(s), o que reprova a execução: "
+            + ", ".join(_skipped[:20]), red=True)
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,25 @@ def eventually(check: Callable[[], Any], timeout: float = 20.0, interval: float 
     raise AssertionError(f"timeout after {timeout}s: {message or check} (last={last!r})")
 
 
+def holds(check: Callable[[], Any], duration: float, interval: float = 0.05,
+          message: str = "") -> None:
+    """Poll `check` for `duration` seconds; fail as soon as it is falsy (a property that
+    must stay true, such as "nothing is claimed while the server is down")."""
+    deadline = time.monotonic() + duration
+    while True:
+        value = check()
+        if not value:
+            raise AssertionError(f"deixou de valer: {message or check} ({value!r})")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(interval)
+
+
+def log_since(proc: Any, offset: int) -> str:
+    """What `proc` logged after `offset` characters (see `len(proc.log())`)."""
+    return proc.log()[offset:]
+
+
 class WorkerProc:
     """A worker running as a real process (python -m <module>)."""
 

@@ -67,10 +67,20 @@ class MySqlServer:
         return None
 
 
+CURRENT_TEST: Any = None  # the test being set up (tests/conftest.py keeps it here)
+
+
 def require_mysql() -> MySqlServer:
     """The test MariaDB/MySQL; skips the test when it does not answer, but fails it when
-    CI is set (a misconfigured CI must not go green having tested nothing)."""
+    CI is set (a misconfigured CI must not go green having tested nothing).  A test
+    that reaches it without the `mysql` marker fails: `-m "not mysql"` must really
+    leave MariaDB out."""
     import pytest
+
+    item = CURRENT_TEST
+    if item is not None and item.get_closest_marker("mysql") is None:
+        pytest.fail(f"{item.nodeid} usa o MariaDB sem o marcador mysql "
+                    "(@pytest.mark.mysql ou um fixture de tests/conftest.py MYSQL_FIXTURES)")
 
     server = MySqlServer.from_env()
     problem = server.reachable()

@@ -4,12 +4,13 @@ TIMEOUT_SOCKET_MESSAGE.  Real server and worker processes, MariaDB and PostgreSQ
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from tests.client_server.cs_helpers import effects_by_key
-from tests.helpers import eventually
+from tests.helpers import eventually, holds, log_since
 
 
 def _assert_exactly_once(csq, keys, worker_pids) -> None:
@@ -100,15 +101,19 @@ def test_server_killed_and_restarted_during_1000_tasks_loses_and_duplicates_noth
 
     eventually(lambda: csq.count("status = 'sucesso'") >= 150, 30, interval=0.01,
                message="150 tarefas concluídas")
+    marks = [len(w.log()) for w in workers]
     server.kill9()
     done_at_kill = csq.count("status = 'sucesso'")
     assert done_at_kill < 900, "a carga acabou antes de derrubar o servidor"
-    time.sleep(1.5)
+    eventually(lambda: all("Conexão indisponível" in log_since(w, m)
+                           for w, m in zip(workers, marks)), 20,
+               message="os 3 workers perceberam a queda do servidor")
     # Without the server nobody can take a task lock: no new claims.
     stalled = csq.count("status = 'sucesso'")
-    time.sleep(0.5)
-    assert csq.count("status = 'sucesso'") == stalled
-    assert csq.count("status = 'processando'") == 0
+    holds(lambda: csq.count("status = 'sucesso'") == stalled, 0.5,
+          message="nenhuma tarefa concluída sem o servidor")
+    eventually(lambda: csq.count("status = 'processando'") == 0, 10,
+               message="nenhuma tarefa em processamento sem o servidor")
     last_effect = csq.value(f"SELECT max(id) AS m FROM {csq.quote(csq.schema)}.efeitos")
 
     csq.start_server()  # same ports
@@ -132,12 +137,16 @@ def test_task_longer_than_socket_timeout_keeps_its_lock(csq, tmp_path):
     started = time.monotonic()
     probe = csq.locker()
     key = csq.task_key(task_id)
-    time.sleep(2.5)  # past heartbeat + timeout
-    second = csq.start_worker()  # its start-up rescue pass must leave the task alone
+    second = None
+    # Checked all along: past heartbeat + timeout (2 s) the lock is still held, and a
+    # worker started then (its start-up rescue pass) leaves the task alone.
     while time.monotonic() - started < 5.0:
         assert probe.try_lock(key) is False, "o lock da tarefa longa foi perdido"
         assert csq.row(task_id)["status"] == "processando"
+        if second is None and time.monotonic() - started >= 2.5:
+            second = csq.start_worker()
         time.sleep(0.2)
+    assert second is not None
     row = csq.wait_status(task_id, "sucesso", timeout=10)
     assert row["mensagem"] == f"ok {task_id}" and row["tentativa"] == 1
     assert csq.count() == 1  # no rescue, no retry
@@ -168,13 +177,18 @@ def test_workers_back_off_while_the_server_is_down(mariadb_csq):
     csq.insert_many([{"efeito": k, "sleep": 0.1} for k in keys])
     eventually(lambda: csq.count("status = 'sucesso'") >= 3, 15, interval=0.02,
                message="3 tarefas concluídas")
-    server.kill9()
     log_before = len(worker.log())
-    time.sleep(4)
-    retries = worker.log()[log_before:].count("Conexão indisponível")
-    # Exponential back-off (0.5 s doubling, with jitter): at most 5 failed attempts in
-    # 4 s, not one every ~0.4 s (before the fix: about 10).
-    assert 1 <= retries <= 5, worker.log()[log_before:]
+    server.kill9()
+    # Exponential back-off (0.5 s doubling, jitter in [50%, 100%]): the announced delays
+    # never shrink and the third is at least 1 s (before the fix: ~0.4 s each time).
+    retry = re.compile(r"Conexão indisponível.*nova tentativa em ([0-9.]+) s")
+
+    def three_delays():
+        found = retry.findall(log_since(worker, log_before))
+        return [float(d) for d in found[:3]] if len(found) >= 3 else None
+
+    delays = eventually(three_delays, 30, interval=0.1, message="3 tentativas de reconexão")
+    assert delays == sorted(delays) and delays[2] >= 1.0, delays
     csq.start_server()
     csq.wait_idle(timeout=40)
     _assert_exactly_once(csq, keys, [worker.pid])
@@ -195,15 +209,15 @@ def test_server_restart_during_a_long_task_does_not_stall_the_other_workers(csq,
     csq.insert_many([{"efeito": k, "sleep": 0.02} for k in keys])
     eventually(lambda: csq.count("status = 'sucesso'") >= 20, 10, interval=0.01,
                message="tarefas curtas em andamento")
+    mark = len(other.log())
     csq.current_server.kill9()
-    time.sleep(1.0)
+    eventually(lambda: "Conexão indisponível" in log_since(other, mark), 10,
+               message="o outro worker percebeu a queda do servidor")
     csq.start_server()
     before = csq.count("status = 'sucesso'")
-    time.sleep(3.0)
-    progress = csq.count("status = 'sucesso'") - before
+    eventually(lambda: csq.count("status = 'sucesso'") - before >= 30, 6, interval=0.05,
+               message=f"o outro worker parou atrás da tarefa longa\n{other.log()[-2000:]}")
     assert csq.row(long_id)["status"] == "processando", "a tarefa longa terminou cedo demais"
-    assert progress >= 30, f"o outro worker parou atrás da tarefa longa ({progress})\n" \
-                           f"{other.log()[-2000:]}"
     csq.wait_idle(timeout=40)
     _assert_exactly_once(csq, [*keys, "longa"], [long_worker.pid, other.pid])
     assert csq.count("status = 'falha'") == 0

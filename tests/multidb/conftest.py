@@ -5,9 +5,10 @@ port) that plays both the Keycloak token endpoint (`/token`) and the Nasajon
 credentials endpoint (`/credentials`).  It counts calls, and its expiries,
 failures and answers are configurable per test.
 
-`local_pg` / `tenant_dbs` use the real PostgreSQL at 127.0.0.1:5432 (user
-postgres, trust auth).  When PostgreSQL is unreachable the tests are skipped,
-except when the `CI` environment variable is set: then they fail.
+`local_pg` / `tenant_dbs` use the suite's real PostgreSQL (DB_* variables, by
+default 127.0.0.1:5432, user postgres, trust auth).  When PostgreSQL is
+unreachable the tests are skipped, except when the `CI` environment variable is
+set: then they fail.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import parse_qs
 import psycopg2
 import pytest
 
+from nsj_queue_lib import devdb
 from nsj_queue_lib.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -35,10 +37,21 @@ OAUTH_PASSWORD = "Oauth-Secret-Pw-8842"
 CLIENT_ID = "queue-worker"
 TENANT_PASSWORD = "Tenant-Db-Secret-5531"
 
-PG_HOST = os.environ.get("NSJ_TEST_PG_HOST", "127.0.0.1")
-PG_PORT = int(os.environ.get("NSJ_TEST_PG_PORT", "5432"))
-PG_USER = os.environ.get("NSJ_TEST_PG_USER", "postgres")
-PG_DB = os.environ.get("NSJ_TEST_PG_DB", "postgres")
+# The PostgreSQL of the whole suite: the DB_* variables (as .ci/run exports them; see
+# nsj_queue_lib.devdb), by default 127.0.0.1:5432, user postgres.  Tenant databases are
+# made there, and the tenants' credentials name it (trust authentication).
+_PG = devdb.configured() or devdb.DevPostgres("127.0.0.1", 5432, "postgres", "", "postgres")
+PG_HOST = _PG.host
+PG_PORT = _PG.port
+PG_USER = _PG.user
+PG_PASS = _PG.password or None
+PG_DB = _PG.dbname
+
+
+def pg_connect(dbname: str, **kwargs: Any) -> Any:
+    """A psycopg2 connection to `dbname` on the suite's PostgreSQL."""
+    return psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, password=PG_PASS,
+                            dbname=dbname, **kwargs)
 
 Answer = Union[dict, int]
 
@@ -278,7 +291,7 @@ def clock() -> FakeClock:
 
 
 def _admin_connect() -> Any:
-    conn = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=PG_DB,
+    conn = pg_connect(PG_DB,
                             connect_timeout=3)
     conn.autocommit = True
     return conn
@@ -318,7 +331,7 @@ def _tenant_db_names(local_pg: None) -> Iterator[dict[int, str]]:
             for name in names.values():
                 cur.execute(f'CREATE DATABASE "{name}"')
         for name in names.values():
-            conn = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=name)
+            conn = pg_connect(name)
             with conn, conn.cursor() as cur:
                 cur.execute("CREATE TABLE item (id serial PRIMARY KEY, txt text NOT NULL)")
             conn.close()
@@ -334,7 +347,7 @@ def _tenant_db_names(local_pg: None) -> Iterator[dict[int, str]]:
 def tenant_dbs(_tenant_db_names: dict[int, str]) -> dict[int, str]:
     """The tenant databases (tenant -> database name), with an empty `item` table."""
     for name in _tenant_db_names.values():
-        conn = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=name)
+        conn = pg_connect(name)
         with conn, conn.cursor() as cur:
             cur.execute("TRUNCATE item RESTART IDENTITY")
         conn.close()
@@ -363,7 +376,7 @@ def multidb_env(api: FakeApi, **overrides: Any) -> dict[str, str]:
 
 def tenant_sql(db_name: str, sql: str, params: Any = None) -> list[tuple]:
     """Run `sql` (autocommit) on a tenant database; the rows, if any."""
-    conn = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db_name,
+    conn = pg_connect(db_name,
                             connect_timeout=3)
     conn.autocommit = True
     try:

@@ -1,9 +1,8 @@
-"""TenantConnections against the real local PostgreSQL (and MariaDB when present)."""
+"""TenantConnections against the real PostgreSQL and MariaDB of the suite."""
 
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import uuid
 from typing import Any, Iterator
@@ -18,13 +17,14 @@ from nsj_queue_lib.multidb import (
     TenantConnections,
     TokenProvider,
 )
+from tests.mysql_server import MySqlServer, require_mysql
 
 from .conftest import (
     OAUTH_PASSWORD,
-    PG_HOST,
     TENANT_PASSWORD,
     FakeApi,
     FakeClock,
+    pg_connect,
     pg_credentials,
 )
 
@@ -62,7 +62,7 @@ def _pid(conn: Any) -> int:
 
 
 def _count(db: str) -> int:
-    conn = psycopg2.connect(host=PG_HOST, user="postgres", dbname=db)
+    conn = pg_connect(db)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT count(*) FROM item")
@@ -294,7 +294,7 @@ def test_context_manager(pool: TenantConnections, tenants: dict[int, str]) -> No
 
 
 def test_foreign_connection_is_closed(pool: TenantConnections, tenants: dict[int, str]) -> None:
-    foreign = psycopg2.connect(host=PG_HOST, user="postgres", dbname=tenants[101])
+    foreign = pg_connect(tenants[101])
     pool.release(101, foreign, ok=True)
     assert foreign.closed
     assert pool.stats() == {"idle": 0, "in_use": 0}
@@ -310,20 +310,15 @@ def test_unknown_driver(creds_client: CredentialsClient) -> None:
 
 # -- MySQL / MariaDB (pymysql) ----------------------------------------------
 
-MYSQL_HOST = os.environ.get("NSJ_TEST_MYSQL_HOST", "127.0.0.1")
-MYSQL_PORT = int(os.environ.get("NSJ_TEST_MYSQL_PORT", "3306"))
-MYSQL_USER = os.environ.get("NSJ_TEST_MYSQL_USER", "root")
-MYSQL_PASSWORD = os.environ.get("NSJ_TEST_MYSQL_PASSWORD", "")
+@pytest.fixture
+def mysql_server() -> MySqlServer:
+    """The suite's MariaDB (NSJQ_TEST_MYSQL_*); fails under CI when it does not answer."""
+    return require_mysql()
 
 
 @pytest.fixture
-def mysql_db() -> Iterator[str]:
-    pymysql = pytest.importorskip("pymysql")
-    try:
-        admin = pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user=MYSQL_USER,
-                                password=MYSQL_PASSWORD, connect_timeout=3, autocommit=True)
-    except pymysql.Error as exc:
-        pytest.skip(f"MariaDB/MySQL inacessível: {exc}")
+def mysql_db(mysql_server: MySqlServer) -> Iterator[str]:
+    admin = mysql_server.connect()
     name = f"nsjq_mdb_{uuid.uuid4().hex[:10]}"
     with admin.cursor() as cur:
         cur.execute(f"CREATE DATABASE `{name}`")
@@ -339,9 +334,10 @@ def mysql_db() -> Iterator[str]:
 
 @pytest.mark.mysql
 def test_mysql_driver(creds_client: CredentialsClient, fake_api: FakeApi, mysql_db: str,
-                      clock: FakeClock) -> None:
-    fake_api.set_tenant(9, {"hostname": MYSQL_HOST, "port": MYSQL_PORT, "db_name": mysql_db,
-                            "user": MYSQL_USER, "password": MYSQL_PASSWORD})
+                      mysql_server: MySqlServer, clock: FakeClock) -> None:
+    my = mysql_server
+    fake_api.set_tenant(9, {"hostname": my.host, "port": my.port, "db_name": mysql_db,
+                            "user": my.user, "password": my.password})
     pool = TenantConnections(creds_client, driver="MYSQL", clock=clock)
     try:
         conn = pool.acquire(9)

@@ -102,8 +102,7 @@ def test_connection_refused_retries_then_dead_letter(queue, refused_url):
 def test_server_slower_than_timeout_fails_by_timeout(queue, http_server):
     http_server.script("/lento", [200], delay=5)
     add_subscriber(queue, "lento", url=http_server.url + "/lento", method="GET")
-    queue.start_worker(WEBHOOK, DEFAULT_WEBHOOK_TIMEOUT="1", QUEUE_MAX_RETRY="1")
-    time.sleep(0.5)  # let the worker connect
+    queue.start_ready_worker(WEBHOOK, DEFAULT_WEBHOOK_TIMEOUT="1", QUEUE_MAX_RETRY="1")
     started = time.monotonic()
     pub_id = publish(queue, {"a": 1})
     row = eventually(lambda: next(iter(subscriber_rows(

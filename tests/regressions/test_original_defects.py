@@ -444,6 +444,7 @@ def test_defect_15_client_server_requires_the_token_and_has_no_remote_halt(socke
         assert raw.hello(TOKEN)["ok"] is True
 
 
+@pytest.mark.mysql
 def test_defect_16_mysql_purge_equivalent_tasks_and_microsecond_times(regression_myqueue):
     q = regression_myqueue
     conn = q.server.connect(q.database, autocommit=False)

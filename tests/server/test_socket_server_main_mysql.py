@@ -17,6 +17,8 @@ from nsj_queue_lib.queue_client import QueueClient
 from tests.mysql_server import MyQueue, require_mysql
 from tests.server.socket_server_helpers import HOST, TOKEN, child_env, free_port, wait_until
 
+pytestmark = pytest.mark.mysql
+
 
 @pytest.fixture
 def myqueue() -> Iterator[MyQueue]:
