@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Optional, Tuple
 
 from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.text import one_line
 
 DRIVERS = ("POSTGRES", "MYSQL", "SINGLE_STORE")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -51,6 +52,9 @@ def validate_table_name(name: str, what: str) -> str:
     return name
 
 
+_MINUTES_ACCEPTED = "use minutos de 0 a 59 separados por vírgula (ex.: 0,15,30,45) ou '*'"
+
+
 def parse_minutes(text: str) -> frozenset[int]:
     """Parse a comma list of clock minutes ('0,5,10'); '*' means every minute."""
     text = text.strip()
@@ -60,10 +64,10 @@ def parse_minutes(text: str) -> frozenset[int]:
     for part in text.split(","):
         part = part.strip()
         if not part.isdigit() or not 0 <= int(part) <= 59:
-            raise ValueError(f"minuto inválido: '{part}'")
+            raise ValueError(f"minuto '{part}' inválido; {_MINUTES_ACCEPTED}")
         out.add(int(part))
     if not out:
-        raise ValueError("lista de minutos vazia")
+        raise ValueError(f"lista de minutos vazia; {_MINUTES_ACCEPTED}")
     return frozenset(out)
 
 
@@ -73,34 +77,47 @@ def _bool(text: str) -> bool:
         return True
     if low in ("false", "0", "no", "nao", "não", "off", ""):
         return False
-    raise ValueError(f"booleano inválido: '{text}'")
+    raise ValueError("use true ou false (também aceitos: 1/0, sim/não, yes/no, on/off)")
+
+
+def _number(text: str, convert: Callable[[str], Any], accepted: str) -> Any:
+    """`convert(text)` or a ValueError saying what is accepted (never Python's own
+    "invalid literal for int()" wording)."""
+    try:
+        return convert(text.strip())
+    except (ValueError, OverflowError):
+        raise ValueError(accepted) from None
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    accepted = "use um número inteiro maior que zero (ex.: 10)"
+    value = _number(text, int, accepted)
     if value <= 0:
-        raise ValueError("deve ser maior que zero")
+        raise ValueError(accepted)
     return value
 
 
 def _positive_float(text: str) -> float:
-    value = float(text)
+    accepted = "use um número maior que zero (ex.: 30 ou 0.5)"
+    value = _number(text, float, accepted)
     if not math.isfinite(value) or value <= 0:
-        raise ValueError("deve ser um número finito maior que zero")
+        raise ValueError(accepted)
     return value
 
 
 def _non_negative_float(text: str) -> float:
-    value = float(text)
+    accepted = "use um número maior ou igual a zero (ex.: 5 ou 0.5)"
+    value = _number(text, float, accepted)
     if not math.isfinite(value) or value < 0:
-        raise ValueError("deve ser um número finito maior ou igual a zero")
+        raise ValueError(accepted)
     return value
 
 
 def _port(text: str) -> int:
-    value = int(text)
+    accepted = "use um número inteiro de 1 a 65535"
+    value = _number(text, int, accepted)
     if not 0 < value < 65536:
-        raise ValueError("porta fora do intervalo 1-65535")
+        raise ValueError(accepted)
     return value
 
 
@@ -253,9 +270,10 @@ class Settings:
         problems: list[str] = []
         for f in fields(cls):
             var: _Var = f.metadata["var"]
-            raw = next((env[n] for n in var.names if env.get(n) not in (None, "")), None)
-            if raw is None and "DB_PASS" in var.names:
-                raw = next((env[n] for n in var.names if n in env), None)
+            name = next((n for n in var.names if env.get(n) not in (None, "")), None)
+            if name is None and "DB_PASS" in var.names:
+                name = next((n for n in var.names if n in env), None)
+            raw = env[name] if name is not None else None
             group = "db" if f.name.startswith("db_") else "queue"
             if raw is None:
                 if var.required and group in require:
@@ -265,7 +283,8 @@ class Settings:
             try:
                 values[f.name] = var.parse(raw)
             except (ValueError, ConfigError) as exc:
-                problems.append(f"variável {var.names[0]}='{raw}' inválida: {exc}")
+                shown = one_line(raw, 200)
+                problems.append(f"variável {name}='{shown}' inválida: {exc}")
         if problems:
             raise ConfigError("Configuração inválida: " + "; ".join(problems))
         return cls(**values)

@@ -17,6 +17,7 @@ from nsj_queue_lib.runtime.claim import LockerClaimer, SqlLockClaimer
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.runner import Dispatch, TaskRunner
 from nsj_queue_lib.runtime.schedule import Backoff
+from nsj_queue_lib.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -123,10 +124,19 @@ class Consumer:
                 pymysql.err.OperationalError) as exc:
             if isinstance(exc, pymysql.err.OperationalError) and exc.args[0] != 1054:
                 raise
+            table = self.settings.queue_table
+            schema, _, fila = table.rpartition(".")
+            gen = (f"python -m nsj_queue_lib.db_gen {schema or 'public'} {fila}"
+                   + (" --mysql" if self.settings.is_mysql else ""))
+            missing = getattr(exc, "pgcode", None) == "42P01" or (
+                isinstance(exc, pymysql.err.MySQLError) and exc.args[:1] == (1146,))
+            if missing:
+                raise ConfigError(f"QUEUE_TABLE: a tabela '{table}' não existe neste banco "
+                                  f"(crie-a com o DDL de: {gen})") from None
+            detail = one_line(str(exc), 200)
             raise ConfigError(
-                f"QUEUE_TABLE: a tabela '{self.settings.queue_table}' não existe ou não tem as "
-                f"colunas de uma fila (gere-a com python -m nsj_queue_lib.db_gen): "
-                f"{str(exc).strip().splitlines()[0]}") from exc
+                f"QUEUE_TABLE: a tabela '{table}' não tem as colunas de uma fila ({detail}); "
+                f"compare com o DDL de: {gen}") from None
 
     def _idle_wait(self, repo: TaskRepository, notifier, busy: float) -> float:
         # Wake at the earliest of: a notification, the next scheduled task or retry

@@ -45,13 +45,26 @@ class WorkerRuntime:
         self.consumer = Consumer(settings, self.backend, dispatch, self.stop,
                                  on_connect=self._on_connect, observer=self.observer)
         self.on_stop: List[Callable[[], None]] = [self.heartbeat.close]
+        self._connected_once = False
         # Opt-in /metrics and /healthz (METRICS_PORT); bound in run().
         self.metrics = (worker_endpoint(settings, self.observer, self.heartbeat)
                         if settings.metrics_port else None)
 
     def _on_connect(self) -> None:
         self.heartbeat.mark_connected()
+        if not self._connected_once:
+            self._connected_once = True
+            self._warn_channel_name()
         self._rescue_once()
+
+    def _warn_channel_name(self) -> None:
+        # Only once the table is known to exist: on a missing table the clear error
+        # comes first, not this (then misleading) hint.
+        settings = self.settings
+        if settings.queue_table.split(".")[-1] != settings.queue_name:
+            logger.warning("QUEUE_NAME (%s) difere do nome da tabela (%s): a trigger gerada "
+                           "pelo db_gen notifica o canal com o nome da tabela",
+                           settings.queue_name, settings.queue_table)
 
     def _rescue_once(self) -> None:
         # At start and after each reconnect: rescue tasks whose worker died (maybe
@@ -103,10 +116,6 @@ def run_worker(build: Callable[[Settings], WorkerRuntime],
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG
-    if settings.queue_table.split(".")[-1] != settings.queue_name:
-        logger.warning("QUEUE_NAME (%s) difere do nome da tabela (%s): a trigger gerada pelo "
-                       "db_gen notifica o canal com o nome da tabela", settings.queue_name,
-                       settings.queue_table)
     try:
         return runtime.run()
     except ConfigError as exc:

@@ -22,8 +22,18 @@ def test_worker_exits_2_when_queue_table_does_not_exist(queue):
     w = queue.start_worker(QUEUE_TABLE=f"{queue.schema}.nao_existe")
     assert w.wait_exit(20) == 2
     log = w.log()
-    assert "QUEUE_TABLE" in log
-    assert "nao_existe" in log
+    assert (f"QUEUE_TABLE: a tabela '{queue.schema}.nao_existe' não existe neste banco "
+            f"(crie-a com o DDL de: python -m nsj_queue_lib.db_gen {queue.schema} nao_existe)"
+            ) in log
+    # Not the hint about QUEUE_NAME (which only makes sense for an existing table).
+    assert "QUEUE_NAME" not in log and "Traceback" not in log
+
+
+def test_worker_on_a_table_without_queue_columns_says_so(queue):
+    queue.sql(f'CREATE TABLE "{queue.schema}".nao_fila (id int)')
+    w = queue.start_worker(QUEUE_TABLE=f"{queue.schema}.nao_fila")
+    assert w.wait_exit(20) == 2
+    assert f"a tabela '{queue.schema}.nao_fila' não tem as colunas de uma fila" in w.log()
 
 
 def test_worker_exits_2_without_db_host(queue, tmp_path):
@@ -41,7 +51,9 @@ def test_worker_exits_2_for_mysql_without_client_server_mode(queue):
 def test_worker_exits_2_for_invalid_int_setting(queue):
     w = queue.start_worker(QUEUE_MAX_RETRY="muitas")
     assert w.wait_exit(20) == 2
-    assert "QUEUE_MAX_RETRY" in w.log()
+    log = w.log()
+    assert "QUEUE_MAX_RETRY='muitas' inválida: use um número inteiro maior que zero" in log
+    assert "invalid literal" not in log and "Traceback" not in log
 
 
 def test_non_json_payload_is_a_recorded_failure_and_worker_goes_on(queue):

@@ -111,14 +111,33 @@ def test_wait_notify_interval_has_its_own_variable():
 def test_invalid_values_are_named_in_the_error(name, value):
     with pytest.raises(ConfigError) as exc:
         settings(**{name: value})
-    assert name in str(exc.value)
-    assert value in str(exc.value)
+    assert f"{name}='{value}' inválida" in str(exc.value)
+    # What is accepted, in Portuguese; never Python's own wording.
+    for internal in ("invalid literal", "could not convert", "base 10", "float"):
+        assert internal not in str(exc.value)
+
+
+@pytest.mark.parametrize("name,value,accepted", [
+    ("QUEUE_MAX_RETRY", "abc", "use um número inteiro maior que zero"),
+    ("QUEUE_PURGE_LIMIT", "1.5", "use um número inteiro maior que zero"),
+    ("DB_PORT", "cinco", "use um número inteiro de 1 a 65535"),
+    ("QUEUE_WAIT_NOTIFY_INTERVAL", "x", "use um número maior que zero"),
+    ("QUEUE_BASE_INTERVAL_RETRY", "-1", "use um número maior ou igual a zero"),
+    ("QUEUE_MINUTE_RETRY_THREAD", "0,61", "use minutos de 0 a 59"),
+    ("LOG_DEBUG", "talvez", "use true ou false"),
+    ("DB_DRIVER", "oracle", "use um de POSTGRES, MYSQL, SINGLE_STORE"),
+])
+def test_invalid_values_say_what_is_accepted(name, value, accepted):
+    with pytest.raises(ConfigError) as exc:
+        settings(**{name: value})
+    assert f"variável {name}='{value}' inválida: " in str(exc.value)
+    assert accepted in str(exc.value)
 
 
 def test_invalid_alias_value_is_reported():
     env = without("DB_PORT")
     env["DATABASE_PORT"] = "porta"
-    with pytest.raises(ConfigError, match="porta"):
+    with pytest.raises(ConfigError, match="DATABASE_PORT='porta' inválida"):
         Settings.from_env(env, load_dotenv=False)
 
 
