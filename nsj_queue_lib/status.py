@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from nsj_queue_lib.cli.common import HelpFormatter, portuguese
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.queries import Queries
@@ -207,9 +208,10 @@ def _settings(table: Optional[str]) -> Settings:
     return settings
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nsj_queue_lib.status",
+        add_help=False, formatter_class=HelpFormatter,
+        prog=prog or "python -m nsj_queue_lib.status",
         description="Mostra o estado da fila configurada (DB_* e QUEUE_TABLE): tarefas por "
         "status, a devida mais antiga, as em execução e as mortas das últimas 24 h.")
     parser.add_argument("--json", action="store_true", help="saída em JSON (uma linha por "
@@ -219,6 +221,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "até Ctrl-C")
     parser.add_argument("--tabela", help="tabela da fila ('tabela' ou 'schema.tabela'); "
                         "padrão: QUEUE_TABLE")
+    portuguese(parser, version=True)
     args = parser.parse_args(argv)
     if args.watch is not None and args.watch <= 0:
         parser.error("--watch precisa de um intervalo maior que zero")

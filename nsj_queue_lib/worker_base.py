@@ -7,7 +7,7 @@ import functools
 import inspect
 import logging
 import sys
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
@@ -116,10 +116,16 @@ class WorkerBase(abc.ABC):
         runtime.on_stop.append(dispatcher.close)
         return runtime
 
-    def run(self) -> None:
-        """Run the worker until SIGTERM/SIGINT or HALT; exit non-zero on a startup error."""
+    def run(self, argv: Optional[Sequence[str]] = None) -> None:
+        """Run the worker until SIGTERM/SIGINT or HALT; exit non-zero on a startup error.
+
+        `--help`/`--version` in `argv` (default: the command line) print and exit 0
+        instead of starting the worker.
+        """
+        from nsj_queue_lib.cli.worker_args import handle_worker_argv
         from nsj_queue_lib.runtime.supervisor import run_worker
 
+        handle_worker_argv(type(self), sys.argv[1:] if argv is None else argv)
         code = run_worker(self.build_runtime, self.settings)
         if code:
             sys.exit(code)

@@ -20,7 +20,7 @@ Header values and bodies are never logged.  See `nsj_queue_lib.pubsub.webhook`.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from nsj_queue_lib.pubsub.message import normalize_subscription
 from nsj_queue_lib.worker_pub_sub_base import WorkerPubSubBase
@@ -51,9 +51,9 @@ class WorkerWebhook(WorkerPubSubBase):
         return self.deliver_webhook(publication, subscription, {})
 
 
-def main() -> None:
+def main(argv: Optional[Sequence[str]] = None) -> None:
     """Entry point: run the webhook worker until SIGTERM/SIGINT or HALT."""
-    WorkerWebhook().run()
+    WorkerWebhook().run(argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
@@ -111,8 +111,22 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
             check.close()
 
 
-def main() -> int:
-    """Command-line entry point."""
+def main(argv: Optional[List[str]] = None) -> int:
+    """Command-line entry point (also `nsj-queue server`)."""
+    import argparse
+
+    from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+
+    parser = argparse.ArgumentParser(
+        add_help=False, formatter_class=HelpFormatter,
+        prog="python -m nsj_queue_lib.server.server_main",
+        description="Servidor de filas do modo cliente/servidor (MySQL, MariaDB, "
+        "SingleStore): notificações na porta NOTIFY_SERVICE_PORT e locks na "
+        "LOCK_SERVICE_PORT para os workers da fila QUEUE_TABLE. Configuração pelas "
+        "variáveis DB_*, QUEUE_* e SERVER_* (ver .env.dist). Para com SIGTERM/SIGINT. "
+        "Saída 2: configuração inválida.")
+    portuguese(parser, version=True)
+    parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         settings = Settings.from_env()
     except ConfigError as exc:

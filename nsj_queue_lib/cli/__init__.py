@@ -1,0 +1,76 @@
+"""The `nsj-queue` command (also `python -m nsj_queue_lib`).
+
+Each subcommand lives in one module of `nsj_queue_lib.cli.commands`, found at start-up:
+a module defines `ORDER` (its place in the help) and `register(subparsers)`, which adds
+its parser(s) and sets `handler` (a function of the parsed arguments returning the exit
+code).  Adding a subcommand is adding one file there.
+
+Exit codes: 0 success; 1 the operation failed (database unavailable, task not found or
+not in a state the command applies to, unhealthy worker, schema with differences);
+2 invalid usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from typing import List, Optional
+
+from nsj_queue_lib.cli.common import EXIT_CONFIG, HelpFormatter, load_env_file, portuguese
+
+EPILOG = """\
+códigos de saída:
+  0  sucesso
+  1  a operação falhou (banco indisponível, tarefa inexistente ou em estado que não
+     permite a operação, worker não saudável, schema com diferenças)
+  2  uso ou configuração inválidos (argumento, variável DB_*/QUEUE_* ausente ou inválida)
+
+Configuração: variáveis de ambiente DB_* e QUEUE_* (ou um arquivo .env; ver .env.dist).
+Ajuda de um comando: nsj-queue COMANDO --help"""
+
+
+def _command_modules() -> List[object]:
+    from nsj_queue_lib.cli import commands
+
+    modules = [importlib.import_module(f"{commands.__name__}.{info.name}")
+               for info in pkgutil.iter_modules(commands.__path__) if not info.name.startswith("_")]
+    return sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
+
+
+def build_parser(prog: str = "nsj-queue") -> argparse.ArgumentParser:
+    """The parser with every subcommand of nsj_queue_lib.cli.commands."""
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=HelpFormatter, epilog=EPILOG, add_help=False,
+        description="Opera filas do nsj-queue-lib: schema, workers, servidor de filas, "
+        "estado, tarefas (listar, ver, reenfileirar, cancelar) e pausa.")
+    portuguese(parser, version=True)
+    parser.add_argument("--env-file", metavar="ARQUIVO",
+                        help="lê as variáveis deste arquivo .env (sem sobrescrever as do "
+                        "ambiente); padrão: o .env encontrado a partir do diretório atual")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMANDO", title="comandos")
+    for module in _command_modules():
+        module.register(subparsers)  # type: ignore[attr-defined]
+    return parser
+
+
+def main(argv: Optional[List[str]] = None, prog: str = "nsj-queue") -> int:
+    """Run the command line; return the exit code."""
+    parser = build_parser(prog)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "passthrough", False):
+        parser.error(f"argumentos não reconhecidos: {' '.join(extra)}")
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_CONFIG
+    args.extra = extra
+    code = load_env_file(args.env_file)
+    if code:
+        return code
+    return int(args.handler(args) or 0)
+
+
+def console_main() -> None:
+    """Console-script entry point (`nsj-queue`)."""
+    sys.exit(main())

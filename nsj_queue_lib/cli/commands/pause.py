@@ -1,0 +1,71 @@
+"""nsj-queue pause / resume: stop and restart claiming from the queue (all its workers)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from nsj_queue_lib.cli.common import (
+    EXIT_OK,
+    HelpFormatter,
+    add_json_option,
+    add_parser,
+    add_table_option,
+    fmt_time,
+    guarded,
+    open_admin,
+    operator,
+    print_json,
+)
+
+ORDER = 60
+
+
+def register(subparsers: Any) -> None:
+    pause = add_parser(
+        subparsers, "pause", help="pausa a fila: os workers param de pegar tarefas em até 1 s",
+        formatter_class=HelpFormatter,
+        description="Pausa a fila (gravado na tabela <fila>_controle do banco): todos os "
+        "workers param de pegar tarefas em até 1 s, terminando a que estiver em execução, "
+        "e dizem isso no status e no health. Produtores continuam enfileirando. "
+        "Desfaça com nsj-queue resume.")
+    pause.add_argument("--motivo", help="por que a fila foi pausada (aparece no status)")
+    add_table_option(pause)
+    add_json_option(pause)
+    pause.set_defaults(handler=_pause)
+
+    resume = add_parser(
+        subparsers, "resume", help="retoma uma fila pausada", formatter_class=HelpFormatter,
+        description="Retoma a fila pausada: os workers voltam a pegar tarefas em até 1 s.")
+    add_table_option(resume)
+    add_json_option(resume)
+    resume.set_defaults(handler=_resume)
+
+
+def _report(admin: Any, args: argparse.Namespace) -> int:
+    state = admin.pause_state()
+    if args.json:
+        print_json({"fila": admin.queue_table, "pausada": state["pausada"],
+                    "motivo": state["motivo"], "por": state["alterado_por"],
+                    "desde": state["alterado_em"]})
+    elif state["pausada"]:
+        print(f"Fila {admin.queue_table} pausada em {fmt_time(state['alterado_em'])}"
+              + (f" ({state['motivo']})" if state["motivo"] else "")
+              + ": os workers param de pegar tarefas em até 1 s.")
+    else:
+        print(f"Fila {admin.queue_table} retomada: os workers voltam a pegar tarefas.")
+    return EXIT_OK
+
+
+@guarded
+def _pause(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        admin.pause(motivo=args.motivo, por=operator())
+        return _report(admin, args)
+
+
+@guarded
+def _resume(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        admin.resume(por=operator())
+        return _report(admin, args)

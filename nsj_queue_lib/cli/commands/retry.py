@@ -1,0 +1,73 @@
+"""nsj-queue retry ID / cancel ID: redrive a chain that ended, cancel a waiting task."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from nsj_queue_lib.cli.common import (
+    EXIT_OK,
+    HelpFormatter,
+    add_json_option,
+    add_parser,
+    add_table_option,
+    guarded,
+    open_admin,
+    operator,
+    print_json,
+)
+
+ORDER = 50
+
+
+def register(subparsers: Any) -> None:
+    retry = add_parser(
+        subparsers, "retry", help="reenfileira uma tarefa em falha, morta ou cancelada",
+        formatter_class=HelpFormatter,
+        description="Reenfileira a cadeia da tarefa ID, que terminou em falha (esgotou as "
+        "tentativas) ou cancelada: insere uma nova tentativa, pendente agora, ligada à "
+        "anterior (id_inicial, id_anterior). Para uma tarefa da fila de mortos, reenfileira "
+        "a tarefa original (live_id), que roda execute de novo. Sai com 1 se a tarefa não "
+        "existe ou ainda está pendente, agendada, em execução ou concluída com sucesso.")
+    retry.add_argument("id", type=int, help="id de qualquer tentativa da tarefa")
+    add_table_option(retry)
+    add_json_option(retry)
+    retry.set_defaults(handler=_retry)
+
+    cancel = add_parser(
+        subparsers, "cancel", help="cancela uma tarefa pendente ou agendada",
+        formatter_class=HelpFormatter,
+        description="Cancela a tentativa pendente ou agendada da tarefa ID: ela fica "
+        "'cancelada' e nenhum worker a executa (retry a reenfileira). Uma tarefa em "
+        "execução não pode ser cancelada (sai com 1).")
+    cancel.add_argument("id", type=int, help="id de qualquer tentativa da tarefa")
+    cancel.add_argument("--motivo", help="texto gravado na mensagem da tarefa")
+    add_table_option(cancel)
+    add_json_option(cancel)
+    cancel.set_defaults(handler=_cancel)
+
+
+@guarded
+def _retry(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        new_id = admin.retry(args.id, por=operator())
+        chain = admin.show(new_id)
+    if args.json:
+        print_json({"id_inicial": chain["id_inicial"], "nova_tentativa": new_id,
+                    "status": chain["status"]})
+    else:
+        print(f"Tarefa {chain['id_inicial']} reenfileirada: nova tentativa #{new_id} "
+              f"({chain['status']})")
+    return EXIT_OK
+
+
+@guarded
+def _cancel(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        attempt = admin.cancel(args.id, motivo=args.motivo, por=operator())
+        root = admin.show(attempt)["id_inicial"]
+    if args.json:
+        print_json({"id_inicial": root, "tentativa_cancelada": attempt, "status": "cancelada"})
+    else:
+        print(f"Tarefa {root} cancelada (tentativa #{attempt})")
+    return EXIT_OK
