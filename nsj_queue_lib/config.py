@@ -217,7 +217,7 @@ class Settings:
                          doc="DEBUG nos loggers da biblioteca (nsj_queue_lib.*)")
     log_debug_dependencies: bool = _v(
         "LOG_DEBUG_DEPENDENCIES", parse=_bool, default=False,
-        doc="DEBUG também nas dependências (urllib3, requests...) e demais loggers")
+        doc="com LOG_DEBUG, DEBUG também nas dependências (urllib3...) e demais loggers")
     env: str = _v("ENV", parse=lambda s: s.strip().upper() or "DEV", default="DEV")
     grafana_url: Optional[str] = _v("GRAFANA_URL", parse=_opt_str)
     log_format: str = _v("LOG_FORMAT", parse=_log_format, default="text",

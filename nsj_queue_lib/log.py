@@ -30,7 +30,8 @@ def configure_logging(settings: Optional[Settings] = None) -> None:
         return
     _configured = True
     level = logging.DEBUG if settings is not None and settings.log_debug else logging.INFO
-    everything = settings is not None and settings.log_debug_dependencies
+    everything = (settings is not None and settings.log_debug
+                  and settings.log_debug_dependencies)
     root = logging.getLogger()
     json_lines = settings is not None and settings.log_format == "json"
     if not root.handlers:

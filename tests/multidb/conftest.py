@@ -80,6 +80,7 @@ class ApiState:
     credentials_calls: int = 0
     token_requests: list[dict[str, Any]] = field(default_factory=list)
     credentials_requests: list[dict[str, Any]] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)  # query string of each request
     issued: int = 0
     valid_access: set[str] = field(default_factory=set)
     valid_refresh: set[str] = field(default_factory=set)
@@ -170,9 +171,12 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.api.state
         if state.delay:
             time.sleep(state.delay)
-        if self.path == "/token":
+        path, _, query = self.path.partition("?")
+        with self.api.lock:
+            self.api.state.queries.append(query)
+        if path == "/token":
             self._token(raw)
-        elif self.path == "/credentials":
+        elif path == "/credentials":
             self._credentials(raw)
         else:
             self._send(404, {"error": "not_found"})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 from typing import Any
 
@@ -363,3 +364,37 @@ def test_missing_user_exits_2_naming_the_variable(queue, fake_api: FakeApi):
     assert "MULTI_DATABASE_USER" in log, log
     assert OAUTH_PASSWORD not in log
     assert fake_api.state.token_calls == 0 and fake_api.state.credentials_calls == 0
+
+
+def test_debug_logs_keep_oauth_and_credentials_url_secrets_out(queue, fake_api: FakeApi,
+                                                                tenants):
+    """LOG_DEBUG=true (and the dependencies' DEBUG too) with secrets in the query strings
+    of OAUTH_TOKEN_URL and of the credentials URL: they reach the API, never a log line
+    or a row, also when the credentials API is unreachable (the error names its URL)."""
+    oauth_q, cred_q = "client_secret=oauth-query-3e9a", "api_key=cred-query-71bd"
+    env = multidb_env(fake_api, LOG_DEBUG="true", LOG_DEBUG_DEPENDENCIES="true",
+                      OAUTH_TOKEN_URL=f"{fake_api.token_url}?{oauth_q}",
+                      MULTI_DATABASE_API_CREDETIALS_URL=f"{fake_api.credentials_url}?{cred_q}")
+    ok = insert(queue, 101, txt="debug")
+    worker = queue.start_worker(WORKER, **env)
+    queue.wait_status(ok, "sucesso")
+    assert tenant_items(tenants[101]) == ["debug@1"]
+    assert set(fake_api.state.queries) == {oauth_q, cred_q}  # the API got its queries
+    worker.stop()
+    with socket.socket() as sock:  # a local port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    env["MULTI_DATABASE_API_CREDETIALS_URL"] = f"{refused}/credentials?{cred_q}"
+    bad = insert(queue, 202, txt="nunca")
+    second = queue.start_worker(WORKER, QUEUE_MAX_RETRY="1", **env)
+    row = queue.wait_status(bad, "falha")
+    assert "API de credenciais inacessível" in row["mensagem"], row["mensagem"]
+    second.stop()
+    for w in (worker, second):
+        log = w.log()
+        assert " DEBUG " in log and "urllib3" in log
+        for secret in ("oauth-query-3e9a", "cred-query-71bd"):
+            assert secret not in log, f"{secret} no log de {w.module}"
+    rows_text = json.dumps(queue.rows(), default=str)
+    assert "oauth-query-3e9a" not in rows_text and "cred-query-71bd" not in rows_text
+    assert_no_secret(queue, worker, second)

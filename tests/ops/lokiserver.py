@@ -17,6 +17,7 @@ class FakeLoki:
         self.mode = mode
         self.pushes: List[Dict[str, Any]] = []
         self.headers: List[Dict[str, str]] = []
+        self.paths: List[str] = []  # path and query string of each accepted push
         self.attempts = 0
         self.released = threading.Event()
         self._lock = threading.Lock()
@@ -44,6 +45,7 @@ class FakeLoki:
                 with fake._lock:
                     fake.pushes.append(data)
                     fake.headers.append(dict(self.headers))
+                    fake.paths.append(self.path)
                 self.send_response(204)
                 self.end_headers()
 
