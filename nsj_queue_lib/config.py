@@ -227,6 +227,12 @@ class Settings:
                                      doc="porta de /metrics e /healthz (desligado sem ela)")
     metrics_bind_host: str = _v("METRICS_BIND_HOST", default="127.0.0.1",
                                 doc="interface de /metrics (padrão: só loopback)")
+    dashboard_port: int = _v("DASHBOARD_PORT", parse=_port, default=8090,
+                             doc="porta do painel web (python -m nsj_queue_lib.dashboard)")
+    dashboard_bind_host: str = _v("DASHBOARD_BIND_HOST", default="127.0.0.1",
+                                  doc="interface do painel (padrão: só loopback)")
+    dashboard_token: Optional[str] = _v("DASHBOARD_TOKEN", parse=_opt_str,
+                                        doc="token das ações do painel; sem ele, só leitura")
     metrics_db_interval: float = _v("METRICS_DB_INTERVAL", parse=_positive_float, default=15.0,
                                     doc="segundos de cache das medidas lidas do banco")
     # Client/server mode

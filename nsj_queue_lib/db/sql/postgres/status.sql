@@ -69,6 +69,10 @@ UNION ALL
 SELECT 'processando', count(*) FROM {table} WHERE status = 'processando'
 
 -- name: metrics_dead_waiting
--- Metrics: dead-letter chains whose last attempt did not succeed (partial index on live_id).
-SELECT count(*) FROM {table}
- WHERE live_id IS NOT NULL AND dead AND NOT reenfileirado AND status <> 'sucesso'
+-- Metrics: dead-letter chains not resolved (last attempt not 'sucesso', live chain not
+-- redriven) (partial index on live_id).
+SELECT count(*) FROM {table} t
+ WHERE t.live_id IS NOT NULL AND t.dead AND NOT t.reenfileirado AND t.status <> 'sucesso'
+   AND NOT EXISTS (SELECT 1 FROM {table} l
+                    WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
+                      AND NOT l.reenfileirado AND l.status <> 'falha')

@@ -1,0 +1,77 @@
+"""Web dashboard: python -m nsj_queue_lib.dashboard [--porta N] [--host H].
+
+Every queue table of the configured database (DB_*) with its waiting and
+running tasks, the last hour's throughput as an inline SVG chart, the oldest
+due task, the dead letters with their last error and each chain with all its
+attempts.  Server-side HTML from the standard library: no JavaScript, no CDN,
+usable on a phone.  Listens on DASHBOARD_BIND_HOST (loopback by default),
+port DASHBOARD_PORT (8090).  Read-only unless DASHBOARD_TOKEN is set; then an
+operator who signs in with the token can redrive a failed or dead chain,
+cancel a waiting task and pause or resume a queue (QueueAdmin, the same
+operations as the command line).
+
+Exit codes: 0 after Ctrl-C/SIGTERM, 2 configuration error (or port in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Any, List, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.exceptions import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser(prog: str = "python -m nsj_queue_lib.dashboard") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Painel web das filas do banco configurado (DB_*): contagens, vazão da "
+        "última hora, fila de mortos e cadeias; ações (reenfileirar, cancelar, pausar) só com "
+        "DASHBOARD_TOKEN.")
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--porta", type=int, default=None,
+                        help="porta (padrão: DASHBOARD_PORT ou 8090)")
+    parser.add_argument("--host", default=None,
+                        help="interface (padrão: DASHBOARD_BIND_HOST ou 127.0.0.1)")
+
+
+def run(args: Any) -> int:
+    """Serve until SIGTERM/SIGINT; the exit code."""
+    from nsj_queue_lib.dashboard.server import DashboardServer
+    from nsj_queue_lib.log import configure_logging
+
+    try:
+        settings = Settings.from_env(require=("db",))
+        server = DashboardServer(settings, host=args.host, port=args.porta)
+        server.bind()
+    except ConfigError as exc:
+        print(f"Erro: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings)
+
+    def _stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    mode = "ações habilitadas (DASHBOARD_TOKEN)" if server.auth.enabled else "somente leitura"
+    logger.info("Painel em http://%s:%s/ (%s)", server.host, server.port, mode)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    return run(build_parser().parse_args(argv))

@@ -1,0 +1,129 @@
+"""What the dashboard shows, read with the named queries of db/sql/<dialect>/dashboard.sql.
+
+One database session (autocommit) shared by the request threads under a lock,
+reopened after a lost connection.  Chain details and the actions (redrive,
+cancel, pause, resume) are QueueAdmin's (nsj_queue_lib.admin): the same code as
+the command line.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, TypeVar
+
+from nsj_queue_lib.admin import QueueAdmin
+from nsj_queue_lib.config import Settings, validate_table_name
+from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import DatabaseUnavailable, NotFoundException
+
+T = TypeVar("T")
+
+COUNT_CAP = 100_000  # counts stop here ("100000+"): bounded cost on a huge backlog
+DEAD_LIMIT = 50
+QUEUES_TTL = 30.0  # seconds the list of queues is cached
+
+
+class DashboardData:
+    """Reads for the pages, and the admin operations, on the database of `settings`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._session: Optional[DbSession] = None
+        self._queues: List[str] = []
+        self._queues_at = 0.0
+
+    # -- session ----------------------------------------------------------------
+    def _run(self, work: Callable[[DbSession], T]) -> T:
+        with self._lock:
+            for attempt in range(2):
+                if self._session is None:
+                    self._session = DbSession.open(self.settings,
+                                                   application_name="nsj_queue_lib:dashboard")
+                try:
+                    return work(self._session)
+                except DatabaseUnavailable:
+                    self._session.close()
+                    self._session = None
+                    if attempt:
+                        raise
+            raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+
+    def _q(self, session: DbSession, table: str) -> Queries:
+        return Queries(session.dialect, table, filename="dashboard.sql")
+
+    # -- queues ---------------------------------------------------------------------
+    def queues(self, refresh: bool = False) -> List[str]:
+        """'schema.tabela' of every queue table of the database (cached for a while)."""
+        if refresh or not self._queues or time.monotonic() - self._queues_at > QUEUES_TTL:
+            def read(s: DbSession) -> List[str]:
+                rows = s.fetch_all(self._q(s, "x")["dash_queues"])
+                return [f"{r['esquema']}.{r['tabela']}" for r in rows]
+
+            self._queues, self._queues_at = self._run(read), time.monotonic()
+        return self._queues
+
+    def check_queue(self, table: str) -> str:
+        """`table` if it is one of the queues found (else NotFoundException)."""
+        validate_table_name(table, "fila")
+        if table not in self.queues() and table not in self.queues(refresh=True):
+            raise NotFoundException(f"Fila {table} não encontrada neste banco")
+        return table
+
+    def summary(self, table: str) -> Dict[str, Any]:
+        """Counts of waiting/running tasks, the last hour, dead letters, oldest due, pause."""
+        def read(s: DbSession) -> Dict[str, Any]:
+            q = self._q(s, table)
+            status_q = Queries(s.dialect, table, filename="status.sql")
+            counts = {r["status"]: int(r["n"]) for r in
+                      s.fetch_all(q["dash_active_counts"], {"cap": COUNT_CAP})}
+            minutes: Dict[str, List[int]] = {"sucesso": [0] * 60, "falha": [0] * 60,
+                                             "cancelada": [0] * 60}
+            for r in s.fetch_all(q["dash_last_hour"]):
+                m = int(r["minuto"])
+                if 0 <= m < 60 and r["status"] in minutes:
+                    minutes[r["status"]][59 - m] += int(r["n"])
+            oldest = s.fetch_one(status_q["status_oldest_due"])
+            dead = int(s.fetch_value(q["dash_dead_count"], {"cap": COUNT_CAP}) or 0)
+            pause = QueueAdmin(s, table).pause_state()
+            return {"fila": table, "contagens": counts, "ultima_hora": minutes,
+                    "mais_antiga_devida": oldest, "mortas": dead, "pausa": pause,
+                    "agora": s.fetch_value(q["dash_now"])}
+
+        return self._run(read)
+
+    def dead_letters(self, table: str, limit: int = DEAD_LIMIT) -> List[Dict[str, Any]]:
+        """Dead-letter chains not yet resolved, newest first, with the live chain's error."""
+        def read(s: DbSession) -> List[Dict[str, Any]]:
+            q = self._q(s, table)
+            rows = s.fetch_all(q["dash_dead_letters"], {"limit": limit})
+            for r in rows:
+                live = s.fetch_one(q["dash_live_last_error"], {"root": r["live_id"]})
+                r["erro_original"] = live["mensagem"] if live else None
+            return rows
+
+        return self._run(read)
+
+    def chain(self, table: str, task_id: int) -> Dict[str, Any]:
+        return self._run(lambda s: QueueAdmin(s, table).show(task_id))
+
+    # -- actions (QueueAdmin, shared with the command line) -------------------------
+    def retry(self, table: str, task_id: int, por: str) -> int:
+        return self._run(lambda s: QueueAdmin(s, table).retry(task_id, por=por))
+
+    def cancel(self, table: str, task_id: int, por: str) -> int:
+        return self._run(lambda s: QueueAdmin(s, table).cancel(task_id, por=por))
+
+    def pause(self, table: str, por: str) -> None:
+        self._run(lambda s: QueueAdmin(s, table).pause(motivo="pelo painel", por=por))
+
+    def resume(self, table: str, por: str) -> None:
+        self._run(lambda s: QueueAdmin(s, table).resume(por=por))
