@@ -172,7 +172,7 @@ class QueueGauges:
              "Há quantos segundos a tarefa devida mais antiga espera (0 sem nenhuma)",
              [(labels, g["oldest_due_age"])]),
             ("nsj_queue_dead_letters_waiting", "gauge",
-             "Cadeias da fila de mortos cuja última tentativa não teve sucesso",
+             "Cadeias da fila de mortos não resolvidas (sem sucesso e não reenfileiradas)",
              [(labels, g["dead_waiting"])]),
         ]
         return out

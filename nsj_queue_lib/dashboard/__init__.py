@@ -27,21 +27,24 @@ from nsj_queue_lib.exceptions import ConfigError
 logger = logging.getLogger(__name__)
 
 
-def build_parser(prog: str = "python -m nsj_queue_lib.dashboard") -> argparse.ArgumentParser:
+def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
+    from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+
     parser = argparse.ArgumentParser(
-        prog=prog,
+        add_help=False, formatter_class=HelpFormatter,
+        prog=prog or "python -m nsj_queue_lib.dashboard",
         description="Painel web das filas do banco configurado (DB_*): contagens, vazão da "
-        "última hora, fila de mortos e cadeias; ações (reenfileirar, cancelar, pausar) só com "
-        "DASHBOARD_TOKEN.")
-    add_arguments(parser)
-    return parser
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+        "última hora, devida mais antiga, fila de mortos e cadeias. Somente leitura, a não ser "
+        "que DASHBOARD_TOKEN esteja definido: então quem entrar com o token pode reenfileirar, "
+        "cancelar e pausar/retomar filas.",
+        epilog="códigos de saída: 0 parado por Ctrl-C/SIGTERM; 2 configuração inválida ou "
+        "porta ocupada.")
     parser.add_argument("--porta", type=int, default=None,
                         help="porta (padrão: DASHBOARD_PORT ou 8090)")
     parser.add_argument("--host", default=None,
-                        help="interface (padrão: DASHBOARD_BIND_HOST ou 127.0.0.1)")
+                        help="interface (padrão: DASHBOARD_BIND_HOST ou 127.0.0.1, só "
+                        "loopback)")
+    return portuguese(parser, version=True)
 
 
 def run(args: Any) -> int:
@@ -73,5 +76,5 @@ def run(args: Any) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    return run(build_parser().parse_args(argv))
+def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
+    return run(build_parser(prog).parse_args(argv))

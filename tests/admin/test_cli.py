@@ -16,7 +16,7 @@ from nsj_queue_lib.version import __version__
 from tests.helpers import ROOT, eventually, run_python
 
 COMMANDS = ["schema", "worker", "webhook", "server", "status", "health", "tasks", "retry",
-            "cancel", "pause", "resume", "demo"]
+            "cancel", "pause", "resume", "dashboard", "demo"]
 
 
 def cli(*args: str, env=None, timeout: float = 60) -> subprocess.CompletedProcess:
