@@ -241,7 +241,10 @@ def statements_line(pg: DevPostgres, idle: int, rate: float, seconds: float) -> 
     finally:
         stop_workers(workers)
     counts = read_counts(directory)
-    shutil.rmtree(directory, ignore_errors=True)
+    if not os.environ.get("NSJQ_BENCH_KEEP"):
+        shutil.rmtree(directory, ignore_errors=True)
+    else:
+        print("counts kept in", directory)
     done = effects_done(pg)
     total = {k: sum(c[k] - (c["at_mark"] or {}).get(k, 0) for c in counts)
              for k in ("statements", "round_trips")}

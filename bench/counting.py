@@ -58,6 +58,10 @@ def install() -> None:
 
     class CountingCursor(psycopg2.extensions.cursor):
         def execute(self, query: Any, vars: Any = None) -> Any:
+            if AT_MARK and os.environ.get("NSJQ_BENCH_COUNT_TEXT"):
+                key = " ".join(str(query).split())[:70]
+                with _lock:
+                    TEXTS[key] = TEXTS.get(key, 0) + 1
             _add("round_trips")
             _add("statements", statements_in(query))
             return super().execute(query, vars)
@@ -94,6 +98,7 @@ def install() -> None:
 
 
 AT_MARK: Dict[str, int] = {}
+TEXTS: Dict[str, int] = {}  # with NSJQ_BENCH_COUNT_TEXT: round trips by statement start
 
 
 def _watch_mark() -> None:
@@ -104,6 +109,8 @@ def _watch_mark() -> None:
         time.sleep(0.02)
     with _lock:
         AT_MARK.update(COUNTS)
+        # from here on, "connections_max" is the most held at once after the mark
+        COUNTS["connections_max"] = COUNTS["connections_open"]
 
 
 def _dump() -> None:
@@ -112,4 +119,4 @@ def _dump() -> None:
         return
     path = os.path.join(directory, f"counts-{os.getpid()}.json")
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(dict(COUNTS, at_mark=AT_MARK or None), fh)
+        json.dump(dict(COUNTS, at_mark=AT_MARK or None, texts=TEXTS), fh)

@@ -80,8 +80,12 @@ class HeartbeatService(BackgroundService):
 
     def __init__(self, settings: Settings, stop_event: Optional[threading.Event] = None, *,
                  path: Optional[str] = None, interval: float = HEARTBEAT_INTERVAL,
-                 tasks_done: Optional[Callable[[], int]] = None) -> None:
+                 tasks_done: Optional[Callable[[], int]] = None,
+                 db_check: Optional[Callable[[], Optional[str]]] = None) -> None:
         super().__init__(stop_event)
+        # With `db_check` (the worker's consumer: None while its connection works, else
+        # the problem) no connection of its own is opened; without it, SELECT 1 on one.
+        self.db_check = db_check
         self.settings = settings
         self.path = path or health_file_path(settings.queue_name)
         self.interval = interval
@@ -113,6 +117,8 @@ class HeartbeatService(BackgroundService):
     def _check_db(self) -> Optional[str]:
         from nsj_queue_lib.db.session import DbSession
 
+        if self.db_check is not None:
+            return self.db_check()
         for _ in range(2):  # the kept connection may have died: reopen once
             if self._session is None:
                 try:

@@ -8,7 +8,9 @@ queue (the "listener turn"):
 * the holder of the turn probes the next due time once, then waits on its socket
   for a notification, the next due time or the periodic poll;
 * every other idle worker waits for the turn in ONE blocking statement
-  (`pg_advisory_lock`), costing nothing while it waits (no polling);
+  (`pg_advisory_lock`), costing nothing while it waits; if its turn does not
+  come within its QUEUE_WAIT_NOTIFY_INTERVAL it cancels the wait and claims once
+  by itself (the periodic poll every worker has always done), then queues again;
 * when the holder is woken it hands the turn to the next idle worker (the
   database grants the lock in request order) and claims.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, List, Optional
 
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification, admin_lock_key
@@ -37,6 +40,7 @@ logger = logging.getLogger(__name__)
 # Admin lock object id of the listener turn (beside ADMIN_RETRY/PURGE/NOTIFY = 1..3).
 ADMIN_LISTENER = 4
 STOP_CHECK = 0.5  # seconds between checks of the stop request while waiting for the turn
+HELD, STOPPED, TIMEOUT = "held", "stopped", "timeout"
 
 
 class ListenerTurn:
@@ -47,13 +51,15 @@ class ListenerTurn:
         self.key = admin_lock_key(queue_table, ADMIN_LISTENER)
         self.held = False
 
-    def acquire(self, stop: threading.Event) -> bool:
-        """Block until this session holds the turn (True) or `stop` is set (False).
+    def acquire(self, stop: threading.Event, timeout: float) -> str:
+        """Block until this session holds the turn ("held"), `stop` is set ("stopped")
+        or `timeout` seconds passed ("timeout": the caller then polls once by itself,
+        so a worker whose turn does not come still honours its own poll interval).
 
         Raises DatabaseUnavailable when the connection is lost meanwhile.
         """
         if self.held:
-            return True
+            return HELD
         outcome: List[Any] = []
         done = threading.Event()
 
@@ -69,20 +75,29 @@ class ListenerTurn:
 
         helper = threading.Thread(target=wait_turn, name="listener_turn", daemon=True)
         helper.start()
-        cancelled = False
-        while not done.wait(STOP_CHECK):
-            if stop.is_set() and not cancelled:
-                cancelled = True
+        deadline = time.monotonic() + timeout
+        reason = ""
+        while not done.wait(min(STOP_CHECK, max(0.0, deadline - time.monotonic()))):
+            if reason:
+                continue
+            if stop.is_set():
+                reason = STOPPED
+            elif time.monotonic() >= deadline:
+                reason = TIMEOUT
+            if reason:
                 self._cancel()
         helper.join()
         result = outcome[0] if outcome else DatabaseUnavailable("espera da vez interrompida")
         if result is True:
             self.held = True
-            return not cancelled or self._give_back()
+            if reason == STOPPED:
+                self.release()
+                return STOPPED
+            return HELD  # granted before the cancel arrived
         if isinstance(result, DatabaseUnavailable):
             raise result
-        if cancelled and _is_cancel(result):
-            return False
+        if reason and _is_cancel(result):
+            return reason
         raise result
 
     def _cancel(self) -> None:
@@ -90,10 +105,6 @@ class ListenerTurn:
             self.session.conn.cancel()
         except Exception as exc:  # the statement ends with the connection anyway
             logger.debug("cancelamento da espera da vez falhou: %s", exc)
-
-    def _give_back(self) -> bool:
-        self.release()
-        return False
 
     def release(self) -> None:
         """Hand the turn to the next idle worker (no-op when not held)."""

@@ -9,6 +9,12 @@ from typing import Callable, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.backend import Backend
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD
+from nsj_queue_lib.coordination.listener_turn import (
+    HELD,
+    ListenerTurn,
+    take_stale,
+    turn_for,
+)
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
@@ -45,6 +51,9 @@ class Consumer:
         self.tasks_done = 0
         self.halted = False
         self.paused = False
+        # None while connected; else why not (the heartbeat reports it: the worker keeps
+        # no connection of its own just to check the database).
+        self.db_problem: Optional[str] = None
 
     def run(self) -> None:
         backoff = Backoff()
@@ -54,6 +63,7 @@ class Consumer:
                 session = DbSession.open(self.settings)
                 self._serve(session, backoff)
             except (DatabaseUnavailable, CoordinationError) as exc:
+                self.db_problem = f"conexão com o banco perdida: {exc}"
                 self.observer.connection_lost()
                 delay = backoff.next()
                 logger.warning("Conexão indisponível (%s); nova tentativa em %.1f s", exc, delay)
@@ -61,6 +71,7 @@ class Consumer:
             except ConfigError:
                 raise
             except Exception:
+                self.db_problem = "worker reiniciando após erro inesperado"
                 # Never let an unexpected error end the worker: start over on a new
                 # connection (a task it left 'processando' is rescued as usual).
                 delay = backoff.next()
@@ -78,6 +89,10 @@ class Consumer:
         try:
             self._check_table(repo)
             notifier.listen()
+            self.db_problem = None
+            # PostgreSQL: idle workers take turns listening (one is woken per wake-up).
+            turn = turn_for(notifier, session, settings.queue_table)
+            woke = False  # the last claim followed a wake-up of the listener turn
             if self.backend.task_locks_in_sql:
                 claimer = SqlLockClaimer(repo, settings.queue_table)
             else:
@@ -90,12 +105,17 @@ class Consumer:
                 self.on_connect()
             busy = BUSY_FIRST
             gate = PauseGate(session, settings.queue_table)
-            while not self.stop.is_set():
-                self.paused = gate.is_paused()
-                if self.paused:  # nsj-queue pause: claim nothing, wake for HALT or resume
-                    self._handle(notifier.wait(CHECK_INTERVAL))
-                    continue
-                tarefa = claimer.claim()
+            pending = None  # a task the listener turn already claimed
+            # (a task already claimed runs even when a stop came meanwhile)
+            while pending is not None or not self.stop.is_set():
+                if pending is not None:
+                    tarefa, pending = pending, None
+                else:
+                    self.paused = gate.is_paused()
+                    if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
+                        self._handle(notifier.wait(CHECK_INTERVAL))
+                        continue
+                    tarefa = claimer.claim()
                 # Reset only once a claim went through: in client/server mode listen()
                 # tolerates a dead server, so reaching this loop proves nothing yet.
                 backoff.reset()
@@ -107,9 +127,19 @@ class Consumer:
                     # Read what arrived meanwhile (without waiting): HALT must stop a
                     # busy worker too, and the backlog of wake-ups must not grow.
                     self._handle(notifier.wait(0))
+                    if turn is not None and woke and not self.stop.is_set():
+                        # Woken by a notification: meanwhile the next idle worker has
+                        # been listening; rather than a claim that would mostly find
+                        # nothing, queue for the turn (its probe sees what is due).
+                        pending, woke, busy = self._turn_claim(repo, notifier, turn, claimer,
+                                                               gate, busy)
                     continue
                 self.observer.empty_claim()
-                busy = self._idle_wait(repo, notifier, busy)
+                if turn is not None:
+                    pending, woke, busy = self._turn_claim(repo, notifier, turn, claimer,
+                                                           gate, busy)
+                else:
+                    busy = self._idle_wait(repo, notifier, busy)
         finally:
             notifier.close()
             locker.close()
@@ -158,6 +188,63 @@ class Consumer:
                 self._handle(notes)
                 break
         return busy
+
+    def _turn_claim(self, repo: TaskRepository, notifier, turn: ListenerTurn, claimer,
+                    gate: PauseGate, busy: float) -> tuple:
+        """Idle wait with the listener turn (PostgreSQL): returns (tarefa, woke, busy).
+
+        Waits for the turn (one blocking statement), probes the next due time, drops
+        the notifications the probe made old news (keeping HALT), then waits like
+        `_idle_wait`.  Claims while still holding the turn, so the next idle worker
+        never probes a task this one is about to take, and a wake-up that finds
+        nothing (a scheduled task, a task another worker took) costs no hand-over.
+        The turn is handed on before the task runs.  `woke` is False when the task
+        was due at the probe (a backlog: the caller keeps claiming directly).
+        """
+        got = turn.acquire(self.stop, self.settings.queue_wait_notify_interval)
+        if got != HELD:
+            # Stopping, or the poll interval passed without the turn: the caller's next
+            # claim is this worker's periodic poll.
+            return None, False, busy
+        try:
+            while not self.stop.is_set():
+                next_due = repo.task_seconds_to_next_due()
+                self._handle(take_stale(notifier.session.conn))
+                if self.stop.is_set() or gate.is_paused():
+                    return None, False, busy
+                timeout = self.settings.queue_wait_notify_interval
+                if next_due is not None and next_due <= 0:
+                    tarefa = claimer.claim()
+                    if tarefa is not None:
+                        return tarefa, False, BUSY_FIRST
+                    # Due rows exist but other workers hold them all: back off a little.
+                    timeout, busy = busy, min(busy * 2, BUSY_MAX)
+                else:
+                    busy = BUSY_FIRST
+                    if next_due is not None:
+                        timeout = min(timeout, next_due)
+                self._wait_notes(notifier, timeout)
+                if self.stop.is_set() or gate.is_paused():
+                    return None, False, busy
+                tarefa = claimer.claim()
+                if tarefa is not None:
+                    return tarefa, True, BUSY_FIRST
+            return None, False, busy
+        finally:
+            try:
+                turn.release()
+            except DatabaseUnavailable:
+                turn.forget()  # the session is gone, and its lock with it
+
+    def _wait_notes(self, notifier, timeout: float) -> None:
+        remaining = timeout
+        while remaining > 0 and not self.stop.is_set():
+            step = min(WAIT_SLICE, remaining)
+            notes = notifier.wait(step)
+            remaining -= step
+            if notes:
+                self._handle(notes)
+                return
 
     def _handle(self, notes: list) -> None:
         if any(n.payload == HALT_PAYLOAD for n in notes):

@@ -38,8 +38,11 @@ class WorkerRuntime:
         self.services = admin_services(settings, self.backend, self.stop)
         self.services.extend(extra_services or [])
         # Heartbeat file for container probes (python -m nsj_queue_lib.health).
+        # The database check is the consumer's own connection state (one connection per
+        # worker process): a lost connection fails a statement or, idle, its keepalives.
         self.heartbeat = HeartbeatService(settings, self.stop,
-                                          tasks_done=lambda: self.consumer.tasks_done)
+                                          tasks_done=lambda: self.consumer.tasks_done,
+                                          db_check=lambda: self.consumer.db_problem)
         self.services.append(self.heartbeat)
         self.observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.consumer = Consumer(settings, self.backend, dispatch, self.stop,

@@ -1,0 +1,133 @@
+"""Wake-ups that do not grow with the fleet (PostgreSQL): idle workers take turns listening.
+
+Real worker processes on the real server; what is asserted is what the server shows
+(who waits for the listener-turn advisory lock, how many sessions a worker holds) and
+the rows the tasks wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from nsj_queue_lib.coordination.base import admin_lock_key
+from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER
+from tests.helpers import eventually, wait_ready
+
+IDLE = 5
+
+
+def _turn(queue) -> dict:
+    """Sessions holding / waiting for the queue's listener-turn lock."""
+    ns, obj = admin_lock_key(queue.table, ADMIN_LISTENER)
+    rows = queue.sql("SELECT granted, count(*) AS n FROM pg_locks WHERE locktype = 'advisory' "
+                     "AND classid = %s AND objid = %s AND objsubid = 2 GROUP BY granted",
+                     (ns & 0xFFFFFFFF, obj & 0xFFFFFFFF))
+    out = {True: 0, False: 0}
+    for r in rows:
+        out[r["granted"]] = r["n"]
+    return {"holder": out[True], "waiting": out[False]}
+
+
+def _sockets_of(pid: int) -> set:
+    """Local TCP ports of the sockets process `pid` holds open (from /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        path = Path(f"/proc/{pid}/net/{table}")
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            parts = line.split()
+            if parts[9] in inodes:
+                ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _sessions_of(queue, pid: int) -> int:
+    ports = _sockets_of(pid)
+    if not ports:
+        return 0
+    return int(queue.value("SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)",
+                           (list(ports),)))
+
+
+def test_one_idle_worker_listens_the_others_wait_in_one_statement(queue):
+    workers = [queue.start_worker() for _ in range(IDLE)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": IDLE - 1},
+               message="one holder of the listener turn, the others waiting for it")
+    # Waiting for the turn is one statement blocked on the lock, not a polling loop.
+    waiting = queue.sql("SELECT state, wait_event_type FROM pg_stat_activity "
+                        "WHERE application_name = %s AND wait_event_type = 'Lock'",
+                        (f"nsj_queue_lib:{queue.fila}",))
+    assert len(waiting) == IDLE - 1
+    assert {r["state"] for r in waiting} == {"active"}
+
+    # Tasks arriving one at a time: each runs exactly once, and the turn goes round.
+    ids = []
+    for i in range(40):
+        ids.append(queue.insert({"efeito": f"t{i}"}))
+        time.sleep(0.02)
+    queue.wait_idle(timeout=60)
+    effects = queue.effects()
+    assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)
+    assert queue.count("status = 'sucesso'") == 40
+    assert len({e["pid"] for e in effects}) >= 2, "the turn did not move between workers"
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": IDLE - 1},
+               message="back to one listener after the burst")
+
+    # One database session per worker process (no separate heartbeat connection).
+    for w in workers:
+        assert _sessions_of(queue, w.pid) == 1, w.log()
+
+    # HALT reaches every idle worker, the waiting ones included (turn by turn).
+    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    for w in workers:
+        assert w.wait_exit(30) == 0, w.log()
+    assert _turn(queue) == {"holder": 0, "waiting": 0}
+
+
+def test_sigterm_stops_a_worker_waiting_for_the_turn_at_once(queue):
+    holder = queue.start_worker()
+    wait_ready(holder)
+    eventually(lambda: _turn(queue)["holder"] == 1, message="first worker holds the turn")
+    waiting = queue.start_worker()
+    wait_ready(waiting)
+    eventually(lambda: _turn(queue)["waiting"] == 1, message="second worker waits for it")
+    t0 = time.monotonic()
+    waiting.signal(signal.SIGTERM)
+    assert waiting.wait_exit(10) == 0, waiting.log()
+    assert time.monotonic() - t0 < 5
+    assert _turn(queue) == {"holder": 1, "waiting": 0}
+    # The holder still serves the queue.
+    task = queue.insert({"efeito": "after"})
+    queue.wait_status(task, "sucesso")
+    holder.signal(signal.SIGTERM)
+    assert holder.wait_exit(10) == 0
+
+
+def test_scheduled_task_runs_on_time_with_waiting_workers(queue):
+    """The turn holder's timer (not the 30 s periodic poll) runs a scheduled task."""
+    import datetime as dt
+
+    workers = [queue.start_worker() for _ in range(3)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    due = queue.db_now() + dt.timedelta(seconds=2)
+    task = queue.insert({"efeito": "agendada"}, data_hora=due)
+    t0 = time.monotonic()
+    queue.wait_status(task, "sucesso", timeout=15)
+    assert time.monotonic() - t0 < 12  # QUEUE_WAIT_NOTIFY_INTERVAL is 30 s in tests
+    assert [e["tarefa_id"] for e in queue.effects()] == [task]
