@@ -15,6 +15,17 @@ class DatabaseUnavailable(NsjQueueError):
     """The database connection was lost or could not be opened."""
 
 
+class DatabaseRefused(DatabaseUnavailable):
+    """The server answered but refused the configured access: authentication failed,
+    unknown role, unknown database (PostgreSQL 28P01/28000/3D000, MySQL 1045/1698/
+    1044/1049).  A configuration error at start; later (a password rotated under a
+    running worker) it is retried like any lost connection."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class CoordinationError(NsjQueueError):
     """The notify/lock service (socket server) is unavailable or misbehaved."""
 

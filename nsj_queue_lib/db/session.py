@@ -14,7 +14,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.dialect import Dialect, detect_dialect, dialect_for_driver
-from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.exceptions import DatabaseRefused, DatabaseUnavailable
+from nsj_queue_lib.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,51 @@ def is_connection_error(exc: BaseException, conn: Any = None) -> bool:
     return not _mysql_statement_error(exc, conn)
 
 
+# PostgreSQL start-up refusals.  psycopg2 gives no SQLSTATE for a failed connection, so
+# they are recognised by libpq's text (the server's English messages).
+_PG_REFUSALS = (
+    (re.compile(r"password authentication failed"), "28P01",
+     "senha recusada para o usuário '{user}' (verifique DB_USER e DB_PASS)"),
+    (re.compile(r'role "[^"]*" does not exist'), "28000",
+     "o usuário '{user}' não existe no servidor (verifique DB_USER)"),
+    (re.compile(r'database "[^"]*" does not exist'), "3D000",
+     "a base '{db}' não existe (verifique DB_BASE)"),
+    (re.compile(r"no pg_hba\.conf entry|authentication failed"), "28000",
+     "o servidor recusou o acesso do usuário '{user}' à base '{db}' (verifique DB_USER, "
+     "DB_PASS e o pg_hba.conf)"),
+)
+_PG_CODES = {"28P01": 0, "28000": 1, "3D000": 2}
+_MYSQL_REFUSALS = {
+    1045: "usuário '{user}' ou senha recusados (verifique DB_USER e DB_PASS)",
+    1698: "usuário '{user}' ou senha recusados (verifique DB_USER e DB_PASS)",
+    1044: "o usuário '{user}' não tem acesso à base '{db}' (verifique DB_USER e DB_BASE)",
+    1049: "a base '{db}' não existe (verifique DB_BASE)",
+}
+
+
+def refusal(exc: BaseException, settings: Settings) -> Optional[DatabaseRefused]:
+    """DatabaseRefused when `exc` (raised by connect) means the server refused the
+    configured user, password or database; None for anything else (down, timeout)."""
+    import pymysql
+
+    where = f"{settings.db_host}:{settings.db_port}/{settings.db_name}"
+    facts = {"user": settings.db_user, "db": settings.db_name}
+    if isinstance(exc, pymysql.err.MySQLError):
+        code = exc.args[0] if exc.args else None
+        text = _MYSQL_REFUSALS.get(code) if isinstance(code, int) else None
+        if text is None:
+            return None
+        return DatabaseRefused(f"O banco {where} recusou a conexão: "
+                               f"{text.format(**facts)} [MySQL {code}]", str(code))
+    pgcode = getattr(exc, "pgcode", None)
+    message = str(exc)
+    for index, (pattern, code, text) in enumerate(_PG_REFUSALS):
+        if _PG_CODES.get(pgcode or "") == index or pattern.search(message):
+            return DatabaseRefused(f"O banco {where} recusou a conexão: "
+                                   f"{text.format(**facts)} [SQLSTATE {code}]", code)
+    return None
+
+
 def connect(settings: Settings, *, connect_timeout: int = 5, application_name: str = "") -> Any:
     """Open a raw DB-API connection in autocommit mode, as configured by `settings`."""
     try:
@@ -111,9 +157,12 @@ def connect(settings: Settings, *, connect_timeout: int = 5, application_name: s
         )
         return conn
     except _connection_errors() as exc:
+        refused = refusal(exc, settings)
+        if refused is not None:
+            raise refused from exc
         raise DatabaseUnavailable(
             f"Não foi possível conectar ao banco {settings.db_host}:{settings.db_port}/"
-            f"{settings.db_name}: {str(exc).strip()}"
+            f"{settings.db_name}: {one_line(str(exc), 500)}"
         ) from exc
 
 
@@ -149,7 +198,8 @@ class DbSession:
         except Exception as exc:
             if not is_connection_error(exc, self.conn):
                 raise  # an error of this statement; the connection is still usable
-            raise DatabaseUnavailable(f"Conexão com o banco perdida: {str(exc).strip()}") from exc
+            raise DatabaseUnavailable(
+                f"Conexão com o banco perdida: {one_line(str(exc), 500)}") from exc
 
     def execute(self, sql: str, params: Params = None) -> int:
         """Run a statement; return its row count."""

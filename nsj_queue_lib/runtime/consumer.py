@@ -17,12 +17,18 @@ from nsj_queue_lib.coordination.listener_turn import (
 )
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
+from nsj_queue_lib.exceptions import (
+    ConfigError,
+    CoordinationError,
+    DatabaseRefused,
+    DatabaseUnavailable,
+)
 from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime.claim import LockerClaimer, SqlLockClaimer
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.runner import Dispatch, TaskRunner
 from nsj_queue_lib.runtime.schedule import Backoff
+from nsj_queue_lib.runtime.service import OutageReport
 from nsj_queue_lib.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -50,6 +56,8 @@ class Consumer:
         self.on_connect = on_connect
         self.tasks_done = 0
         self.halted = False
+        # Reconnect attempts: every one logged for a short outage, then one line a minute.
+        self._outage = OutageReport("Conexão indisponível", logger, burst=5, every=60.0)
         self.paused = False
         # None while connected; else why not (the heartbeat reports it: the worker keeps
         # no connection of its own just to check the database).
@@ -57,16 +65,25 @@ class Consumer:
 
     def run(self) -> None:
         backoff = Backoff()
+        connected_once = False
         while not self.stop.is_set():
             session: Optional[DbSession] = None
             try:
-                session = DbSession.open(self.settings)
+                try:
+                    session = DbSession.open(self.settings)
+                except DatabaseRefused as exc:
+                    if not connected_once:
+                        # Wrong DB_USER / DB_PASS / DB_BASE at start: a configuration
+                        # error (exit 2), not an outage to wait out.
+                        raise ConfigError(str(exc)) from None
+                    raise
+                connected_once = True
                 self._serve(session, backoff)
             except (DatabaseUnavailable, CoordinationError) as exc:
                 self.db_problem = f"conexão com o banco perdida: {exc}"
                 self.observer.connection_lost()
                 delay = backoff.next()
-                logger.warning("Conexão indisponível (%s); nova tentativa em %.1f s", exc, delay)
+                self._outage.failed(f"{exc}; nova tentativa em {delay:.1f} s")
                 self.stop.wait(delay)
             except ConfigError:
                 raise
@@ -119,6 +136,7 @@ class Consumer:
                 # Reset only once a claim went through: in client/server mode listen()
                 # tolerates a dead server, so reaching this loop proves nothing yet.
                 backoff.reset()
+                self._outage.recovered()
                 if tarefa is not None:
                     self.observer.claimed(tarefa)
                     self.observer.finished_task(tarefa, runner.run(tarefa))
