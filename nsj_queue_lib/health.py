@@ -287,6 +287,21 @@ def _check_db_from_probe(settings: Settings) -> Optional[str]:
         session.close()
 
 
+def _check_server_from_probe(settings: Settings) -> Dict[str, Any]:
+    """Ping the queue server's lock port (hello with the token, then ping)."""
+    from nsj_queue_lib.client.lock_client import SocketLocker
+
+    where = f"{settings.server_host}:{settings.lock_service_port}"
+    locker = SocketLocker.from_settings(settings, admin=True)
+    try:
+        ok = locker.ping()
+    finally:
+        with contextlib.suppress(Exception):
+            locker.close()
+    return {"saudavel": ok, "estado": None,
+            "motivo": f"servidor de filas {where} " + ("respondeu" if ok else "não respondeu")}
+
+
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     parser = argparse.ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
@@ -300,15 +315,29 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                         help="idade máxima do arquivo de saúde (padrão: 3 intervalos do "
                         "worker, 15 s)")
     parser.add_argument("--json", action="store_true", help="resultado em JSON")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--servidor", action="store_true",
+                        help="verifica o servidor de filas (SERVER_HOST:LOCK_SERVICE_PORT, "
+                        "ping com SERVER_AUTH_TOKEN) em vez de um worker")
+    target.add_argument("--somente-banco", dest="only_db", action="store_true",
+                        help="verifica só o banco (DB_*), sem worker")
     portuguese(parser, version=True)
     args = parser.parse_args(argv)
     try:
-        settings = Settings.from_env(require=("db",) if args.db else ())
-        path = health_file_path(settings.queue_name)
+        settings = Settings.from_env(require=("db",) if args.db or args.only_db else ())
+        path = None if args.servidor or args.only_db else health_file_path(settings.queue_name)
     except ConfigError as exc:
         print(f"Erro: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    result = check(path, args.max_idade)
+    if args.servidor:
+        result = _check_server_from_probe(settings)
+    elif args.only_db:
+        problem = _check_db_from_probe(settings)
+        result = {"saudavel": problem is None, "estado": None,
+                  "motivo": problem or f"banco {settings.db_host}:{settings.db_port}/"
+                  f"{settings.db_name} respondeu"}
+    else:
+        result = check(path, args.max_idade)
     if result["saudavel"] and args.db:
         problem = _check_db_from_probe(settings)
         if problem:

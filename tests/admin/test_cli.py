@@ -136,3 +136,18 @@ def test_exit_codes_for_configuration_and_unavailable_database(queue):
     assert res.returncode == 1 and "conectar" in res.stderr
     res = cli("worker", "tests.workers.nao_existe:X", env=env)
     assert res.returncode == 2 and "nao_existe" in res.stderr
+
+
+def test_health_probes_for_the_queue_server_and_the_database(csq):
+    """The compose healthchecks of the server and tests services."""
+    csq.start_server()
+    env = dict(os.environ)
+    env.update(csq.env())
+    res = cli("health", "--servidor", env=env)
+    assert res.returncode == 0 and "respondeu" in res.stdout, res.stdout + res.stderr
+    res = cli("health", "--servidor", "--json", env=dict(env, SERVER_AUTH_TOKEN="errado"))
+    assert res.returncode == 1 and json.loads(res.stdout)["saudavel"] is False
+    res = cli("health", "--somente-banco", env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = cli("health", "--somente-banco", env=dict(env, DB_PORT="1"))
+    assert res.returncode == 1 and "banco indisponível" in res.stdout

