@@ -16,7 +16,7 @@ from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import DatabaseUnavailable, NotFoundException
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable, NotFoundException
 
 T = TypeVar("T")
 
@@ -73,7 +73,10 @@ class DashboardData:
 
     def check_queue(self, table: str) -> str:
         """`table` if it is one of the queues found (else NotFoundException)."""
-        validate_table_name(table, "fila")
+        try:
+            validate_table_name(table, "fila")
+        except ConfigError:
+            raise NotFoundException(f"Fila inválida: {table!r}") from None
         if table not in self.queues() and table not in self.queues(refresh=True):
             raise NotFoundException(f"Fila {table} não encontrada neste banco")
         return table

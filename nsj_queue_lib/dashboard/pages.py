@@ -170,6 +170,9 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
                     for k, label in (("pendente", "Pendentes"), ("agendada", "Agendadas"),
                                      ("processando", "Em execução"), ("devidas", "Devidas")))
     cards += f'<div>Mortas<b data-campo="mortas">{fmt_count(s["mortas"])}</b></div>'
+    for k, label in (("sucesso", "Sucesso (1 h)"), ("falha", "Falha (1 h)"),
+                     ("cancelada", "Canceladas (1 h)")):
+        cards += f'<div>{label}<b data-campo="hora-{k}">{sum(s["ultima_hora"][k])}</b></div>'
     oldest = s["mais_antiga_devida"]
     if oldest:
         oldest_html = (f'<p data-campo="mais-antiga">Devida mais antiga: <a href="'

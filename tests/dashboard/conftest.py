@@ -8,11 +8,12 @@ import os
 import shutil
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 
 from tests.helpers import ROOT, WorkerProc, eventually
+from tests.mysql.conftest import myqueue, mysql_server  # noqa: F401 (fixtures)
 from tests.server.socket_server_helpers import free_port
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
@@ -66,6 +67,16 @@ def browser():
     driver.quit()
 
 
+_started: List[WorkerProc] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_dashboards():
+    yield
+    while _started:
+        _started.pop().stop(timeout=10)
+
+
 class Dashboard:
     def __init__(self, proc: WorkerProc, port: int, token: str) -> None:
         self.proc = proc
@@ -77,12 +88,14 @@ class Dashboard:
         return self.base + path
 
 
-def start_dashboard(queue, tmp_path: Path, token: str = "") -> Dashboard:
+def start_dashboard(queue, tmp_path: Path, token: str = "",
+                    db_env: Optional[Dict[str, str]] = None) -> Dashboard:
+    """The dashboard as a process on the database of `queue` (or of `db_env`)."""
     port = free_port()
-    env: Dict[str, str] = dict(queue.server.env())
+    env: Dict[str, str] = dict(db_env if db_env is not None else queue.server.env())
     env.update(DASHBOARD_PORT=str(port), DASHBOARD_TOKEN=token, LOG_DEBUG="false")
     proc = WorkerProc("nsj_queue_lib.dashboard", env, tmp_path / f"dashboard-{port}.log")
-    queue.workers.append(proc)  # stopped with the queue
+    _started.append(proc)
 
     def up() -> bool:
         if proc.proc.poll() is not None:

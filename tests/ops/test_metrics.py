@@ -127,9 +127,18 @@ def test_worker_metrics_match_the_table(queue):
     assert total(samples, "nsj_queue_reconnects_total") == 0
     assert scrape(ports[0], "/nada")[0] == 404
 
-    # The gauges are cached: many scrapes, few database reads.
-    for _ in range(20):
-        scrape(ports[1])
+    # A lost connection is counted, and the workers go on after reconnecting.
+    killed = queue.value("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE application_name = %s", (f"nsj_queue_lib:{fila}",))
+    assert killed >= 2
+    eventually(lambda: sum(total(parse(scrape(p)[2]), "nsj_queue_reconnects_total")
+                           for p in ports) >= 2, message="reconexões contadas")
+    after = queue.insert({"efeito": "depois"})
+    queue.wait_status(after, "sucesso")
+    eventually(lambda: sum(total(parse(scrape(p)[2]), "nsj_queue_tasks_finished_total",
+                                 outcome="sucesso") for p in ports) == 14,
+               message="tarefa depois da reconexão contada")
+    assert all(scrape(p, "/healthz")[0] == 200 for p in ports)
     assert all(w.proc.poll() is None for w in workers)
 
 
