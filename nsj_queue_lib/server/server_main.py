@@ -15,7 +15,7 @@ import threading
 from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused
 from nsj_queue_lib.log import configure_logging
 from nsj_queue_lib.server.core import Server
 
@@ -46,6 +46,21 @@ class DatabaseDueCheck:
         repository, self._repository = self._repository, None
         if repository is not None:
             repository.session.close()
+
+
+def _database_accepts(check: DatabaseDueCheck) -> bool:
+    """False (after one clear line) when the database refuses the configured user,
+    password or database at start: a configuration error.  A database merely down
+    is waited for by the check thread, as before."""
+    try:
+        check()
+    except DatabaseRefused as exc:
+        logger.error("%s", exc)
+        check.close()
+        return False
+    except Exception:  # down, or the table not there yet: the check thread reports it
+        check.close()
+    return True
 
 
 def serve(server: Server, *, install_signals: bool = True,
@@ -91,6 +106,8 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
     if not settings.server_auth_token and address not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("Servidor escutando em %s sem SERVER_AUTH_TOKEN: qualquer host que "
                        "alcance as portas pode pegar locks ou enviar HALT", address)
+    if isinstance(check, DatabaseDueCheck) and not _database_accepts(check):
+        return 2
     server = Server.from_settings(settings, check)
     endpoint = None
     try:

@@ -1,10 +1,12 @@
 """MariaDB: wrong password or unknown database at start is a configuration error (exit 2,
-one line); the worker process is real (client/server mode)."""
+one line), for the worker and for the queue server; a missing table is said plainly.
+Real worker and server processes (client/server mode)."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.client_server.cs_helpers import ServerProc
 from tests.core.test_db_refused import assert_config_exit
 
 
@@ -15,3 +17,19 @@ from tests.core.test_db_refused import assert_config_exit
 def test_mariadb_refusal_at_start_exits_2_with_one_line(mariadb_csq, env, expected):
     line = assert_config_exit(mariadb_csq.start_worker(**env), "recusou a conexão", *expected)
     assert "senha-errada" not in line
+
+
+def test_queue_server_with_a_refused_password_exits_2_with_one_line(mariadb_csq):
+    csq = mariadb_csq
+    server = ServerProc(csq.env(DB_PASS="senha-errada"), csq.log_dir / "server-refused.log",
+                        csq.notify_port, csq.lock_port)
+    line = assert_config_exit(server, "recusou a conexão", "DB_PASS", "[MySQL 1045]")
+    assert "senha-errada" not in line
+
+
+def test_worker_on_a_missing_mariadb_table_exits_2_saying_so(mariadb_csq):
+    csq = mariadb_csq
+    csq.start_server()
+    worker = csq.start_worker(QUEUE_TABLE=f"{csq.schema}.nao_existe")
+    assert_config_exit(worker, f"a tabela '{csq.schema}.nao_existe' não existe neste banco",
+                       f"db_gen {csq.schema} nao_existe --mysql")
