@@ -186,7 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
         api = self.api
         with api.lock:
             st = api.state
-            st.token_requests.append({"form": form, "headers": dict(self.headers)})
+            st.token_requests.append({"form": form, "headers": dict(self.headers),
+                                      "at": time.monotonic()})
             grant = form.get("grant_type")
             if grant == "password":
                 st.password_grants += 1

@@ -49,6 +49,14 @@ def assert_no_secret(queue: Any, *workers: Any) -> None:
             assert secret not in w.log(), f"segredo no log de {w.module}"
 
 
+def wait_token_expired(api: FakeApi, lifetime: float = 2.0) -> None:
+    """Until the last token issued is past its lifetime for the worker (expires_in minus
+    the provider's 10 s margin), measured from when the fake API answered it."""
+    issued_at = api.state.token_requests[-1]["at"]
+    eventually(lambda: time.monotonic() >= issued_at + lifetime + 0.1, lifetime + 5,
+               interval=0.05, message="token expirado")
+
+
 def wait_chain_status(queue: Any, first_id: int, status: str, timeout: float = 30.0) -> dict:
     """The first attempt of task `first_id`'s chain whose status is `status` (polls)."""
     return eventually(lambda: next((r for r in queue.chain(first_id) if r["status"] == status),
@@ -110,7 +118,7 @@ def test_expired_access_token_is_refreshed(queue, fake_api: FakeApi, tenants):
     first = insert(queue, 101, txt="antes")
     queue.wait_status(first, "sucesso")
     assert (fake_api.state.password_grants, fake_api.state.refresh_grants) == (1, 0)
-    time.sleep(2.5)
+    wait_token_expired(fake_api)
     # Tenant 202's credentials are not cached yet: fetching them needs a token again.
     second = insert(queue, 202, txt="depois")
     queue.wait_status(second, "sucesso")
@@ -135,7 +143,7 @@ def test_expired_refresh_token_falls_back_to_a_password_grant(queue, fake_api: F
     worker = queue.start_worker(WORKER, **multidb_env(fake_api))
     first = insert(queue, 101, txt="antes")
     queue.wait_status(first, "sucesso")
-    time.sleep(2.5)
+    wait_token_expired(fake_api)
     second = insert(queue, 202, txt="depois")
     queue.wait_status(second, "sucesso")
 
