@@ -138,7 +138,11 @@ class QueueGauges:
         for row in s.fetch_all(q["metrics_depth"]):
             depth[row["status"]] = int(row["n"] or 0)
         oldest = s.fetch_one(q["status_oldest_due"])
+        from nsj_queue_lib.admin import QueueAdmin
+
+        paused = QueueAdmin(s, self.settings.queue_table).is_paused()
         return {
+            "paused": paused,
             "depth": depth,
             "due": int(s.fetch_value(q["status_due_count"]) or 0),
             "oldest_due_age": float(oldest["atraso"] or 0) if oldest else 0.0,
@@ -171,6 +175,8 @@ class QueueGauges:
             ("nsj_queue_oldest_due_age_seconds", "gauge",
              "Há quantos segundos a tarefa devida mais antiga espera (0 sem nenhuma)",
              [(labels, g["oldest_due_age"])]),
+            ("nsj_queue_paused", "gauge", "1 se a fila está pausada (nsj-queue pause)",
+             [(labels, 1 if g["paused"] else 0)]),
             ("nsj_queue_dead_letters_waiting", "gauge",
              "Cadeias da fila de mortos não resolvidas (sem sucesso e não reenfileiradas)",
              [(labels, g["dead_waiting"])]),

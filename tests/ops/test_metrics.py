@@ -180,6 +180,16 @@ def test_server_metrics_and_healthz(queue, tmp_path):
     assert total(samples, "nsj_queue_due_tasks") == 1
     assert total(samples, "nsj_queue_oldest_due_age_seconds") >= 0
     assert total(samples, "nsj_queue_server_clients") == 0
+    assert total(samples, "nsj_queue_paused") == 0
+    from nsj_queue_lib.admin import QueueAdmin
+
+    conn = queue.server.connect(autocommit=True)
+    try:
+        QueueAdmin(conn, queue.table).pause(por="teste")
+    finally:
+        conn.close()
+    eventually(lambda: total(parse(scrape(port)[2], histogram=False), "nsj_queue_paused") == 1,
+               message="pausa nas métricas")
 
     # A server whose database does not answer is alive but not healthy.
     _, bad = server(DB_PORT=free_port())
