@@ -204,6 +204,8 @@ class Settings:
     queue_purge_limit: int = _v("QUEUE_PURGE_LIMIT", parse=_positive_int, default=1000)
     queue_purge_round_limit: int = _v("QUEUE_PURGE_ROUND_LIMIT", parse=_positive_int,
                                       default=100)
+    queue_batch_size: int = _v("QUEUE_BATCH_SIZE", parse=_positive_int, default=1,
+                               doc="tarefas por transação (modo lote; 1 = uma por vez)")
     queue_wait_notify_interval: float = _v("QUEUE_WAIT_NOTIFY_INTERVAL", parse=_positive_float,
                                            default=30.0, doc="segundos")
     default_webhook_timeout: float = _v("DEFAULT_WEBHOOK_TIMEOUT", parse=_positive_float,

@@ -137,6 +137,16 @@ class TaskRepository:
                                               {"lock_ns": lock_ns})
         return _normalize(row)
 
+    def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:
+        """Batch mode (PostgreSQL): claim up to `limit` due tasks inside the caller's
+        transaction, in claim order (priority, then age, then id)."""
+        if self.dialect.name != "postgres":
+            raise ConfigError("QUEUE_BATCH_SIZE > 1 exige PostgreSQL por enquanto")
+        rows = [_normalize(r) for r in self.session.fetch_all(
+            self.q["task_claim_batch"], {"limit": limit, "lock_ns": lock_ns})]
+        rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
+        return rows
+
     def task_claim_candidates(self, limit: int) -> List[int]:
         return [r["id"] for r in self.session.fetch_all(self.q["task_claim_candidates"],
                                                         {"limit": limit})]

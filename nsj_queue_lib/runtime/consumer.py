@@ -24,6 +24,7 @@ from nsj_queue_lib.exceptions import (
     DatabaseUnavailable,
 )
 from nsj_queue_lib.observe import TaskObserver
+from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner
 from nsj_queue_lib.runtime.claim import LockerClaimer, SqlLockClaimer
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.runner import Dispatch, TaskRunner
@@ -117,6 +118,10 @@ class Consumer:
             runner = TaskRunner(settings, repo, locker, self.dispatch,
                                 self.backend.task_locks_in_sql,
                                 fence_row=not self.backend.task_locks_in_sql)
+            batch_runner = None
+            if settings.queue_batch_size > 1:  # batch mode: claim() returns a Batch
+                claimer = BatchClaimer(repo, settings.queue_table, settings.queue_batch_size)
+                batch_runner = BatchRunner(settings, repo, self.dispatch, self.observer)
             logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
             if self.on_connect is not None:
                 self.on_connect()
@@ -137,10 +142,13 @@ class Consumer:
                 # tolerates a dead server, so reaching this loop proves nothing yet.
                 backoff.reset()
                 self._outage.recovered()
-                if tarefa is not None:
+                if isinstance(tarefa, Batch) and batch_runner is not None:
+                    self.tasks_done += batch_runner.run(tarefa)
+                elif tarefa is not None:
                     self.observer.claimed(tarefa)
                     self.observer.finished_task(tarefa, runner.run(tarefa))
                     self.tasks_done += 1
+                if tarefa is not None:
                     busy = BUSY_FIRST
                     # Read what arrived meanwhile (without waiting): HALT must stop a
                     # busy worker too, and the backlog of wake-ups must not grow.

@@ -24,10 +24,14 @@ from tests.helpers import eventually
 MARIADBD = "/usr/sbin/mariadbd"
 
 
-def test_postgres_restart_mid_run(make_queue):
+@pytest.mark.parametrize("extra", [pytest.param({}, id="per-task"),
+                                   pytest.param({"QUEUE_BATCH_SIZE": 5}, id="batch")])
+def test_postgres_restart_mid_run(make_queue, extra):
     q = make_queue("postgres", "db")
-    run = ChaosRun(q, "2. database restart (pg_ctl -m fast / -m immediate, alternating)")
-    run.start_workers(3)
+    label = "".join(f", {k}={v}" for k, v in extra.items())
+    run = ChaosRun(q, "2. database restart (pg_ctl -m fast / -m immediate, alternating)"
+                      + label)
+    run.start_workers(3, **extra)
     run.start_producer(run.items())
     took = {"fast": [], "immediate": []}
     for i in run.faults(every=2.7, first=2.7, jitter=0.0):  # more restarts in a soak run

@@ -6,17 +6,20 @@ import pytest
 
 from tests.chaos.harness import ChaosRun
 
-TARGETS = [pytest.param("postgres", "db", id="postgres"),
-           pytest.param("mariadb", "cs", id="mariadb-cs", marks=pytest.mark.mysql)]
+TARGETS = [pytest.param("postgres", "db", {}, id="postgres"),
+           # Batch mode: a kill rolls back the whole batch of the killed worker.
+           pytest.param("postgres", "db", {"QUEUE_BATCH_SIZE": 5}, id="postgres-batch"),
+           pytest.param("mariadb", "cs", {}, id="mariadb-cs", marks=pytest.mark.mysql)]
 
 
-@pytest.mark.parametrize("kind,mode", TARGETS)
-def test_kill9_random_worker_every_few_seconds(make_queue, kind, mode):
+@pytest.mark.parametrize("kind,mode,extra", TARGETS)
+def test_kill9_random_worker_every_few_seconds(make_queue, kind, mode, extra):
     q = make_queue(kind, mode)
     if mode == "cs":
         q.start_server()
-    run = ChaosRun(q, "1. kill -9 random worker every ~1.5 s (restarted)")
-    run.start_workers(3)
+    label = "".join(f", {k}={v}" for k, v in extra.items())
+    run = ChaosRun(q, f"1. kill -9 random worker every ~1.5 s (restarted){label}")
+    run.start_workers(3, **extra)
     run.start_producer(run.items())
     for _ in run.faults(every=1.5):
         victim = run.rng.choice(q.workers)

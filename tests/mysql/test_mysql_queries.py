@@ -15,7 +15,7 @@ PARAM = re.compile(r"%\((\w+)\)s")
 
 # Queries that cannot exist natively on MySQL (advisory locks, NOTIFY): their MySQL bodies
 # refuse or do nothing, so they take none of the PostgreSQL parameters.
-NOT_NATIVE_ON_MYSQL = {"task_claim_locked", "task_finish_unlock", "notify"}
+NOT_NATIVE_ON_MYSQL = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch"}
 
 
 def test_mysql_and_postgres_have_the_same_query_names():

@@ -60,6 +60,11 @@ SELECT {tarefa_cols}
 SIGNAL SQLSTATE '45000'
    SET MESSAGE_TEXT = 'nsj_queue_lib: task_claim_locked exige PostgreSQL; use o servidor de filas'
 
+-- name: task_claim_batch
+-- Not available yet: batch mode is PostgreSQL only for now (the repository refuses it first).
+SIGNAL SQLSTATE '45000'
+   SET MESSAGE_TEXT = 'nsj_queue_lib: task_claim_batch exige PostgreSQL'
+
 -- name: task_claim_candidates
 -- One ordered index range per waiting status (ix_claim), merged; never a sort of the
 -- whole backlog.

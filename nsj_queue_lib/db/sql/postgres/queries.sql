@@ -62,6 +62,26 @@ UPDATE {table} t
                                      THEN 4294967296 ELSE 0 END)::int4)
 RETURNING {tarefa_cols}
 
+-- name: task_claim_batch
+-- Batch mode: inside the batch's transaction, claims up to %(limit)s due tasks (by priority,
+-- then age) in one statement.  The new 'processando' is visible only at the batch's commit;
+-- until then the row locks make other claims skip these rows, the rescue never sees them,
+-- and the transaction-level advisory locks mark them as running (status tools, 1 per task).
+-- A crash rolls the whole batch back: every task is 'pendente' again, nothing half-done.
+UPDATE {table} t
+   SET status = 'processando'
+ WHERE t.id IN (SELECT c.id
+                  FROM {table} c
+                 WHERE c.status IN ('pendente', 'agendada')
+                   AND c.data_hora <= now()
+                 ORDER BY c.prioridade DESC, c.data_hora, c.id
+                 LIMIT %(limit)s
+                   FOR UPDATE SKIP LOCKED)
+   AND pg_try_advisory_xact_lock(%(lock_ns)s,
+         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                     THEN 4294967296 ELSE 0 END)::int4)
+RETURNING {tarefa_cols}
+
 -- name: task_claim_candidates
 SELECT id
   FROM {table}
