@@ -81,8 +81,12 @@ class HeartbeatService(BackgroundService):
     def __init__(self, settings: Settings, stop_event: Optional[threading.Event] = None, *,
                  path: Optional[str] = None, interval: float = HEARTBEAT_INTERVAL,
                  tasks_done: Optional[Callable[[], int]] = None,
-                 db_check: Optional[Callable[[], Optional[str]]] = None) -> None:
+                 db_check: Optional[Callable[[], Optional[str]]] = None,
+                 pause_check: Optional[Callable[[], Dict[str, Any]]] = None) -> None:
         super().__init__(stop_event)
+        # With `pause_check` (the consumer's last read of `nsj-queue pause`) the pause is
+        # reported from it; without it, read on the heartbeat's own connection.
+        self.pause_check = pause_check
         # With `db_check` (the worker's consumer: None while its connection works, else
         # the problem) no connection of its own is opened; without it, SELECT 1 on one.
         self.db_check = db_check
@@ -148,6 +152,10 @@ class HeartbeatService(BackgroundService):
         """The queue's pause flag (nsj-queue pause), read on the heartbeat's session."""
         from nsj_queue_lib.admin import QueueAdmin
 
+        if self.pause_check is not None:
+            return self.pause_check()
+        if self._session is None:
+            return {"pausada": None, "motivo": None}
         try:
             state = QueueAdmin(self._session, self.settings.queue_table).pause_state()
         except Exception as exc:  # reported, never fatal: the probe is about the worker
@@ -160,7 +168,7 @@ class HeartbeatService(BackgroundService):
         problems = [p for p in (db_problem, self._check_server()) if p]
         if not self.consumer_connected:
             problems.append("o worker ainda não se conectou à fila")
-        pause = (self._pause_state() if db_problem is None and self._session is not None
+        pause = (self._pause_state() if db_problem is None
                  else {"pausada": None, "motivo": None})
         return {
             "pausada": pause["pausada"],

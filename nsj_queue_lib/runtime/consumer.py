@@ -60,6 +60,7 @@ class Consumer:
         # Reconnect attempts: every one logged for a short outage, then one line a minute.
         self._outage = OutageReport("Conexão indisponível", logger, burst=5, every=60.0)
         self.paused = False
+        self._gate: Optional[PauseGate] = None
         # None while connected; else why not (the heartbeat reports it: the worker keeps
         # no connection of its own just to check the database).
         self.db_problem: Optional[str] = None
@@ -126,7 +127,7 @@ class Consumer:
             if self.on_connect is not None:
                 self.on_connect()
             busy = BUSY_FIRST
-            gate = PauseGate(session, settings.queue_table)
+            gate = self._gate = PauseGate(session, settings.queue_table)
             pending = None  # a task the listener turn already claimed
             # (a task already claimed runs even when a stop came meanwhile)
             while pending is not None or not self.stop.is_set():
@@ -169,6 +170,14 @@ class Consumer:
         finally:
             notifier.close()
             locker.close()
+
+    @property
+    def pause_state(self) -> dict:
+        """The last pause flag read before a claim (for the heartbeat file)."""
+        gate = self._gate
+        if gate is None:
+            return {"pausada": None, "motivo": None}
+        return {"pausada": gate.paused, "motivo": gate.reason}
 
     def _check_table(self, repo: TaskRepository) -> None:
         import psycopg2

@@ -42,7 +42,8 @@ class WorkerRuntime:
         # worker process): a lost connection fails a statement or, idle, its keepalives.
         self.heartbeat = HeartbeatService(settings, self.stop,
                                           tasks_done=lambda: self.consumer.tasks_done,
-                                          db_check=lambda: self.consumer.db_problem)
+                                          db_check=lambda: self.consumer.db_problem,
+                                          pause_check=lambda: self.consumer.pause_state)
         self.services.append(self.heartbeat)
         self.observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.consumer = Consumer(settings, self.backend, dispatch, self.stop,
