@@ -18,6 +18,7 @@ import http.cookies
 import logging
 import secrets
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Optional
 from urllib.parse import parse_qs, urlsplit
@@ -36,6 +37,7 @@ from nsj_queue_lib.exceptions import (
 logger = logging.getLogger(__name__)
 
 COOKIE = "nsjq_painel"
+FAILED_LOGIN_DELAY = 1.0  # seconds
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 NOTICES = {
     "reenfileirada": "Cadeia reenfileirada: nova tentativa #{novo}.",
@@ -126,7 +128,7 @@ class DashboardServer:
         self._thread.start()
 
     def stop(self) -> None:
-        httpd, self._httpd = self._httpd
+        httpd, self._httpd = self._httpd, None
         if httpd is not None:
             httpd.shutdown()
             httpd.server_close()
@@ -283,6 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
                           "Path=/")
                 self._redirect("/?aviso=entrou", {"Set-Cookie": cookie})
             else:
+                time.sleep(FAILED_LOGIN_DELAY)  # slows guessing (one thread per request)
                 self._page(403, "Entrar", pages.login_page(failed=True))
             return
         if path != "/acao":

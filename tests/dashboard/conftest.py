@@ -73,8 +73,11 @@ _started: List[WorkerProc] = []
 @pytest.fixture(autouse=True)
 def _stop_dashboards():
     yield
+    codes = []
     while _started:
-        _started.pop().stop(timeout=10)
+        proc = _started.pop()
+        codes.append((proc.stop(timeout=10), proc.log()[-2000:]))
+    assert all(code == 0 for code, _ in codes), f"painel não saiu com 0 no SIGTERM: {codes}"
 
 
 class Dashboard:
