@@ -139,7 +139,7 @@ class HeartbeatService(BackgroundService):
     def _check_server(self) -> Optional[str]:
         if not self.settings.client_server_mode:
             return None
-        from nsj_queue_lib.client.lock_client import SocketLocker
+        from nsj_queue_lib.coordination.socket.locker import SocketLocker
 
         if self._server is None:
             self._server = SocketLocker.from_settings(self.settings, admin=True)

@@ -7,10 +7,13 @@ import functools
 import inspect
 import logging
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from nsj_queue_lib.runtime.router import TaskContext
 
 logger = logging.getLogger(__name__)
 
@@ -94,27 +97,35 @@ class WorkerBase(abc.ABC):
         name = "execute_dead" if tarefa.get("dead") else "execute"
         return accepts_extra_arg(getattr(self, name), 3)
 
-    # -- runtime wiring ---------------------------------------------------
+    # -- handlers the router calls (see nsj_queue_lib.runtime.router) ----------
+    def run_task(self, ctx: TaskContext) -> Any:
+        """A plain task: `execute`."""
+        return self.internal_execute(ctx.tarefa, ctx.bd_conn, ctx.multi_db_conn)
+
+    def run_dead(self, ctx: TaskContext) -> Any:
+        """A dead-letter task: `execute_dead`."""
+        return self.internal_execute_dead(ctx.tarefa, ctx.bd_conn, ctx.multi_db_conn)
+
+    def run_subscriber(self, ctx: TaskContext) -> Any:
+        """A subscriber task: a plain worker runs it with `execute` like any task."""
+        return self.run_task(ctx)
+
     def dispatch(self, tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any = None) -> Any:
-        """Route a claimed task: dead letter, publication (fan-out) or normal task."""
-        if tarefa.get("dead"):
-            return self.internal_execute_dead(tarefa, bd_conn, multi_db_conn)
-        if tarefa.get("pub_sub"):
-            from nsj_queue_lib.pubsub.fanout import publish
+        """Run `tarefa` as the runtime would, with the given connection(s), without claiming
+        or committing anything (the caller owns the transaction)."""
+        from nsj_queue_lib.runtime.router import TaskContext, route
 
-            return publish(self, tarefa, bd_conn)
-        return self.internal_execute(tarefa, bd_conn, multi_db_conn)
+        return route(self, TaskContext.for_connection(tarefa, self.settings, bd_conn,
+                                                      multi_db_conn))
 
+    # -- runtime wiring ---------------------------------------------------
     def build_runtime(self, settings: Settings) -> Any:
         """Create the runtime that serves this worker (overridable for extra services)."""
-        from nsj_queue_lib.runtime.dispatch import make_dispatch
+        from nsj_queue_lib.runtime.router import TaskRouter
         from nsj_queue_lib.runtime.supervisor import WorkerRuntime
 
         self.settings = settings
-        dispatcher = make_dispatch(self, settings)
-        runtime = WorkerRuntime(settings, dispatcher)
-        runtime.on_stop.append(dispatcher.close)
-        return runtime
+        return WorkerRuntime(settings, TaskRouter(self, settings))
 
     def run(self, argv: Optional[Sequence[str]] = None) -> None:
         """Run the worker until SIGTERM/SIGINT or HALT; exit non-zero on a startup error.

@@ -266,22 +266,22 @@ class WorkerPubSubBase(WorkerBase):
 
     # -- subscription -------------------------------------------------------
     def _repository(self, bd_conn: Any) -> Any:
+        """The subscriber-table repository on the connection of `bd_conn` (cached per
+        connection: one per task thread)."""
         from nsj_queue_lib.db.repository import TaskRepository
         from nsj_queue_lib.db.session import DbSession
 
-        session = getattr(bd_conn, "_session", None)
-        if session is None:
-            session = DbSession(getattr(bd_conn, "conn", bd_conn))
+        raw = getattr(bd_conn, "conn", bd_conn)
         cached = self.__dict__.get("_sub_repo")
-        if cached is not None and cached[0] is session:
+        if cached is not None and cached[0] is raw:
             return cached[1]
         settings = self.settings
         sub_table = getattr(settings, "queue_subscriber_table", None)
         if not sub_table:
             raise ConfigError("QUEUE_SUBSCRIBER_TABLE não configurada: o worker pub/sub "
                               "precisa da tabela de assinaturas.")
-        repo = TaskRepository(session, settings.queue_table, sub_table)
-        self._sub_repo = (session, repo)
+        repo = TaskRepository(DbSession(raw), settings.queue_table, sub_table)
+        self._sub_repo = (raw, repo)
         return repo
 
     def load_subscription(self, subscriber_id: str, bd_conn: Any) -> Dict[str, Any]:

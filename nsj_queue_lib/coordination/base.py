@@ -1,15 +1,26 @@
-"""Contracts for the two services a worker needs besides SQL: wake-ups and locks.
+"""The coordination contracts: how a worker claims tasks, gets wake-ups and locks.
 
-PostgreSQL provides both natively (LISTEN/NOTIFY and session advisory locks);
-the client/server mode provides them through the socket server.  The runtime
-only depends on these protocols.
+Each backend (PostgreSQL, MySQL native, socket server) implements them all in
+one place, with its own claim strategy; the runtime depends only on these
+protocols and on the backend's `Capabilities`, never on which backend it is.
+
+* `TaskGuard`: claim the next due task(s), mark one done, release it.  One
+  guard serves one database session; a worker running several task threads
+  opens one session and one guard per thread.
+* `Notifier`: wake-ups for idle workers (and HALT).
+* `Locker`: session locks, used by the admin jobs and the rescue.
+* `Backend`: the factory of the three, plus `wake_workers`.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Protocol, Tuple
+from typing import TYPE_CHECKING, List, Protocol, Tuple
+
+if TYPE_CHECKING:
+    from nsj_queue_lib.db.repository import TaskRepository
+    from nsj_queue_lib.db.session import DbSession
 
 # A lock key is a pair of signed 32-bit integers: (namespace, object id).
 # This is exactly the two-argument form of pg_try_advisory_lock, so keys of
@@ -96,3 +107,72 @@ class Locker(Protocol):
 
     def close(self) -> None:
         """End the session, releasing all its locks (idempotent)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers, for callers that adapt to it (tests skip by these too)."""
+
+    # A task inserted by a producer wakes idle workers by itself (PostgreSQL trigger,
+    # MySQL probe, server probe), without the producer calling notify.
+    wakes_on_insert: bool
+    # A wake-up sent inside a transaction is delivered only at its commit.
+    notify_is_transactional: bool
+    # claim(limit > 1) takes several tasks in one round trip.
+    batch_claim: bool
+    # The task lock lives on the task's own database session (it dies with it).
+    lock_on_task_session: bool
+
+
+class TaskGuard(Protocol):
+    """A backend's whole claim strategy on one database session.
+
+    The runner's order for each claimed task is: `begin(tarefa)` right after
+    opening the task transaction (False: the task was taken over, roll back and
+    skip it); the user code; `finish(tarefa, message)` inside the transaction
+    (marks 'sucesso'; False when the row is no longer 'processando'); commit or
+    roll back; then always `release(tarefa)`.
+    """
+
+    def claim(self, limit: int = 1) -> List[dict]:
+        """Move up to `limit` due tasks to 'processando', each locked by this session.
+
+        Highest `prioridade` first, then oldest `data_hora`; never a task another
+        worker holds.  Returns the `tarefa` dicts (empty when none is due).
+        """
+
+    def begin(self, tarefa: dict) -> bool:
+        """Called inside the task transaction before the user code; False when the
+        task no longer belongs to this worker."""
+
+    def finish(self, tarefa: dict, message: str) -> bool:
+        """Mark the task 'sucesso' with `message`, inside its transaction."""
+
+    def release(self, tarefa: dict) -> None:
+        """Free the task's lock (idempotent; after commit or rollback)."""
+
+    def close(self) -> None:
+        """Release what the guard owns besides the session (idempotent)."""
+
+
+class Backend(Protocol):
+    """Factory of the coordination objects a worker needs."""
+
+    name: str
+    capabilities: Capabilities
+
+    def check(self, session: DbSession) -> None:
+        """Refuse, with a ConfigError, a database this backend cannot serve."""
+
+    def guard(self, session: DbSession, repo: TaskRepository) -> TaskGuard:
+        """The claim strategy bound to `session` (one per task thread)."""
+
+    def notifier(self, session: DbSession) -> Notifier:
+        """Wake-ups for the worker's idle wait."""
+
+    def admin_locker(self, session: DbSession) -> Locker:
+        """Locks for the admin jobs and the rescue, owned by `session`."""
+
+    def wake_workers(self, session: DbSession, payload: str = "") -> None:
+        """Tell the queue's workers there is work (or HALT); never raises for a lost
+        wake-up (idle workers poll anyway)."""

@@ -1,14 +1,27 @@
-"""PostgreSQL implementations of Notifier (LISTEN/NOTIFY) and Locker (advisory locks)."""
+"""PostgreSQL backend: LISTEN/NOTIFY, session advisory locks and the one-statement claim.
+
+Everything lives on the worker's own connections: the task lock is taken by
+the claim statement on the task's session, so it dies with that session (and
+with the task's transaction), which is what lets the rescue tell a dead
+worker's task by its free lock.
+"""
 
 from __future__ import annotations
 
 import logging
 import select
 import time
-from typing import List
+from typing import List, Set
 
-from nsj_queue_lib.coordination.base import LockKey, Notification
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import (
+    Capabilities,
+    LockKey,
+    Notification,
+    task_lock_key,
+)
 from nsj_queue_lib.db.queries import raw_queries
+from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
@@ -88,3 +101,80 @@ class PgLocker:
 
     def close(self) -> None:
         """Locks end with the session; the session's owner closes it."""
+
+
+def _claim_order(tarefa: dict) -> tuple:
+    return (-(tarefa.get("prioridade") or 0), tarefa["data_hora"], tarefa["id"])
+
+
+class PgGuard:
+    """The claim of the PostgreSQL backend (implements `TaskGuard`).
+
+    One statement picks the due rows (FOR UPDATE SKIP LOCKED), takes each one's
+    advisory lock on this session and marks it 'processando' (autocommit), so
+    the status is visible while the task runs.  The success mark releases the
+    lock in the same round trip.
+    """
+
+    def __init__(self, repo: TaskRepository, queue_table: str) -> None:
+        self.repo = repo
+        self.queue_table = queue_table
+        self.lock_ns = task_lock_key(queue_table, 0)[0]
+        self.locker = PgLocker(repo.session)
+        self._released: Set[int] = set()
+
+    def claim(self, limit: int = 1) -> List[dict]:
+        rows = self.repo.task_claim_locked(self.lock_ns, limit)
+        return sorted(rows, key=_claim_order) if len(rows) > 1 else rows
+
+    def begin(self, tarefa: dict) -> bool:
+        return True  # the lock is on this very session: nobody else can hold the task
+
+    def finish(self, tarefa: dict, message: str) -> bool:
+        key = task_lock_key(self.queue_table, tarefa["id"])
+        done = self.repo.task_finish_unlock(tarefa["id"], message, key)
+        if done:
+            # pg_advisory_unlock is not transactional: the lock is gone from here on,
+            # and the row stays locked by the UPDATE until the commit.
+            self._released.add(tarefa["id"])
+        return done
+
+    def release(self, tarefa: dict) -> None:
+        task_id = tarefa["id"]
+        if task_id in self._released:
+            self._released.discard(task_id)
+            return
+        try:
+            self.locker.unlock(task_lock_key(self.queue_table, task_id))
+        except DatabaseUnavailable:
+            pass  # the session is gone, and its locks with it
+
+    def close(self) -> None:
+        self._released.clear()
+
+
+class PostgresBackend:
+    """LISTEN/NOTIFY and session advisory locks, all on the worker's own connections."""
+
+    name = "postgres"
+    capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=True,
+                                batch_claim=True, lock_on_task_session=True)
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.channel = settings.queue_name
+
+    def check(self, session: DbSession) -> None:
+        """PostgreSQL >= 9.5 (SKIP LOCKED) is all the claim needs."""
+
+    def guard(self, session: DbSession, repo: TaskRepository) -> PgGuard:
+        return PgGuard(repo, self.settings.queue_table)
+
+    def notifier(self, session: DbSession) -> PgNotifier:
+        return PgNotifier(session, self.channel)
+
+    def admin_locker(self, session: DbSession) -> PgLocker:
+        return PgLocker(session)
+
+    def wake_workers(self, session: DbSession, payload: str = "") -> None:
+        PgNotifier(session, self.channel).notify(payload)

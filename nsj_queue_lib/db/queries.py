@@ -30,14 +30,22 @@ def read_sql(dialect: Dialect, filename: str) -> str:
     )
 
 
+def _common_sql(filename: str) -> str:
+    path = resources.files("nsj_queue_lib.db") / "sql" / "common" / filename
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
 @cache
 def raw_queries(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]:
-    """All named queries of a dialect's file, unrendered."""
-    text = read_sql(dialect, filename)
+    """All named queries of a dialect's file plus those of `sql/common/<filename>`
+    (bodies identical in every dialect), unrendered."""
+    text = _common_sql(filename) + "\n" + read_sql(dialect, filename)
     parts = _HEADER.split(text)
     out: Dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2]):
         lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
+        if name in out:
+            raise ValueError(f"consulta '{name}' definida duas vezes ({dialect.name}/{filename})")
         out[name] = "\n".join(lines).strip()
     return out
 

@@ -125,17 +125,11 @@ class TaskRepository:
         return [_normalize(r) for r in rows]
 
     # -- claim / finish ---------------------------------------------------
-    def _require_sql_locks(self, name: str) -> None:
-        if not self.dialect.advisory_locks:
-            raise ConfigError(
-                f"{name} usa advisory locks do PostgreSQL; com {self.dialect.name} os locks vêm "
-                "do servidor de filas (CLIENT_SERVER_MODE=true).")
-
-    def task_claim_locked(self, lock_ns: int) -> Optional[dict]:
-        self._require_sql_locks("task_claim_locked")
-        row = self.session.fetch_one_prepared("nsjq_claim", self.q["task_claim_locked"],
-                                              {"lock_ns": lock_ns})
-        return _normalize(row)
+    def task_claim_locked(self, lock_ns: int, limit: int = 1) -> List[dict]:
+        """PostgreSQL: claim up to `limit` due tasks, each advisory-locked by this session."""
+        rows = self.session.fetch_all_prepared("nsjq_claim", self.q["task_claim_locked"],
+                                               {"lock_ns": lock_ns, "limit": limit})
+        return [_normalize(r) for r in rows]
 
     def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:
         """Batch mode (PostgreSQL): claim up to `limit` due tasks inside the caller's
@@ -177,7 +171,6 @@ class TaskRepository:
         return self.session.execute(self.q["task_finish"], params) == 1
 
     def task_finish_unlock(self, task_id: int, mensagem: str, key: LockKey) -> bool:
-        self._require_sql_locks("task_finish_unlock")
         params = {"id": task_id, "mensagem": self._message(mensagem),
                   "lock_ns": key[0], "lock_id": key[1]}
         sql = self.q["task_finish_unlock"]
@@ -222,10 +215,6 @@ class TaskRepository:
 
     def task_purge(self, days: int, limit: int) -> int:
         return self.session.execute(self.q["task_purge"], {"days": days, "limit": limit})
-
-    def notify(self, channel: str, payload: str = "") -> None:
-        """NOTIFY the queue's channel (PostgreSQL; a no-op statement on MySQL)."""
-        self.session.execute(self.q["notify"], {"channel": channel, "payload": payload})
 
     # -- pub/sub ----------------------------------------------------------
     def subscriber_fanout(self, publication_id: int) -> int:

@@ -219,6 +219,13 @@ class DbSession:
         """fetch_one through a server-side prepared statement (PostgreSQL), planned once
         per connection.  Statements before the last one of `sql` (such as SET LOCAL) are
         sent with each EXECUTE, in the same implicit transaction."""
+        return self._run_prepared(name, sql, params, "one")
+
+    def fetch_all_prepared(self, name: str, sql: str, params: Mapping[str, Any]) -> List[dict]:
+        """fetch_all through a server-side prepared statement (see fetch_one_prepared)."""
+        return self._run_prepared(name, sql, params, "all")
+
+    def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
         *before, main = [part for part in sql.split(";\n") if part.strip()]
         order = self._prepared.get(name)
         if order is None:
@@ -235,7 +242,7 @@ class DbSession:
         prefix = "".join(f"{stmt.strip()}; " for stmt in before)
         args = ", ".join(["%s"] * len(order))
         call = f"{prefix}EXECUTE {name}({args})" if order else f"{prefix}EXECUTE {name}"
-        return self._run(call, tuple(params[k] for k in order), "one")
+        return self._run(call, tuple(params[k] for k in order), fetch)
 
     def insert_lastrowid(self, sql: str, params: Params = None) -> int:
         return self._run(sql, params, "lastrowid")

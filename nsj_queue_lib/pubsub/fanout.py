@@ -15,10 +15,12 @@ publication (a publication with NULL there reaches only subscribers with NULL).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
-from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from nsj_queue_lib.runtime.router import TaskContext
 
 logger = logging.getLogger(__name__)
 
@@ -26,18 +28,18 @@ PUBLISHED = "Publicado para {n} assinante(s), com sucesso!"
 NO_SUBSCRIBER = "Não haviam assinantes configurados! Tarefa descartada sem nenhuma ação."
 
 
-def publish(worker: Any, tarefa: dict, bd_conn: Any) -> str:
+def publish(ctx: TaskContext) -> str:
     """Replace the publication by its subscriber tasks, in the task's transaction."""
-    settings = worker.settings
+    settings = ctx.settings
     if not getattr(settings, "queue_subscriber_table", None):
         raise ConfigError(
             "Tabela de assinaturas não informada (QUEUE_SUBSCRIBER_TABLE) para a fila "
             f"{getattr(settings, 'queue_table', '?')}: a publicação não pode ser distribuída."
         )
-    repo = TaskRepository(bd_conn._session, settings.queue_table, settings.queue_subscriber_table)
-    count = repo.subscriber_fanout(tarefa["id"])
+    task_id = ctx.tarefa["id"]
+    count = ctx.repository().subscriber_fanout(task_id)
     if count <= 0:
-        logger.info("Publicação %s sem assinantes ativos para o processo", tarefa["id"])
+        logger.info("Publicação %s sem assinantes ativos para o processo", task_id)
         return NO_SUBSCRIBER
-    logger.info("Publicação %s distribuída para %s assinante(s)", tarefa["id"], count)
+    logger.info("Publicação %s distribuída para %s assinante(s)", task_id, count)
     return PUBLISHED.format(n=count)

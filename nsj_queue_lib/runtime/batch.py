@@ -29,10 +29,11 @@ from typing import Any, List, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import TaskConnection, is_connection_error
+from nsj_queue_lib.db.session import is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import error_text, record_failure
-from nsj_queue_lib.runtime.runner import Dispatch, _wants_traceback, success_message
+from nsj_queue_lib.runtime.router import Router, TaskContext
+from nsj_queue_lib.runtime.runner import _wants_traceback, success_message
 
 logger = logging.getLogger(__name__)
 
@@ -76,12 +77,12 @@ class BatchClaimer:
 class BatchRunner:
     """Runs a claimed batch: one savepoint per task, one commit for all."""
 
-    def __init__(self, settings: Settings, repo: TaskRepository, dispatch: Dispatch,
+    def __init__(self, settings: Settings, repo: TaskRepository, router: Router,
                  observer: Any = None) -> None:
         self.settings = settings
         self.repo = repo
         self.session = repo.session
-        self.dispatch = dispatch
+        self.router = router
         self.observer = observer
 
     def run(self, batch: Batch) -> int:
@@ -110,16 +111,15 @@ class BatchRunner:
         task_id = tarefa["id"]
         session = self.session
         ok: Optional[bool] = None
+        ctx = TaskContext.for_session(tarefa, self.settings, self.repo)
         session.execute(f"SAVEPOINT {SAVEPOINT}")
         try:
-            result = self.dispatch(tarefa, TaskConnection(session))
+            result = self.router.route(ctx)
             message = success_message(result, task_id)
             if not self.repo.task_finish(task_id, message):  # never: the row is locked here
                 session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
                 return None
-            before_commit = getattr(self.dispatch, "before_commit", None)
-            if before_commit is not None:
-                before_commit(tarefa)
+            self.router.before_commit(ctx)
             session.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
             ok = True
             return ok
@@ -139,9 +139,7 @@ class BatchRunner:
             ok = False
             return ok
         finally:
-            after_task = getattr(self.dispatch, "after_task", None)
-            if after_task is not None:
-                try:
-                    after_task(tarefa, ok is True)
-                except Exception:
-                    logger.exception("Tarefa %s: falha ao liberar recursos da tarefa", task_id)
+            try:
+                self.router.after_task(ctx, ok is True)
+            except Exception:
+                logger.exception("Tarefa %s: falha ao liberar recursos da tarefa", task_id)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.backend import Backend
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD
+from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Backend, Notifier, TaskGuard
 from nsj_queue_lib.coordination.listener_turn import (
     HELD,
     ListenerTurn,
@@ -25,14 +24,19 @@ from nsj_queue_lib.exceptions import (
 )
 from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner
-from nsj_queue_lib.runtime.claim import LockerClaimer, SqlLockClaimer
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
-from nsj_queue_lib.runtime.runner import Dispatch, TaskRunner
+from nsj_queue_lib.runtime.router import Router
+from nsj_queue_lib.runtime.runner import TaskRunner
 from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
 from nsj_queue_lib.text import one_line
 
 logger = logging.getLogger(__name__)
+
+
+def _claim_one(guard: TaskGuard) -> Optional[dict]:
+    claimed = guard.claim(1)
+    return claimed[0] if claimed else None
 
 WAIT_SLICE = 0.5  # seconds; bounds how long a stop request waits for an idle worker
 # Due rows exist but none could be claimed (another worker holds them right now):
@@ -44,7 +48,7 @@ BUSY_MAX = 1.0
 class Consumer:
     """Runs tasks one at a time until `stop` is set (signal or HALT)."""
 
-    def __init__(self, settings: Settings, backend: Backend, dispatch: Dispatch,
+    def __init__(self, settings: Settings, backend: Backend, router: Router,
                  stop: threading.Event,
                  on_connect: Optional[Callable[[], None]] = None,
                  observer: Optional[TaskObserver] = None) -> None:
@@ -52,7 +56,7 @@ class Consumer:
         # The one object told about claims, outcomes and reconnects (metrics, log context).
         self.observer = observer or TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.backend = backend
-        self.dispatch = dispatch
+        self.router = router
         self.stop = stop
         self.on_connect = on_connect
         self.tasks_done = 0
@@ -103,26 +107,23 @@ class Consumer:
     def _serve(self, session: DbSession, backoff: Backoff) -> None:
         settings = self.settings
         repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
+        self.backend.check(session)
         notifier = self.backend.notifier(session)
-        locker = self.backend.task_locker(session)
+        guard: Optional[TaskGuard] = None
         try:
+            guard = self.backend.guard(session, repo)
             self._check_table(repo)
             notifier.listen()
             self.db_problem = None
             # PostgreSQL: idle workers take turns listening (one is woken per wake-up).
             turn = turn_for(notifier, session, settings.queue_table)
             woke = False  # the last claim followed a wake-up of the listener turn
-            if self.backend.task_locks_in_sql:
-                claimer = SqlLockClaimer(repo, settings.queue_table)
-            else:
-                claimer = LockerClaimer(repo, locker, settings.queue_table)
-            runner = TaskRunner(settings, repo, locker, self.dispatch,
-                                self.backend.task_locks_in_sql,
-                                fence_row=not self.backend.task_locks_in_sql)
+            runner = TaskRunner(settings, repo, guard, self.router)
+            claim: Callable[[], Any] = lambda: _claim_one(guard)  # noqa: E731
             batch_runner = None
             if settings.queue_batch_size > 1:  # batch mode: claim() returns a Batch
-                claimer = BatchClaimer(repo, settings.queue_table, settings.queue_batch_size)
-                batch_runner = BatchRunner(settings, repo, self.dispatch, self.observer)
+                claim = BatchClaimer(repo, settings.queue_table, settings.queue_batch_size).claim
+                batch_runner = BatchRunner(settings, repo, self.router, self.observer)
             logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
             if self.on_connect is not None:
                 self.on_connect()
@@ -138,7 +139,7 @@ class Consumer:
                     if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
                         self._handle(notifier.wait(CHECK_INTERVAL))
                         continue
-                    tarefa = claimer.claim()
+                    tarefa = claim()
                 # Reset only once a claim went through: in client/server mode listen()
                 # tolerates a dead server, so reaching this loop proves nothing yet.
                 backoff.reset()
@@ -158,18 +159,19 @@ class Consumer:
                         # Woken by a notification: meanwhile the next idle worker has
                         # been listening; rather than a claim that would mostly find
                         # nothing, queue for the turn (its probe sees what is due).
-                        pending, woke, busy = self._turn_claim(repo, notifier, turn, claimer,
+                        pending, woke, busy = self._turn_claim(repo, notifier, turn, claim,
                                                                gate, busy)
                     continue
                 self.observer.empty_claim()
                 if turn is not None:
-                    pending, woke, busy = self._turn_claim(repo, notifier, turn, claimer,
+                    pending, woke, busy = self._turn_claim(repo, notifier, turn, claim,
                                                            gate, busy)
                 else:
                     busy = self._idle_wait(repo, notifier, busy)
         finally:
             notifier.close()
-            locker.close()
+            if guard is not None:
+                guard.close()
 
     @property
     def pause_state(self) -> dict:
@@ -203,7 +205,7 @@ class Consumer:
                 f"QUEUE_TABLE: a tabela '{table}' não tem as colunas de uma fila ({detail}); "
                 f"compare com o DDL de: {gen}") from None
 
-    def _idle_wait(self, repo: TaskRepository, notifier, busy: float) -> float:
+    def _idle_wait(self, repo: TaskRepository, notifier: Notifier, busy: float) -> float:
         # Wake at the earliest of: a notification, the next scheduled task or retry
         # becoming due, the periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL), or a stop.
         timeout = self.settings.queue_wait_notify_interval
@@ -224,7 +226,8 @@ class Consumer:
                 break
         return busy
 
-    def _turn_claim(self, repo: TaskRepository, notifier, turn: ListenerTurn, claimer,
+    def _turn_claim(self, repo: TaskRepository, notifier, turn: ListenerTurn,
+                    claim: Callable[[], Any],
                     gate: PauseGate, busy: float) -> tuple:
         """Idle wait with the listener turn (PostgreSQL): returns (tarefa, woke, busy).
 
@@ -249,7 +252,7 @@ class Consumer:
                     return None, False, busy
                 timeout = self.settings.queue_wait_notify_interval
                 if next_due is not None and next_due <= 0:
-                    tarefa = claimer.claim()
+                    tarefa = claim()
                     if tarefa is not None:
                         return tarefa, False, BUSY_FIRST
                     # Due rows exist but other workers hold them all: back off a little.
@@ -261,7 +264,7 @@ class Consumer:
                 self._wait_notes(notifier, timeout)
                 if self.stop.is_set() or gate.is_paused():
                     return None, False, busy
-                tarefa = claimer.claim()
+                tarefa = claim()
                 if tarefa is not None:
                     return tarefa, True, BUSY_FIRST
             return None, False, busy

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Callable, FrozenSet, Iterator, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.backend import Backend
 from nsj_queue_lib.coordination.base import (
     ADMIN_NOTIFY,
     ADMIN_PURGE,
     ADMIN_RETRY,
+    Backend,
     Locker,
     admin_lock_key,
     task_lock_key,

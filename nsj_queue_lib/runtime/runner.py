@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import Locker, task_lock_key
+from nsj_queue_lib.coordination.base import TaskGuard
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import TaskConnection, is_connection_error
-from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.db.session import is_connection_error
+from nsj_queue_lib.exceptions import DatabaseUnavailable, NsjQueueError
 from nsj_queue_lib.runtime.failure import error_text, record_failure
+from nsj_queue_lib.runtime.router import Router, TaskContext
 from nsj_queue_lib.text import bounded, to_str
 
 logger = logging.getLogger(__name__)
 
 SUCCESS_MESSAGE = "Concluído com sucesso"
 LOG_ERROR_MAX = 2000  # characters of a task error in its log line (the row keeps 500)
-
-# dispatch(tarefa, bd_conn) -> message returned by user code
-Dispatch = Callable[[dict, TaskConnection], Any]
 
 
 def success_message(result: Any, task_id: int) -> str:
@@ -37,13 +35,11 @@ def success_message(result: Any, task_id: int) -> str:
 def _wants_traceback(exc: BaseException) -> bool:
     """Tracebacks help with bugs in task code; the library's own expected failures
     (a webhook answering 500, a credentials API down) are clear from their message."""
-    from nsj_queue_lib.exceptions import NsjQueueError
-
     return not isinstance(exc, (SystemExit, NsjQueueError))
 
 
 class TaskRunner:
-    """Runs claimed tasks on the worker's session.
+    """Runs claimed tasks on one session, through the backend's `TaskGuard`.
 
     The user's writes on `bd_conn` and the 'sucesso' mark commit in one
     transaction.  On an exception the writes roll back and the failure, with
@@ -52,59 +48,47 @@ class TaskRunner:
     meanwhile by another worker is never completed twice.
     """
 
-    def __init__(self, settings: Settings, repo: TaskRepository, locker: Locker,
-                 dispatch: Dispatch, task_locks_in_sql: bool, fence_row: bool = False) -> None:
+    def __init__(self, settings: Settings, repo: TaskRepository, guard: TaskGuard,
+                 router: Router) -> None:
         self.settings = settings
         self.repo = repo
         self.session = repo.session
-        self.locker = locker
-        self.dispatch = dispatch
-        self.task_locks_in_sql = task_locks_in_sql
-        self.fence_row = fence_row
+        self.guard = guard
+        self.router = router
 
     def run(self, tarefa: dict) -> Optional[bool]:
         """Run the task; True on success, False on a recorded failure, None if taken over."""
-        task_id = tarefa["id"]
-        key = task_lock_key(self.settings.queue_table, task_id)
-        released = False
+        ctx = TaskContext.for_session(tarefa, self.settings, self.repo)
         outcome: Optional[bool] = None
         try:
-            outcome, released = self._run_locked(tarefa, key)
+            outcome = self._run(ctx)
             return outcome
         finally:
-            after_task = getattr(self.dispatch, "after_task", None)
-            if after_task is not None:
-                try:
-                    after_task(tarefa, outcome is True)
-                except Exception:
-                    logger.exception("Tarefa %s: falha ao liberar recursos da tarefa", task_id)
-            if not released:
-                try:
-                    self.locker.unlock(key)
-                except DatabaseUnavailable:
-                    pass  # the session is gone, and its locks with it
+            try:
+                self.router.after_task(ctx, outcome is True)
+            except Exception:
+                logger.exception("Tarefa %s: falha ao liberar recursos da tarefa", tarefa["id"])
+            self.guard.release(tarefa)
 
-    def _run_locked(self, tarefa: dict, key: Any) -> tuple:
+    def _run(self, ctx: TaskContext) -> Optional[bool]:
+        tarefa = ctx.tarefa
         task_id = tarefa["id"]
         session = self.session
         session.begin()
         try:
-            if self.fence_row and not self.repo.task_lock_row(task_id):
+            if not self.guard.begin(tarefa):
                 session.rollback()
-                return None, False
-            result = self.dispatch(tarefa, TaskConnection(session))
-            done = self._finish(task_id, success_message(result, task_id), key)
-            if not done:
+                return None
+            result = self.router.route(ctx)
+            if not self._finish(tarefa, success_message(result, task_id)):
                 session.rollback()
                 logger.warning("Tarefa %s deixou de estar 'processando' (resgatada por outro "
                                "worker); o trabalho desta execução foi desfeito", task_id)
-                return None, False
-            before_commit = getattr(self.dispatch, "before_commit", None)
-            if before_commit is not None:
-                before_commit(tarefa)
+                return None
+            self.router.before_commit(ctx)
             session.commit()
             logger.debug("Tarefa %s concluída", task_id)
-            return True, self.task_locks_in_sql
+            return True
         except KeyboardInterrupt:
             session.rollback()
             raise
@@ -117,29 +101,25 @@ class TaskRunner:
             logger.error("Tarefa %s falhou: %s", task_id, bounded(error, LOG_ERROR_MAX),
                          exc_info=_wants_traceback(exc))
             self._record_failure(tarefa, error)
-            return False, False
+            return False
 
-    def _finish(self, task_id: int, message: str, key: Any) -> bool:
+    def _finish(self, tarefa: dict, message: str) -> bool:
         """The success UPDATE.  The repository makes any text storable; should the
         database still refuse it (a MySQL column in a narrower charset, in strict
         mode), the UPDATE is repeated with an ASCII-only message: the task's
         committed work is never lost because of its message.  (A refused statement
         leaves a MySQL transaction usable; PostgreSQL is covered by `storable`.)"""
         try:
-            return self._finish_once(task_id, message, key)
+            return self.guard.finish(tarefa, message)
         except Exception as exc:
             if self.session.dialect.name == "postgres" or is_connection_error(
                     exc, self.session.conn):
                 raise
             logger.warning("Tarefa %s: o banco recusou a mensagem de sucesso (%s); gravada "
-                           "com os caracteres não ASCII escapados", task_id, error_text(exc))
+                           "com os caracteres não ASCII escapados", tarefa["id"],
+                           error_text(exc))
             ascii_only = to_str(message).encode("ascii", "backslashreplace").decode("ascii")
-            return self._finish_once(task_id, ascii_only, key)
-
-    def _finish_once(self, task_id: int, message: str, key: Any) -> bool:
-        if self.task_locks_in_sql:
-            return self.repo.task_finish_unlock(task_id, message, key)
-        return self.repo.task_finish(task_id, message)
+            return self.guard.finish(tarefa, ascii_only)
 
     def _connection_lost(self, exc: BaseException) -> bool:
         # Decided by the queue session itself: an error of the task's own SQL (statement

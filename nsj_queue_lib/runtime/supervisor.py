@@ -15,7 +15,7 @@ from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime import signals
 from nsj_queue_lib.runtime.consumer import Consumer
 from nsj_queue_lib.runtime.maintenance import RetryService, admin_services
-from nsj_queue_lib.runtime.runner import Dispatch
+from nsj_queue_lib.runtime.router import Router
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +29,10 @@ JOIN_TIMEOUT = 10.0
 class WorkerRuntime:
     """Everything behind `WorkerBase.run()`."""
 
-    def __init__(self, settings: Settings, dispatch: Dispatch,
+    def __init__(self, settings: Settings, router: Router,
                  extra_services: Optional[List[Any]] = None) -> None:
         self.settings = settings
-        self.dispatch = dispatch
+        self.router = router
         self.stop = threading.Event()
         self.backend = make_backend(settings)
         self.services = admin_services(settings, self.backend, self.stop)
@@ -46,9 +46,9 @@ class WorkerRuntime:
                                           pause_check=lambda: self.consumer.pause_state)
         self.services.append(self.heartbeat)
         self.observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
-        self.consumer = Consumer(settings, self.backend, dispatch, self.stop,
+        self.consumer = Consumer(settings, self.backend, router, self.stop,
                                  on_connect=self._on_connect, observer=self.observer)
-        self.on_stop: List[Callable[[], None]] = [self.heartbeat.close]
+        self.on_stop: List[Callable[[], None]] = [self.heartbeat.close, router.close]
         self._connected_once = False
         # Opt-in /metrics and /healthz (METRICS_PORT); bound in run().
         self.metrics = (worker_endpoint(settings, self.observer, self.heartbeat)

@@ -15,7 +15,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.server import protocol as p
+from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
 from nsj_queue_lib.server.listener_thread import ListenerThread
 from nsj_queue_lib.server.lock_service_thread import AcceptThread

@@ -27,8 +27,8 @@ import threading
 import time
 from typing import Callable, Optional
 
+from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.exceptions import ProtocolError
-from nsj_queue_lib.server import protocol as p
 from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
-from nsj_queue_lib.server import protocol as p
+from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.server.locks import LockTable
 from nsj_queue_lib.version import __version__
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from nsj_queue_lib.client.backend import SocketBackend
 from nsj_queue_lib.config import parse_minutes
 from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
+from nsj_queue_lib.coordination.socket.backend import SocketBackend
 from nsj_queue_lib.runtime.maintenance import PurgeService
 from tests.client_server.cs_helpers import effects_by_key
 from tests.helpers import eventually

@@ -11,7 +11,7 @@ import socket
 import psycopg2
 import pytest
 
-from nsj_queue_lib.coordination.backend import PostgresBackend
+from nsj_queue_lib.coordination.postgres import PostgresBackend
 from nsj_queue_lib.db.session import refusal
 from nsj_queue_lib.runtime.maintenance import RetryService
 from tests.helpers import eventually

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from nsj_queue_lib.coordination.backend import PostgresBackend
 from nsj_queue_lib.coordination.base import ADMIN_RETRY, admin_lock_key, task_lock_key
+from nsj_queue_lib.coordination.postgres import PostgresBackend
 from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
 from tests.helpers import eventually
 

@@ -1,4 +1,4 @@
-"""A task's whole life on MariaDB, in process: LockerClaimer + TaskRunner + admin services.
+"""A task's whole life on MariaDB, in process: SocketGuard + TaskRunner + admin services.
 
 No worker processes and no socket server: locks come from `DictLocker`, an in-process
 stand-in with the Locker contract (session-owned, non-blocking, released on close).  It
@@ -14,14 +14,15 @@ from typing import Any, Dict, List
 import pytest
 
 from nsj_queue_lib.coordination.base import LockKey, task_lock_key
+from nsj_queue_lib.coordination.socket.guard import SocketGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.queue_client import QueueClient
-from nsj_queue_lib.runtime.claim import LockerClaimer
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
 from nsj_queue_lib.runtime.runner import TaskRunner
+from tests.fixtures.routers import FunctionRouter
 from tests.helpers import eventually
 from tests.mysql.conftest import make_settings
 
@@ -56,36 +57,33 @@ class DictLocker:
 class FakeBackend:
     """Backend of the client/server mode, with DictLocker locks and recorded wake-ups."""
 
-    task_locks_in_sql = False
-
     def __init__(self) -> None:
         self.owners: Dict[LockKey, Any] = {}
         self.wakes: List[str] = []
 
-    def task_locker(self, session: DbSession) -> DictLocker:
+    def admin_locker(self, session: DbSession) -> DictLocker:
         return DictLocker(self.owners)
-
-    admin_locker = task_locker
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         self.wakes.append(payload)
 
 
 class Worker:
-    """What the consumer loop wires for MySQL: its own session, LockerClaimer, TaskRunner."""
+    """What the consumer loop wires in client/server mode: its own session, SocketGuard
+    (over DictLocker), TaskRunner."""
 
     def __init__(self, settings, backend: FakeBackend, handler) -> None:
         self.settings = settings
         self.session = DbSession.open(settings)
         self.repo = TaskRepository(self.session, settings.queue_table,
                                    settings.queue_subscriber_table)
-        self.locker = backend.task_locker(self.session)
-        self.claimer = LockerClaimer(self.repo, self.locker, settings.queue_table)
-        self.runner = TaskRunner(settings, self.repo, self.locker, handler,
-                                 task_locks_in_sql=False, fence_row=True)
+        self.locker = DictLocker(backend.owners)
+        self.guard = SocketGuard(self.repo, self.locker, settings.queue_table)
+        self.runner = TaskRunner(settings, self.repo, self.guard, FunctionRouter(handler))
 
     def claim(self):
-        return self.claimer.claim()
+        claimed = self.guard.claim()
+        return claimed[0] if claimed else None
 
     def run_next(self):
         tarefa = self.claim()

@@ -12,7 +12,6 @@ from nsj_queue_lib.db import repository as repo_mod
 from nsj_queue_lib.db.payload import payload_hash
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.queue_client import QueueClient
 
 UTC = dt.timezone.utc
@@ -277,19 +276,10 @@ def test_task_purge_limit_and_active_chains(repo, myqueue):
     assert left == {root, retry, root2, recent, pending_old}
 
 
-def test_notify_is_a_no_op_and_sql_locks_are_refused(repo, myqueue):
-    repo.notify(myqueue.fila, "")
-    with pytest.raises(ConfigError, match="servidor de filas"):
-        repo.task_claim_locked(1)
-    with pytest.raises(ConfigError, match="servidor de filas"):
-        repo.task_finish_unlock(1, "m", (1, 1))
-
-
-def test_non_native_query_bodies_fail_clearly_if_run(repo):
-    import pymysql
-
-    with pytest.raises(pymysql.err.OperationalError, match="exige PostgreSQL"):
-        repo.session.fetch_one(repo.q["task_claim_locked"])
+def test_postgres_claim_queries_do_not_exist_on_mysql(repo):
+    for name in ("task_claim_locked", "task_finish_unlock", "notify"):
+        with pytest.raises(KeyError):
+            repo.q[name]
 
 
 # -- pub/sub ----------------------------------------------------------------------

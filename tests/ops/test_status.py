@@ -8,9 +8,9 @@ import time
 import pytest
 
 from nsj_queue_lib import status as status_mod
+from nsj_queue_lib.coordination.postgres import PgGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.runtime.claim import SqlLockClaimer
 from tests.helpers import run_python
 from tests.mysql.conftest import make_settings
 from tests.ops import scenario
@@ -55,8 +55,8 @@ def test_status_json_postgres(queue):
     # A worker-like session claims the oldest due task and holds it in a transaction.
     worker = DbSession.open(settings)
     try:
-        claimed = SqlLockClaimer(TaskRepository(worker, settings.queue_table),
-                                 settings.queue_table).claim()
+        [claimed] = PgGuard(TaskRepository(worker, settings.queue_table),
+                            settings.queue_table).claim()
         assert claimed["id"] == history.ids["waiting"]
         worker.begin()
         time.sleep(0.3)

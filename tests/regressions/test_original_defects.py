@@ -17,10 +17,8 @@ import uuid
 
 import pytest
 
-from nsj_queue_lib.client.backend import SocketBackend
 from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.backend import PostgresBackend
 from nsj_queue_lib.coordination.base import (
     ADMIN_NOTIFY,
     ADMIN_PURGE,
@@ -28,6 +26,8 @@ from nsj_queue_lib.coordination.base import (
     admin_lock_key,
     task_lock_key,
 )
+from nsj_queue_lib.coordination.postgres import PostgresBackend
+from nsj_queue_lib.coordination.socket.backend import SocketBackend
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.repository import MESSAGE_MAX, TaskRepository
@@ -415,7 +415,7 @@ def test_defect_14_claim_reads_one_row_whatever_the_backlog(queue, pg_server):
     try:
         session.begin()
         plan = session.fetch_value("EXPLAIN (ANALYZE, FORMAT JSON) " + claim,
-                                   {"lock_ns": task_lock_key(queue.table, 0)[0]})
+                                   {"lock_ns": task_lock_key(queue.table, 0)[0], "limit": 1})
         session.rollback()
         session.execute("SELECT pg_advisory_unlock_all()")
     finally:

@@ -9,14 +9,17 @@ from nsj_queue_lib.db import repository
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS, Queries, raw_queries, read_sql
 
-REPOSITORY_SOURCE = Path(repository.__file__).read_text(encoding="utf-8")
-USED = set(re.findall(r"""q\[["'](\w+)["']\]""", REPOSITORY_SOURCE))
+PACKAGE = Path(repository.__file__).resolve().parents[1]
+REPOSITORY_SOURCE = Path(repository.__file__).read_text(encoding="utf-8") + "".join(
+    p.read_text(encoding="utf-8") for p in (PACKAGE / "coordination").rglob("*.py"))
+USED = set(re.findall(r"""(?:q|queries\([^)]*\))\[["'](\w+)["']\]""", REPOSITORY_SOURCE))
 # Queries the repository selects through a helper that receives the name.
 USED |= set(re.findall(r"""_insert_select\(["'](\w+)["']""", REPOSITORY_SOURCE))
 
 
 def test_every_named_query_is_parsed():
-    text = read_sql(POSTGRES, "queries.sql")
+    common = (Path(repository.__file__).parent / "sql" / "common" / "queries.sql").read_text()
+    text = read_sql(POSTGRES, "queries.sql") + "\n" + common
     headers = re.findall(r"^-- name: (\w+)\s*$", text, re.MULTILINE)
     assert len(headers) == len(set(headers)), "duplicate query name"
     assert set(raw_queries(POSTGRES)) == set(headers)

@@ -1,6 +1,7 @@
 -- Named queries of the MySQL / MariaDB / SingleStore dialect.
--- Same names and %(name)s parameters as sql/postgres/queries.sql (a unit test keeps both
--- in step); {table}, {sub_table} and {tarefa_cols} are identifiers rendered once at
+-- Same names and %(name)s parameters as sql/postgres/queries.sql, except the queries of
+-- one backend's claim (a unit test keeps both in step); bodies identical in both dialects
+-- are in sql/common/queries.sql; {table}, {sub_table} and {tarefa_cols} are identifiers rendered once at
 -- start-up; values are always parameters. No literal percent sign may appear here
 -- (pymysql would read it as a placeholder).
 --
@@ -18,10 +19,9 @@
 -- * LIMIT cannot sit inside an IN (subquery) (error 1235), and a DELETE/UPDATE cannot read
 --   its own table in a subquery (error 1093): purge and promotion join the table to a
 --   derived table with the LIMIT, which MySQL materialises first.
--- * task_claim_locked, task_finish_unlock and notify need PostgreSQL advisory locks and
---   NOTIFY. With MySQL the queue server provides locks and wake-ups, so the runtime never
---   runs them (Backend.task_locks_in_sql is False in client/server mode); the first two
---   raise a clear error if called, notify is a no-op.
+-- * The claim strategies (PostgreSQL advisory locks in SQL, the socket server's locks)
+--   live in the coordination backends; queries only one backend uses exist only in its
+--   dialect's file.
 
 -- name: task_insert
 INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
@@ -55,16 +55,6 @@ SELECT {tarefa_cols}
    AND t.grupo_empresarial <=> %(grupo_empresarial)s
  ORDER BY t.id
 
--- name: task_claim_locked
--- Not available: needs PostgreSQL advisory locks (the repository refuses it first).
-SIGNAL SQLSTATE '45000'
-   SET MESSAGE_TEXT = 'nsj_queue_lib: task_claim_locked exige PostgreSQL; use o servidor de filas'
-
--- name: task_claim_batch
--- Not available yet: batch mode is PostgreSQL only for now (the repository refuses it first).
-SIGNAL SQLSTATE '45000'
-   SET MESSAGE_TEXT = 'nsj_queue_lib: task_claim_batch exige PostgreSQL'
-
 -- name: task_claim_candidates
 -- One ordered index range per waiting status (ix_claim), merged; never a sort of the
 -- whole backlog.
@@ -89,28 +79,6 @@ UPDATE {table}
    SET status = 'processando'
  WHERE id = %(id)s
    AND status IN ('pendente', 'agendada')
-
--- name: task_lock_row
--- Client/server mode fencing: holds the row while the task transaction runs.
-SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE
-
--- name: task_try_lock_row
--- Rescue: the row of a 'processando' task, unless a running task transaction holds it
--- (its worker lost the socket lock but still runs it): then no row, at once, no wait.
-SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE SKIP LOCKED
-
--- name: task_get
-SELECT {tarefa_cols} FROM {table} t WHERE t.id = %(id)s
-
--- name: task_finish
-UPDATE {table}
-   SET status = 'sucesso', mensagem = %(mensagem)s
- WHERE id = %(id)s AND status = 'processando'
-
--- name: task_finish_unlock
--- Not available: needs PostgreSQL advisory locks (the repository refuses it first).
-SIGNAL SQLSTATE '45000'
-   SET MESSAGE_TEXT = 'nsj_queue_lib: task_finish_unlock exige PostgreSQL; use o servidor de filas'
 
 -- name: task_fail
 UPDATE {table}
@@ -159,12 +127,6 @@ SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), min(x.m)) / 1000000
 SELECT EXISTS (SELECT 1 FROM {table}
                 WHERE status IN ('pendente', 'agendada') AND data_hora <= UTC_TIMESTAMP(6))
 
--- name: task_list_running
-SELECT id FROM {table}
- WHERE status = 'processando' AND id > %(after_id)s
- ORDER BY id
- LIMIT %(limit)s
-
 -- name: task_promote_scheduled
 -- Multi-table UPDATE joined by primary key to a materialised derived table.
 UPDATE {table} u
@@ -200,35 +162,3 @@ DELETE d
                        OR a.data_hora >= UTC_TIMESTAMP(6) - INTERVAL %(days)s DAY))
          ORDER BY t.data_hora
          LIMIT %(limit)s) x ON x.id = d.id
-
--- name: notify
--- No-op: MySQL has no NOTIFY; the queue server wakes the workers. Kept so that the
--- dialects have the same names; the runtime never calls it for MySQL.
-SELECT 1
-
--- name: subscriber_fanout
--- One statement: a task per active subscriber of the publication's processo
--- (a subscriber with NULL tenant/grupo_empresarial receives all; a publication with
--- NULL tenant/grupo_empresarial reaches only subscribers with NULL there), keeping
--- the publication's payload and prioridade; publication_id is the id returned by
--- insert_task_pub_sub (the first attempt's id, also when a retry fans out).
-INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
-                     payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
-                     prioridade)
-SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
-       coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
-       coalesce(p.id_inicial, p.id), s.id, p.prioridade
-  FROM {table} p
-  LEFT JOIN {table} i ON i.id = p.id_inicial
-  JOIN {sub_table} s
-    ON s.processo = p.processo
-   AND s.ativo
-   AND (s.tenant IS NULL OR s.tenant = p.tenant)
-   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
- WHERE p.id = %(id)s
- ORDER BY s.id
-
--- name: subscriber_get
-SELECT id, tenant, grupo_empresarial, processo, url, http_method, headers, ativo, created_at
-  FROM {sub_table}
- WHERE id = %(id)s

@@ -1,7 +1,9 @@
 -- Named queries of the PostgreSQL dialect.
 -- Each block starts with "-- name: <name>"; {table}, {sub_table} and {tarefa_cols}
 -- are identifiers rendered once at start-up; values are always %(name)s parameters.
--- The MySQL file has the same names (a unit test keeps both in step).
+-- The MySQL file has the same names, except the queries of this backend's own claim
+-- (task_claim_locked, task_finish_unlock, notify); bodies identical in both dialects are in
+-- sql/common/queries.sql.
 
 -- name: task_insert
 -- Without data_hora the task is due from the start of the producer's transaction (now():
@@ -42,7 +44,8 @@ SELECT {tarefa_cols}
  ORDER BY t.id
 
 -- name: task_claim_locked
--- Claims the next due task and takes its advisory lock in one statement (autocommit),
+-- Claims up to `limit` due tasks and takes their advisory locks in one statement
+-- (autocommit),
 -- so 'processando' is visible while it runs and the lock lives on the task's session.
 -- Asynchronous commit is safe here: the task's own (synchronous) commit flushes the WAL
 -- up to and including this claim, and a claim lost in a server crash only means the task
@@ -50,13 +53,13 @@ SELECT {tarefa_cols}
 SET LOCAL synchronous_commit = off;
 UPDATE {table} t
    SET status = 'processando'
- WHERE t.id = (SELECT c.id
-                 FROM {table} c
-                WHERE c.status IN ('pendente', 'agendada')
-                  AND c.data_hora <= now()
-                ORDER BY c.prioridade DESC, c.data_hora, c.id
-                LIMIT 1
-                  FOR UPDATE SKIP LOCKED)
+ WHERE t.id = ANY(ARRAY(SELECT c.id
+                           FROM {table} c
+                          WHERE c.status IN ('pendente', 'agendada')
+                            AND c.data_hora <= now()
+                          ORDER BY c.prioridade DESC, c.data_hora, c.id
+                          LIMIT %(limit)s
+                            FOR UPDATE SKIP LOCKED))
    AND pg_try_advisory_lock(%(lock_ns)s,
          ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
                                      THEN 4294967296 ELSE 0 END)::int4)
@@ -97,23 +100,6 @@ UPDATE {table} t
  WHERE t.id = %(id)s
    AND t.status IN ('pendente', 'agendada')
 RETURNING {tarefa_cols}
-
--- name: task_lock_row
--- Client/server mode fencing: holds the row while the task transaction runs.
-SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE
-
--- name: task_try_lock_row
--- Rescue: the row of a 'processando' task, unless a running task transaction holds it
--- (its worker lost the socket lock but still runs it): then no row, at once, no wait.
-SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE SKIP LOCKED
-
--- name: task_get
-SELECT {tarefa_cols} FROM {table} t WHERE t.id = %(id)s
-
--- name: task_finish
-UPDATE {table}
-   SET status = 'sucesso', mensagem = %(mensagem)s
- WHERE id = %(id)s AND status = 'processando'
 
 -- name: task_finish_unlock
 -- Success mark and lock release in one round trip; the status guard makes the early
@@ -169,12 +155,6 @@ SELECT extract(epoch FROM (least(
 SELECT EXISTS (SELECT 1 FROM {table}
                 WHERE status IN ('pendente', 'agendada') AND data_hora <= now())
 
--- name: task_list_running
-SELECT id FROM {table}
- WHERE status = 'processando' AND id > %(after_id)s
- ORDER BY id
- LIMIT %(limit)s
-
 -- name: task_promote_scheduled
 -- The outer status check is re-evaluated on rows changed meanwhile: a task a worker
 -- claimed in between (now 'processando') is never put back to 'pendente'.
@@ -209,30 +189,3 @@ DELETE FROM {table}
 
 -- name: notify
 SELECT pg_notify(%(channel)s, %(payload)s)
-
--- name: subscriber_fanout
--- One statement: a task per active subscriber of the publication's processo
--- (a subscriber with NULL tenant/grupo_empresarial receives all; a publication with
--- NULL tenant/grupo_empresarial reaches only subscribers with NULL there), keeping
--- the publication's payload and prioridade; publication_id is the id returned by
--- insert_task_pub_sub (the first attempt's id, also when a retry fans out).
-INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
-                     payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
-                     prioridade)
-SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
-       coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
-       coalesce(p.id_inicial, p.id), s.id, p.prioridade
-  FROM {table} p
-  LEFT JOIN {table} i ON i.id = p.id_inicial
-  JOIN {sub_table} s
-    ON s.processo = p.processo
-   AND s.ativo
-   AND (s.tenant IS NULL OR s.tenant = p.tenant)
-   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
- WHERE p.id = %(id)s
- ORDER BY s.id
-
--- name: subscriber_get
-SELECT id, tenant, grupo_empresarial, processo, url, http_method, headers, ativo, created_at
-  FROM {sub_table}
- WHERE id = %(id)s

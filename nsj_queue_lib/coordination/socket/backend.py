@@ -1,0 +1,54 @@
+"""Client/server mode: wake-ups and locks come from the socket server.
+
+Used with MySQL/SingleStore (which have neither LISTEN/NOTIFY nor advisory
+locks) and optionally with PostgreSQL.  Task locks travel on one connection
+per task thread to NOTIFY_SERVICE_PORT, admin locks on short-lived
+connections to LOCK_SERVICE_PORT; the server releases every lock of a
+connection the moment it closes or stops answering its heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import Capabilities
+from nsj_queue_lib.coordination.socket.guard import SocketGuard
+from nsj_queue_lib.coordination.socket.locker import SocketLocker
+from nsj_queue_lib.coordination.socket.notifier import SocketNotifier, notify_server
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import CoordinationError
+
+logger = logging.getLogger(__name__)
+
+
+class SocketBackend:
+    """Backend of the client/server mode (see nsj_queue_lib.coordination.base.Backend)."""
+
+    name = "socket"
+    capabilities = Capabilities(wakes_on_insert=False, notify_is_transactional=False,
+                                batch_claim=False, lock_on_task_session=False)
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def check(self, session: DbSession) -> None:
+        """Any database the repository speaks works here."""
+
+    def guard(self, session: DbSession, repo: TaskRepository) -> SocketGuard:
+        locker = SocketLocker.from_settings(self.settings, admin=False)
+        return SocketGuard(repo, locker, self.settings.queue_table)
+
+    def notifier(self, session: DbSession) -> SocketNotifier:
+        return SocketNotifier.from_settings(self.settings)
+
+    def admin_locker(self, session: DbSession) -> SocketLocker:
+        return SocketLocker.from_settings(self.settings, admin=True)
+
+    def wake_workers(self, session: DbSession, payload: str = "") -> None:
+        try:
+            notify_server(self.settings, payload=payload)
+        except CoordinationError as exc:
+            # The server also polls the database every CHECK_TASKS_INTERVAL seconds.
+            logger.warning("Não foi possível avisar o servidor de filas: %s", exc)

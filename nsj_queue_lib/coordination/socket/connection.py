@@ -1,0 +1,351 @@
+"""Client connection to the socket server: handshake, requests, heartbeats, reconnection.
+
+One `SocketConnection` is one logical client.  It holds at most one TCP
+connection at a time (a *link*); every successful (re)connection starts a new
+server session and increments `generation`.  Each link has one reader thread
+that demultiplexes the frames: replies go to the request waiting for that id,
+``ping`` requests from the server are answered at once (so a client busy on a
+long task keeps its session and its locks), and events (wake-ups) go to the
+`on_event` callback.
+
+A request that gets no reply within `timeout` seconds ends the link: a late
+reply can then never be mistaken for another one, and the server releases the
+session's locks, so client and server never disagree about who holds what.
+When the link is down, the next request reconnects, with exponential backoff
+between failed attempts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import select
+import socket
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.exceptions import CoordinationError, ProtocolError
+
+logger = logging.getLogger(__name__)
+
+_RECV_BYTES = 65536
+
+
+class _Waiter:
+    """A request waiting for its reply."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.reply: Optional[p.Message] = None
+        self.error: Optional[str] = None
+
+    def resolve(self, reply: p.Message) -> None:
+        self.reply = reply
+        self.event.set()
+
+    def fail(self, reason: str) -> None:
+        self.error = reason
+        self.event.set()
+
+
+class _Link:
+    """One TCP connection (one server session)."""
+
+    def __init__(self, sock: socket.socket, session_id: str, heartbeat: float,
+                 decoder: p.FrameDecoder) -> None:
+        self.sock = sock
+        self.session_id = session_id
+        self.heartbeat = heartbeat
+        self.decoder = decoder
+        self.generation = 0
+        self.alive = True
+        self.pending: dict[Any, _Waiter] = {}
+        self.send_mutex = threading.Lock()
+        self.last_recv = time.monotonic()
+        self.reader: Optional[threading.Thread] = None
+
+    def send(self, message: p.Message) -> None:
+        data = p.encode(message)
+        with self.send_mutex:
+            self.sock.sendall(data)
+
+
+class SocketConnection:
+    """A reconnecting, thread-safe client of the socket server."""
+
+    def __init__(self, host: str, port: int, token: Optional[str] = None,
+                 timeout: float = 5.0, *, role: str = "client", queue: Optional[str] = None,
+                 on_event: Optional[Callable[[p.Message], None]] = None,
+                 on_disconnect: Optional[Callable[[int, str], None]] = None,
+                 backoff_initial: float = 0.2, backoff_max: float = 5.0) -> None:
+        self.host = host
+        self.port = int(port)
+        self.timeout = float(timeout)
+        self._token = token or None
+        self._role = role
+        self._queue = queue
+        self._on_event = on_event
+        self._on_disconnect = on_disconnect
+        self._backoff = (backoff_initial, backoff_max)
+        self._mutex = threading.Lock()
+        self._connect_mutex = threading.Lock()
+        self._ids = itertools.count(1)
+        self._link: Optional[_Link] = None
+        self._generation = 0
+        self._failures = 0
+        self._next_attempt = 0.0
+        self._last_error = ""
+        self._closed = False
+        self.channel = ""
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def generation(self) -> int:
+        """Number of sessions opened so far (the current one, when connected)."""
+        return self._generation
+
+    @property
+    def connected(self) -> bool:
+        link = self._link
+        return link is not None and link.alive
+
+    @property
+    def session_id(self) -> Optional[str]:
+        """Server-side id of the current session, or None when disconnected."""
+        link = self._link
+        return link.session_id if link is not None and link.alive else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def retry_in(self) -> float:
+        """Seconds until a reconnection attempt is allowed (0 when connected or allowed)."""
+        if self.connected:
+            return 0.0
+        return max(0.0, self._next_attempt - time.monotonic())
+
+    # -- connection ----------------------------------------------------------------
+    def ensure_connected(self) -> int:
+        """Connect if needed (respecting the backoff); return the current generation."""
+        return self._ensure_link().generation
+
+    def _ensure_link(self) -> _Link:
+        with self._connect_mutex:
+            link = self._link
+            if link is not None and link.alive:
+                return link
+            if self._closed:
+                raise CoordinationError("conexão com o servidor de fila já foi fechada")
+            now = time.monotonic()
+            if now < self._next_attempt:
+                raise CoordinationError(
+                    f"servidor {self.address} indisponível ({self._last_error}); "
+                    f"nova tentativa em {self._next_attempt - now:.1f} s")
+            try:
+                link, leftovers = self._open()
+            except CoordinationError as exc:
+                self._failures += 1
+                initial, maximum = self._backoff
+                delay = min(maximum, initial * 2 ** (self._failures - 1))
+                self._next_attempt = now + delay * random.uniform(0.8, 1.0)
+                self._last_error = str(exc)
+                raise
+            self._failures = 0
+            self._generation += 1
+            link.generation = self._generation
+            with self._mutex:
+                if self._closed:
+                    link.sock.close()
+                    raise CoordinationError("conexão com o servidor de fila já foi fechada")
+                self._link = link
+            link.reader = threading.Thread(target=self._read_loop, args=(link,), daemon=True,
+                                           name=f"nsj-queue-socket-reader-{self.port}")
+            link.reader.start()
+            log = logger.info if link.generation > 1 else logger.debug
+            log("Conectado ao servidor %s (sessão %s, geração %d).", self.address,
+                link.session_id, link.generation)
+        for frame in leftovers:
+            self._dispatch(link, frame)
+        return link
+
+    def _open(self) -> tuple[_Link, list[p.Message]]:
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        except OSError as exc:
+            raise CoordinationError(f"não foi possível conectar a {self.address}: {exc}") from None
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            hello = p.request(p.OP_HELLO, 0, version=p.PROTOCOL_VERSION, token=self._token,
+                              role=self._role, queue=self._queue,
+                              client=f"{socket.gethostname()}:{os.getpid()}")
+            sock.sendall(p.encode(hello))
+            decoder = p.FrameDecoder()
+            reply, leftovers = self._read_hello(sock, decoder)
+            if not reply.get("ok"):
+                code, message = p.error_of(reply)
+                raise CoordinationError(
+                    f"servidor {self.address} recusou a conexão: {message} ({code})")
+            self.channel = str(reply.get("channel") or "")
+            heartbeat = reply.get("heartbeat")
+            if not isinstance(heartbeat, (int, float)) or heartbeat <= 0:
+                heartbeat = self.timeout
+            return _Link(sock, str(reply.get("session")), float(heartbeat), decoder), leftovers
+        except (OSError, ProtocolError) as exc:
+            sock.close()
+            raise CoordinationError(
+                f"falha no handshake com o servidor {self.address}: {exc}") from None
+        except BaseException:
+            sock.close()
+            raise
+
+    def _read_hello(self, sock: socket.socket,
+                    decoder: p.FrameDecoder) -> tuple[p.Message, list[p.Message]]:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CoordinationError(f"servidor {self.address} não respondeu ao 'hello'")
+            sock.settimeout(remaining)
+            try:
+                data = sock.recv(_RECV_BYTES)
+            except socket.timeout:
+                continue
+            if not data:
+                raise CoordinationError(
+                    f"servidor {self.address} encerrou a conexão durante o handshake")
+            frames = decoder.feed(data)
+            for index, frame in enumerate(frames):
+                if p.is_reply(frame):
+                    sock.settimeout(self.timeout)
+                    return frame, frames[index + 1:]
+
+    # -- requests ------------------------------------------------------------------
+    def request(self, op: str, **fields: Any) -> tuple[Any, int]:
+        """Send a request and wait for its reply; return (result, generation).
+
+        Raises CoordinationError when the server cannot be reached or the link
+        fails (no reply within `timeout` included), and ProtocolError when the
+        server answers with an error.
+        """
+        link = self._ensure_link()
+        msg_id = next(self._ids)
+        waiter = _Waiter()
+        with self._mutex:
+            if not link.alive:
+                raise CoordinationError(f"conexão com {self.address} perdida")
+            link.pending[msg_id] = waiter
+        try:
+            link.send(p.request(op, msg_id, **fields))
+        except OSError as exc:
+            self._drop(link, f"falha ao enviar: {exc}")
+            raise CoordinationError(f"falha ao enviar '{op}' a {self.address}: {exc}") from None
+        except ProtocolError:
+            with self._mutex:
+                link.pending.pop(msg_id, None)
+            raise
+        if not waiter.event.wait(self.timeout):
+            self._drop(link, f"sem resposta para '{op}' em {self.timeout:g} s")
+            raise CoordinationError(f"servidor {self.address} não respondeu a '{op}' "
+                                    f"em {self.timeout:g} s")
+        if waiter.reply is None:
+            raise CoordinationError(
+                f"conexão com {self.address} perdida durante '{op}': {waiter.error}")
+        if not waiter.reply.get("ok"):
+            code, message = p.error_of(waiter.reply)
+            raise ProtocolError(f"'{op}' recusado pelo servidor: {message} ({code})")
+        return waiter.reply.get("result"), link.generation
+
+    # -- reader thread -------------------------------------------------------------
+    def _read_loop(self, link: _Link) -> None:
+        reason = "conexão encerrada pelo servidor"
+        silence_limit = link.heartbeat + 2 * self.timeout
+        try:
+            while link.alive:
+                readable, _, _ = select.select([link.sock], [], [], min(1.0, silence_limit))
+                if not link.alive:
+                    break
+                if not readable:
+                    if time.monotonic() - link.last_recv > silence_limit:
+                        reason = "servidor não responde (heartbeat)"
+                        break
+                    continue
+                data = link.sock.recv(_RECV_BYTES)
+                if not data:
+                    break
+                link.last_recv = time.monotonic()
+                for frame in link.decoder.feed(data):
+                    self._dispatch(link, frame)
+        except ProtocolError as exc:
+            reason = f"violação de protocolo do servidor: {exc}"
+        except (OSError, ValueError) as exc:
+            reason = f"erro na conexão: {exc}"
+        self._drop(link, reason)
+
+    def _dispatch(self, link: _Link, frame: p.Message) -> None:
+        if p.is_reply(frame):
+            with self._mutex:
+                waiter = link.pending.pop(frame.get("id"), None)
+            if waiter is not None:
+                waiter.resolve(frame)
+            return
+        op = frame.get("op")
+        if op == p.OP_PING:
+            try:
+                link.send(p.reply_ok(frame.get("id"), "pong"))
+            except OSError as exc:
+                self._drop(link, f"falha ao responder ao ping: {exc}")
+            return
+        if self._on_event is not None:
+            try:
+                self._on_event(frame)
+            except Exception:
+                logger.exception("Erro tratando o evento %r do servidor", op)
+
+    def _drop(self, link: _Link, reason: str) -> None:
+        """End a link (idempotent): fail its pending requests and report the loss."""
+        with self._mutex:
+            if not link.alive:
+                return
+            link.alive = False
+            waiters = list(link.pending.values())
+            link.pending.clear()
+            if self._link is link:
+                self._link = None
+            closing = self._closed
+        for waiter in waiters:
+            waiter.fail(reason)
+        try:
+            link.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        link.sock.close()
+        if closing:
+            return
+        logger.warning("Conexão com o servidor %s perdida (sessão %s): %s", self.address,
+                       link.session_id, reason)
+        if self._on_disconnect is not None:
+            try:
+                self._on_disconnect(link.generation, reason)
+            except Exception:
+                logger.exception("Erro tratando a perda de conexão")
+
+    def close(self) -> None:
+        """Close the connection (idempotent); the server releases the session's locks."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            link = self._link
+        if link is not None:
+            self._drop(link, "fechada pelo cliente")
+            reader = link.reader
+            if reader is not None and reader is not threading.current_thread():
+                reader.join(self.timeout)

@@ -1,0 +1,62 @@
+"""The claim of the client/server mode: locks on the socket server, a row fence in SQL."""
+
+from __future__ import annotations
+
+import logging
+from typing import List
+
+from nsj_queue_lib.coordination.base import Locker, task_lock_key
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
+
+CANDIDATES = 8  # ids read per claim; a handful of index entries whatever the backlog
+
+
+class SocketGuard:
+    """Implements `TaskGuard` with a server-side `Locker` (any database).
+
+    Claim: read a few candidate ids, lock one on the server, then move it to
+    'processando' only if it is still waiting.  The lock lives on the server,
+    not on the task's DB session, so `begin` fences the row (SELECT ... FOR
+    UPDATE) for the task transaction: a rescuer that took the lock after this
+    worker lost its socket skips the row (FOR UPDATE SKIP LOCKED) instead of
+    re-queueing a task that is still running.
+    """
+
+    def __init__(self, repo: TaskRepository, locker: Locker, queue_table: str) -> None:
+        self.repo = repo
+        self.locker = locker
+        self.queue_table = queue_table
+
+    def claim(self, limit: int = 1) -> List[dict]:
+        claimed: List[dict] = []
+        for task_id in self.repo.task_claim_candidates(max(CANDIDATES, limit)):
+            key = task_lock_key(self.queue_table, task_id)
+            if not self.locker.try_lock(key):
+                continue
+            tarefa = self.repo.task_mark_processing(task_id)
+            if tarefa is None:
+                self.locker.unlock(key)  # another worker finished it meanwhile
+                continue
+            claimed.append(tarefa)
+            if len(claimed) >= limit:
+                break
+        return claimed
+
+    def begin(self, tarefa: dict) -> bool:
+        return self.repo.task_lock_row(tarefa["id"])
+
+    def finish(self, tarefa: dict, message: str) -> bool:
+        return self.repo.task_finish(tarefa["id"], message)
+
+    def release(self, tarefa: dict) -> None:
+        try:
+            self.locker.unlock(task_lock_key(self.queue_table, tarefa["id"]))
+        except (CoordinationError, DatabaseUnavailable) as exc:
+            logger.debug("Tarefa %s: lock não liberado (%s); o servidor o libera com a "
+                         "sessão", tarefa["id"], exc)
+
+    def close(self) -> None:
+        self.locker.close()

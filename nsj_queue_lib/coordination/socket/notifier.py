@@ -1,0 +1,202 @@
+"""`SocketNotifier` (the `Notifier` of the client/server mode) and `notify_server`.
+
+A worker calls `listen()` once: its connection is registered on the server as
+a waiting worker, and the server sends it a wake-up whenever due tasks exist
+(periodic check) or someone sends "work available" (`notify`).  Wake-ups that
+arrive while the worker is busy are kept (coalesced) and returned by the next
+`wait`, like PostgreSQL LISTEN/NOTIFY.
+
+If the connection drops, `wait` reconnects (with backoff) and registers again;
+since wake-ups may have been missed meanwhile, it then returns one synthetic
+wake-up so the worker looks for tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Optional, Tuple, Union
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import Notification
+from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.coordination.socket.connection import SocketConnection
+from nsj_queue_lib.exceptions import CoordinationError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NOTIFY_PORT = 8770
+_MAX_PENDING = 64
+
+
+class SocketNotifier:
+    """Wake-ups through the socket server (implements `Notifier`)."""
+
+    def __init__(self, host: str, port: int, token: Optional[str] = None,
+                 timeout: float = 5.0, *, queue: Optional[str] = None) -> None:
+        self._cond = threading.Condition()
+        self._pending: list[Notification] = []
+        self._listening = False
+        self._listen_generation = 0
+        self._closed = False
+        self._queue = queue or ""
+        self._conn = SocketConnection(host, port, token, timeout, role="worker", queue=queue,
+                                      on_event=self._on_event,
+                                      on_disconnect=self._on_disconnect)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SocketNotifier:
+        return cls(settings.server_host, settings.notify_service_port,
+                   settings.server_auth_token, settings.timeout_socket_message,
+                   queue=settings.queue_name)
+
+    # -- Notifier ------------------------------------------------------------------
+    def listen(self) -> None:
+        """Register as a waiting worker (idempotent).
+
+        If the server is unreachable this logs a warning and returns; `wait`
+        keeps trying to reconnect.
+        """
+        with self._cond:
+            self._listening = True
+        try:
+            self._ensure_listening(synthetic=False)
+        except CoordinationError as exc:
+            logger.warning("Servidor de notificações indisponível (%s); nova tentativa a cada "
+                           "espera.", exc)
+
+    def wait(self, timeout: float) -> list[Notification]:
+        """Block up to `timeout` s; return the wake-ups received (empty on timeout)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._cond:
+                if self._pending:
+                    pending, self._pending = self._pending, []
+                    return pending
+                remaining = deadline - time.monotonic()
+                if self._closed or remaining <= 0:
+                    return []
+                if not self._must_register():
+                    self._cond.wait(remaining)
+                    continue
+                delay = self._conn.retry_in()
+                if delay > 0:
+                    self._cond.wait(min(remaining, delay))
+                    continue
+            try:
+                self._ensure_listening(synthetic=True)
+            except CoordinationError as exc:
+                logger.debug("Reconexão ao servidor de notificações falhou: %s", exc)
+                if self._conn.retry_in() == 0:  # not a connect failure: avoid spinning
+                    with self._cond:
+                        self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def notify(self, payload: str = "") -> None:
+        """Tell every worker of the queue that there is work (or HALT)."""
+        self._conn.request(p.OP_NOTIFY, payload=p.check_payload(payload))
+
+    def close(self) -> None:
+        """Disconnect (idempotent); a blocked `wait` returns."""
+        with self._cond:
+            self._closed = True
+            self._listening = False
+            self._cond.notify_all()
+        self._conn.close()
+
+    # -- state ---------------------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        return self._conn.connected
+
+    @property
+    def generation(self) -> int:
+        return self._conn.generation
+
+    @property
+    def session_id(self) -> Optional[str]:
+        return self._conn.session_id
+
+    def _must_register(self) -> bool:
+        """True when listening is wanted but the current session is not registered."""
+        return self._listening and (not self._conn.connected
+                                    or self._listen_generation != self._conn.generation)
+
+    def _ensure_listening(self, synthetic: bool) -> None:
+        generation = self._conn.ensure_connected()
+        with self._cond:
+            if self._listen_generation == generation and self._conn.connected:
+                return
+        self._conn.request(p.OP_LISTEN)
+        with self._cond:
+            self._listen_generation = generation
+            if synthetic:
+                self._push(Notification(self._channel(), ""))
+        if synthetic:
+            logger.info("Registrado novamente no servidor de notificações %s (geração %d).",
+                        self._conn.address, generation)
+
+    def _channel(self) -> str:
+        return self._conn.channel or self._queue
+
+    def _push(self, notification: Notification) -> None:
+        """Queue a wake-up (caller holds the condition); duplicates are coalesced."""
+        if notification in self._pending:
+            return
+        if len(self._pending) >= _MAX_PENDING:
+            self._pending.pop(0)
+        self._pending.append(notification)
+        self._cond.notify_all()
+
+    def _on_event(self, frame: p.Message) -> None:
+        if frame.get("op") != p.OP_NOTIFY:
+            return
+        payload = frame.get("payload")
+        channel = frame.get("channel")
+        notification = Notification(channel if isinstance(channel, str) and channel
+                                    else self._channel(),
+                                    payload if isinstance(payload, str) else "")
+        with self._cond:
+            self._push(notification)
+
+    def _on_disconnect(self, generation: int, reason: str) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def __enter__(self) -> SocketNotifier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+Target = Union[Settings, Tuple[str, int], str]
+
+
+def notify_server(target: Target, token: Optional[str] = None, *, port: Optional[int] = None,
+                  payload: str = "", timeout: Optional[float] = None,
+                  queue: Optional[str] = None) -> int:
+    """Send one "work available" (or HALT) to the server; return how many workers got it.
+
+    `target` is a `Settings` (SERVER_HOST, NOTIFY_SERVICE_PORT, SERVER_AUTH_TOKEN,
+    TIMEOUT_SOCKET_MESSAGE and QUEUE_NAME are used), a `(host, port)` pair, or
+    a host name (with `port`, default 8770).  Raises CoordinationError when
+    the server cannot be reached.
+    """
+    if isinstance(target, Settings):
+        host = target.server_host
+        port = port or target.notify_service_port
+        token = token if token is not None else target.server_auth_token
+        timeout = timeout or target.timeout_socket_message
+        queue = queue or target.queue_name
+    elif isinstance(target, tuple):
+        host, port = target[0], int(target[1])
+    else:
+        host = target
+    conn = SocketConnection(host, port or DEFAULT_NOTIFY_PORT, token, timeout or 5.0,
+                            role="producer", queue=queue)
+    try:
+        result, _ = conn.request(p.OP_NOTIFY, payload=p.check_payload(payload))
+        return int(result or 0)
+    finally:
+        conn.close()

@@ -1,0 +1,55 @@
+-- Named queries whose text is the same in every dialect (PostgreSQL, MySQL/MariaDB,
+-- SingleStore). The loader adds them to each dialect's queries.sql; a name may be
+-- defined in only one of the two places. Same rules: {table}, {sub_table} and
+-- {tarefa_cols} are identifiers rendered once; values are %(name)s parameters;
+-- no literal percent sign (pymysql would read it as a placeholder).
+
+-- name: task_lock_row
+-- Client/server mode fencing: holds the row while the task transaction runs.
+SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE
+
+-- name: task_try_lock_row
+-- Rescue: the row of a 'processando' task, unless a running task transaction holds it
+-- (its worker lost the socket lock but still runs it): then no row, at once, no wait.
+SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE SKIP LOCKED
+
+-- name: task_get
+SELECT {tarefa_cols} FROM {table} t WHERE t.id = %(id)s
+
+-- name: task_finish
+UPDATE {table}
+   SET status = 'sucesso', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'processando'
+
+-- name: task_list_running
+SELECT id FROM {table}
+ WHERE status = 'processando' AND id > %(after_id)s
+ ORDER BY id
+ LIMIT %(limit)s
+
+-- name: subscriber_fanout
+-- One statement: a task per active subscriber of the publication's processo
+-- (a subscriber with NULL tenant/grupo_empresarial receives all; a publication with
+-- NULL tenant/grupo_empresarial reaches only subscribers with NULL there), keeping
+-- the publication's payload and prioridade; publication_id is the id returned by
+-- insert_task_pub_sub (the first attempt's id, also when a retry fans out).
+INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
+                     payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
+                     prioridade)
+SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
+       coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
+       coalesce(p.id_inicial, p.id), s.id, p.prioridade
+  FROM {table} p
+  LEFT JOIN {table} i ON i.id = p.id_inicial
+  JOIN {sub_table} s
+    ON s.processo = p.processo
+   AND s.ativo
+   AND (s.tenant IS NULL OR s.tenant = p.tenant)
+   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
+ WHERE p.id = %(id)s
+ ORDER BY s.id
+
+-- name: subscriber_get
+SELECT id, tenant, grupo_empresarial, processo, url, http_method, headers, ativo, created_at
+  FROM {sub_table}
+ WHERE id = %(id)s
