@@ -81,7 +81,7 @@ class TaskObserver:
         self.reconnects = 0
         self.last_claim: Optional[float] = None  # unix time
         self.duration = Histogram()
-        self._starts: Dict[int, float] = {}
+        self._starts: Dict[Tuple[int, Any], float] = {}  # (thread, task id) -> start
 
     # -- called by the consumer ---------------------------------------------------
     def claimed(self, tarefa: dict) -> None:
@@ -90,7 +90,7 @@ class TaskObserver:
         with self._lock:
             self.claims += 1
             self.last_claim = now
-        self._starts[threading.get_ident()] = time.monotonic()
+        self._starts[(threading.get_ident(), tarefa.get("id"))] = time.monotonic()
         _set_context({"queue": self.queue, "task_id": tarefa.get("id"),
                       "attempt": tarefa.get("tentativa"), "worker_id": self.worker_id})
 
@@ -99,10 +99,14 @@ class TaskObserver:
         with self._lock:
             self.empty_claims += 1
 
-    def finished_task(self, tarefa: dict, ok: Optional[bool]) -> None:
-        """The runner returned: True success, False recorded failure, None taken over."""
-        start = self._starts.pop(threading.get_ident(), None)
-        seconds = time.monotonic() - start if start is not None else 0.0
+    def finished_task(self, tarefa: dict, ok: Optional[bool],
+                      seconds: Optional[float] = None) -> None:
+        """The task's outcome is final: True success, False recorded failure, None taken
+        over by another worker.  `seconds` is the run time when the caller measured it
+        (batch mode reports after the batch's commit); else the time since `claimed`."""
+        start = self._starts.pop((threading.get_ident(), tarefa.get("id")), None)
+        if seconds is None:
+            seconds = time.monotonic() - start if start is not None else 0.0
         if ok is None:
             outcome = None
         elif ok:
@@ -119,13 +123,17 @@ class TaskObserver:
                 self.duration.observe(seconds)
         logger.info("Tarefa %s terminou: %s em %.3f s", tarefa.get("id"),
                     outcome or "assumida por outro worker", seconds,
-                    extra={"duration": round(seconds, 6), "outcome": outcome})
+                    extra={"duration": round(seconds, 6), "outcome": outcome,
+                           "task_id": tarefa.get("id"), "attempt": tarefa.get("tentativa")})
         _set_context(None)
 
     def connection_lost(self) -> None:
         """The consumer lost its connection and will reconnect."""
         with self._lock:
             self.reconnects += 1
+            mine = [k for k in list(self._starts) if k[0] == threading.get_ident()]
+            for key in mine:  # tasks of this thread that will not finish here
+                self._starts.pop(key, None)
         _set_context(None)
 
     # -- read by /metrics -----------------------------------------------------------

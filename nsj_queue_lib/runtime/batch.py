@@ -23,6 +23,7 @@ server gets slower.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
@@ -92,18 +93,21 @@ class BatchRunner:
         whole batch back; its tasks run again later).
         """
         outcomes: List[Optional[bool]] = []
+        seconds: List[float] = []
         try:
             for tarefa in batch.tasks:
                 if self.observer is not None:
                     self.observer.claimed(tarefa)
+                started = time.monotonic()
                 outcomes.append(self._run_one(tarefa))
+                seconds.append(time.monotonic() - started)
             self.session.commit()
         except BaseException:
             self.session.rollback()
             raise
-        if self.observer is not None:
-            for tarefa, ok in zip(batch.tasks, outcomes):
-                self.observer.finished_task(tarefa, ok)
+        if self.observer is not None:  # counted once committed, each with its own duration
+            for tarefa, ok, took in zip(batch.tasks, outcomes, seconds):
+                self.observer.finished_task(tarefa, ok, took)
         logger.debug("Lote de %s tarefas gravado", len(batch.tasks))
         return len(batch.tasks)
 

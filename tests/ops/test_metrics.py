@@ -197,3 +197,39 @@ def test_server_metrics_and_healthz(queue, tmp_path):
     assert status == 503 and "banco indisponível" in body, body
     assert total(parse(scrape(bad)[2], histogram=False), "nsj_queue_db_read_ok") == 0
 
+
+
+def test_batch_mode_counts_every_task_once(queue):
+    port = free_port()
+    w = queue.start_worker(METRICS_PORT=port, QUEUE_BATCH_SIZE=4, LOG_FORMAT="json")
+    wait_ready(w)
+    eventually(lambda: scrape(port, "/healthz")[0] == 200, message="healthz 200")
+    ids = [queue.insert({"efeito": f"b{i}", "sleep": 0.02}) for i in range(9)]
+    flaky = queue.insert({"efeito": "flaky", "fail_until": 2})
+    for i in ids:
+        queue.wait_status(i, "sucesso")
+    eventually(lambda: queue.count(f"id_inicial = {flaky} AND status = 'sucesso'") == 1,
+               message="retentativa com sucesso")
+
+    def matches() -> bool:
+        s = parse(scrape(port)[2])
+        matches.last = (total(s, "nsj_queue_tasks_finished_total", outcome="sucesso"),
+                        total(s, "nsj_queue_tasks_finished_total", outcome="falha"),
+                        total(s, "nsj_queue_task_duration_seconds_count"))
+        return matches.last == (10, 1, 11)  # 9 tasks and the retry succeed, 1 failure
+
+    try:
+        eventually(matches, timeout=10, message="contadores do modo lote")
+    except AssertionError:
+        raise AssertionError(f"métricas {matches.last}; tabela "
+                             f"{queue.sql('SELECT id, status, tentativa FROM ' + queue.table)}"
+                             ) from None
+    assert queue.count("status = 'sucesso'") == 10 and queue.count("status = 'falha'") == 1
+    s = parse(scrape(port)[2])
+    # each task its own duration (0.02 s sleeps), not the whole batch's
+    assert total(s, "nsj_queue_task_duration_seconds_bucket", le="0.01") <= 3
+    assert total(s, "nsj_queue_task_duration_seconds_sum") < 9 * 0.02 * 3
+    import json as _json
+
+    ends = [r for r in map(_json.loads, w.log().splitlines()) if "terminou" in r["message"]]
+    assert sorted(r["task_id"] for r in ends if r["task_id"] in ids) == sorted(ids)
