@@ -12,7 +12,7 @@
 
 CREATE DATABASE IF NOT EXISTS `test`;
 
-CREATE TABLE `test`.`fila_teste` (
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste` (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     id_inicial BIGINT NULL,
     data_hora_inicial DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
@@ -58,7 +58,7 @@ CREATE TABLE `test`.`fila_teste` (
     KEY `ix_fila_teste_live` (live_id)
 ) DEFAULT CHARSET = utf8mb4;
 
-CREATE TABLE `test`.`fila_teste_subscriber` (
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste_subscriber` (
     id VARCHAR(100) NOT NULL PRIMARY KEY,
     tenant BIGINT NULL,
     grupo_empresarial VARCHAR(40) NULL,
@@ -74,13 +74,16 @@ CREATE TABLE `test`.`fila_teste_subscriber` (
 -- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
 -- Workers read it before claiming (at most every half second) and stop claiming while
 -- pausada is true; no row means not paused.
-CREATE TABLE `test`.`fila_teste_controle` (
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste_controle` (
     id INT NOT NULL PRIMARY KEY,
     pausada BOOLEAN NOT NULL DEFAULT FALSE,
     motivo VARCHAR(500) NULL,
     alterado_por VARCHAR(150) NULL,
     alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
 ) DEFAULT CHARSET = utf8mb4;
+
+-- Schema version of this queue.
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 3 (9fb6f443976e)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

@@ -1,15 +1,36 @@
-"""Print the DDL of a queue: python -m nsj_queue_lib.db_gen <schema> <fila> [--mysql]."""
+"""The DDL of a queue and its life: python -m nsj_queue_lib.db_gen <schema> <fila> [opções].
+
+Without options it prints the DDL (idempotent: safe to apply twice).  --apply runs it,
+--upgrade prints (with --apply, runs) what brings an existing queue (1.2.2 or an
+earlier 2.x) to the current version, --verify lists what differs.  Options that talk
+to the database read the DB_* variables.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import List, Optional
 
 from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+from nsj_queue_lib.db import schema as schema_mod
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
-from nsj_queue_lib.db.schema import render_schema
-from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
+
+EXIT_OK = 0
+EXIT_DIFFERENT = 1
+EXIT_CONFIG = 2
+
+
+def _connect(mysql: bool):
+    from nsj_queue_lib.config import Settings
+    from nsj_queue_lib.db.session import connect
+
+    settings = Settings.from_env(require=("db",))
+    if mysql and not settings.is_mysql:
+        settings = settings.replace(db_driver="MYSQL")
+    return connect(settings, application_name="nsj_queue_lib:db_gen")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -17,21 +38,67 @@ def main(argv: Optional[List[str]] = None) -> int:
         add_help=False, formatter_class=HelpFormatter,
         prog="python -m nsj_queue_lib.db_gen",
         description="Imprime o modelo de banco (DDL) de uma fila: tabela da fila, tabela de "
-        "assinantes, índices e, no PostgreSQL, a trigger de notificação.",
+        "assinantes, índices, views e, no PostgreSQL, a trigger de notificação. Nomes sem "
+        "aspas viram minúsculas no PostgreSQL; entre aspas duplas mantêm maiúsculas.",
     )
     parser.add_argument("schema", help="schema do banco (ex.: public)")
     parser.add_argument("fila", help="nome da fila, que é também o nome da tabela e do canal")
     parser.add_argument("--mysql", action="store_true",
                         help="gera o dialeto MySQL/SingleStore em vez do PostgreSQL")
+    parser.add_argument("--upgrade", action="store_true",
+                        help="imprime o que leva a fila existente (1.2.2 ou 2.x anterior) à "
+                        "versão atual; com --apply, executa (variáveis DB_*)")
+    parser.add_argument("--verify", action="store_true",
+                        help="compara a fila no banco com a versão atual: código 0 se igual, "
+                        "1 listando as diferenças (variáveis DB_*)")
+    parser.add_argument("--apply", action="store_true",
+                        help="executa no banco (DB_*) em vez de só imprimir")
     portuguese(parser, version=True)
     args = parser.parse_args(argv)
+    dialect = MYSQL if args.mysql else POSTGRES
     try:
-        ddl = render_schema(MYSQL if args.mysql else POSTGRES, args.schema, args.fila)
-    except ConfigError as exc:
+        schema_mod.resolve_names(dialect, args.schema, args.fila)
+        if args.verify and args.upgrade:
+            raise ConfigError("use --verify ou --upgrade, não os dois.")
+        if not (args.verify or args.upgrade or args.apply):
+            sys.stdout.write(schema_mod.render(dialect, args.schema, args.fila))
+            return EXIT_OK
+        with contextlib.closing(_connect(args.mysql)) as conn:
+            if args.verify:
+                return _verify(conn, dialect, args.schema, args.fila)
+            if args.upgrade:
+                stmts = (schema_mod.upgrade(conn, dialect, args.schema, args.fila) if args.apply
+                         else schema_mod.upgrade_statements(conn, dialect, args.schema,
+                                                            args.fila))
+                if not stmts:
+                    print("-- A fila já está na versão atual: nada a fazer.")
+                else:
+                    sys.stdout.write(schema_mod.format_statements(stmts))
+                    if args.apply:
+                        print("-- Aplicado.")
+                return EXIT_OK
+            schema_mod.apply(conn, dialect, args.schema, args.fila)
+            print("-- Modelo da fila aplicado.")
+            return EXIT_OK
+    except (ConfigError, DatabaseUnavailable) as exc:
         print(f"Erro: {exc}", file=sys.stderr)
-        return 2
-    sys.stdout.write(ddl)
-    return 0
+        return EXIT_CONFIG
+
+
+def _verify(conn, dialect, schema: str, fila: str) -> int:
+    result = schema_mod.verify(conn, dialect, schema, fila)
+    where = f"{result.schema}.{result.fila}"
+    for note in result.notes:
+        print(f"aviso: {note}")
+    if result.ok:
+        print(f"{where}: igual à versão atual ({schema_mod.version_stamp(dialect)}).")
+        return EXIT_OK
+    print(f"{where}: {len(result.differences)} diferença(s) da versão atual "
+          f"(gravada no banco: {result.version or 'nenhuma, 1.2.2?'}):")
+    for diff in result.differences:
+        print(f"  - {diff}")
+    print(f"Para corrigir: python -m nsj_queue_lib.db_gen {schema} {fila} --upgrade --apply")
+    return EXIT_DIFFERENT
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 -- Fila fila_teste (gerado por: python -m nsj_queue_lib.db_gen public fila_teste)
 
-CREATE TABLE "public"."fila_teste" (
+CREATE TABLE IF NOT EXISTS "public"."fila_teste" (
     id bigserial NOT NULL PRIMARY KEY,
     id_inicial int8,
     data_hora_inicial timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -49,24 +49,24 @@ ALTER TABLE "public"."fila_teste" SET (fillfactor = 70, autovacuum_vacuum_scale_
                          autovacuum_analyze_scale_factor = 0.02);
 
 -- Claim: due tasks by priority then age, over the active rows only.
-CREATE INDEX "ix_fila_teste_claim" ON "public"."fila_teste" (prioridade DESC, data_hora, id)
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_claim" ON "public"."fila_teste" (prioridade DESC, data_hora, id)
     WHERE status IN ('pendente', 'agendada');
 -- Next due time and lost-notification check.
-CREATE INDEX "ix_fila_teste_due" ON "public"."fila_teste" (status, data_hora)
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_due" ON "public"."fila_teste" (status, data_hora)
     WHERE status IN ('pendente', 'agendada');
 -- Rescue of tasks whose worker died.
-CREATE INDEX "ix_fila_teste_running" ON "public"."fila_teste" (id) WHERE status = 'processando';
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_running" ON "public"."fila_teste" (id) WHERE status = 'processando';
 -- Purge by age: BRIN is tiny and nearly free to maintain on an append-mostly table.
-CREATE INDEX "ix_fila_teste_data_hora" ON "public"."fila_teste" USING brin (data_hora);
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_data_hora" ON "public"."fila_teste" USING brin (data_hora);
 -- Attempts of one task (retries point to their first attempt).
-CREATE INDEX "ix_fila_teste_chain" ON "public"."fila_teste" (id_inicial) WHERE id_inicial IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_chain" ON "public"."fila_teste" (id_inicial) WHERE id_inicial IS NOT NULL;
 -- list_equivalent_task.
-CREATE INDEX "ix_fila_teste_equivalent" ON "public"."fila_teste" (payload_hash, chave_externa);
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_equivalent" ON "public"."fila_teste" (payload_hash, chave_externa);
 -- Monitoring: fan-out and dead letters.
-CREATE INDEX "ix_fila_teste_publication" ON "public"."fila_teste" (publication_id) WHERE publication_id IS NOT NULL;
-CREATE INDEX "ix_fila_teste_live" ON "public"."fila_teste" (live_id) WHERE live_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_publication" ON "public"."fila_teste" (publication_id) WHERE publication_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_live" ON "public"."fila_teste" (live_id) WHERE live_id IS NOT NULL;
 
-CREATE TABLE "public"."fila_teste_subscriber" (
+CREATE TABLE IF NOT EXISTS "public"."fila_teste_subscriber" (
     id varchar(100) NOT NULL PRIMARY KEY,
     tenant int8,
     grupo_empresarial varchar(40),
@@ -78,12 +78,12 @@ CREATE TABLE "public"."fila_teste_subscriber" (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE INDEX "ix_fila_teste_sub" ON "public"."fila_teste_subscriber" (processo, tenant, grupo_empresarial);
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_sub" ON "public"."fila_teste_subscriber" (processo, tenant, grupo_empresarial);
 
 -- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
 -- Workers read it before claiming (at most every half second) and stop claiming while
 -- pausada is true; no row means not paused.
-CREATE TABLE "public"."fila_teste_controle" (
+CREATE TABLE IF NOT EXISTS "public"."fila_teste_controle" (
     id int NOT NULL PRIMARY KEY CHECK (id = 1),
     pausada boolean NOT NULL DEFAULT false,
     motivo varchar(500),
@@ -101,10 +101,13 @@ BEGIN
 END;
 $$;
 
-CREATE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."fila_teste"
+CREATE OR REPLACE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."fila_teste"
     FOR EACH ROW
     WHEN (NEW.status IN ('pendente', 'agendada'))
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
+
+-- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
+COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 3 (4dc7dd67f4c2)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

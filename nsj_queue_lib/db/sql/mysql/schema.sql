@@ -12,7 +12,7 @@
 
 CREATE DATABASE IF NOT EXISTS `{schema}`;
 
-CREATE TABLE {table} (
+CREATE TABLE IF NOT EXISTS {table} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     id_inicial BIGINT NULL,
     data_hora_inicial DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
@@ -58,7 +58,7 @@ CREATE TABLE {table} (
     KEY {ix_live} (live_id)
 ) DEFAULT CHARSET = utf8mb4;
 
-CREATE TABLE {sub_table} (
+CREATE TABLE IF NOT EXISTS {sub_table} (
     id VARCHAR(100) NOT NULL PRIMARY KEY,
     tenant BIGINT NULL,
     grupo_empresarial VARCHAR(40) NULL,
@@ -74,10 +74,13 @@ CREATE TABLE {sub_table} (
 -- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
 -- Workers read it before claiming (at most every half second) and stop claiming while
 -- pausada is true; no row means not paused.
-CREATE TABLE {control_table} (
+CREATE TABLE IF NOT EXISTS {control_table} (
     id INT NOT NULL PRIMARY KEY,
     pausada BOOLEAN NOT NULL DEFAULT FALSE,
     motivo VARCHAR(500) NULL,
     alterado_por VARCHAR(150) NULL,
     alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
 ) DEFAULT CHARSET = utf8mb4;
+
+-- Schema version of this queue.
+ALTER TABLE {table} COMMENT = '{version_comment}';

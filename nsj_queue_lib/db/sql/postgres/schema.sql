@@ -1,6 +1,6 @@
 -- Fila {fila} (gerado por: python -m nsj_queue_lib.db_gen {schema} {fila})
 
-CREATE TABLE {table} (
+CREATE TABLE IF NOT EXISTS {table} (
     id bigserial NOT NULL PRIMARY KEY,
     id_inicial int8,
     data_hora_inicial timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -49,24 +49,24 @@ ALTER TABLE {table} SET (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.01,
                          autovacuum_analyze_scale_factor = 0.02);
 
 -- Claim: due tasks by priority then age, over the active rows only.
-CREATE INDEX {ix_claim} ON {table} (prioridade DESC, data_hora, id)
+CREATE INDEX IF NOT EXISTS {ix_claim} ON {table} (prioridade DESC, data_hora, id)
     WHERE status IN ('pendente', 'agendada');
 -- Next due time and lost-notification check.
-CREATE INDEX {ix_due} ON {table} (status, data_hora)
+CREATE INDEX IF NOT EXISTS {ix_due} ON {table} (status, data_hora)
     WHERE status IN ('pendente', 'agendada');
 -- Rescue of tasks whose worker died.
-CREATE INDEX {ix_running} ON {table} (id) WHERE status = 'processando';
+CREATE INDEX IF NOT EXISTS {ix_running} ON {table} (id) WHERE status = 'processando';
 -- Purge by age: BRIN is tiny and nearly free to maintain on an append-mostly table.
-CREATE INDEX {ix_data_hora} ON {table} USING brin (data_hora);
+CREATE INDEX IF NOT EXISTS {ix_data_hora} ON {table} USING brin (data_hora);
 -- Attempts of one task (retries point to their first attempt).
-CREATE INDEX {ix_chain} ON {table} (id_inicial) WHERE id_inicial IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {ix_chain} ON {table} (id_inicial) WHERE id_inicial IS NOT NULL;
 -- list_equivalent_task.
-CREATE INDEX {ix_equivalent} ON {table} (payload_hash, chave_externa);
+CREATE INDEX IF NOT EXISTS {ix_equivalent} ON {table} (payload_hash, chave_externa);
 -- Monitoring: fan-out and dead letters.
-CREATE INDEX {ix_publication} ON {table} (publication_id) WHERE publication_id IS NOT NULL;
-CREATE INDEX {ix_live} ON {table} (live_id) WHERE live_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {ix_publication} ON {table} (publication_id) WHERE publication_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {ix_live} ON {table} (live_id) WHERE live_id IS NOT NULL;
 
-CREATE TABLE {sub_table} (
+CREATE TABLE IF NOT EXISTS {sub_table} (
     id varchar(100) NOT NULL PRIMARY KEY,
     tenant int8,
     grupo_empresarial varchar(40),
@@ -78,12 +78,12 @@ CREATE TABLE {sub_table} (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE INDEX {ix_sub} ON {sub_table} (processo, tenant, grupo_empresarial);
+CREATE INDEX IF NOT EXISTS {ix_sub} ON {sub_table} (processo, tenant, grupo_empresarial);
 
 -- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
 -- Workers read it before claiming (at most every half second) and stop claiming while
 -- pausada is true; no row means not paused.
-CREATE TABLE {control_table} (
+CREATE TABLE IF NOT EXISTS {control_table} (
     id int NOT NULL PRIMARY KEY CHECK (id = 1),
     pausada boolean NOT NULL DEFAULT false,
     motivo varchar(500),
@@ -96,12 +96,15 @@ CREATE TABLE {control_table} (
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('{fila}', '');
+    PERFORM pg_notify('{fila_literal}', '');
     RETURN NULL;
 END;
 $$;
 
-CREATE TRIGGER {trigger} AFTER INSERT ON {table}
+CREATE OR REPLACE TRIGGER {trigger} AFTER INSERT ON {table}
     FOR EACH ROW
     WHEN (NEW.status IN ('pendente', 'agendada'))
     EXECUTE FUNCTION {function}();
+
+-- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
+COMMENT ON TABLE {table} IS '{version_comment}';
