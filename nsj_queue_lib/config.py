@@ -28,28 +28,22 @@ DEFAULT_OAUTH_TOKEN_URL = (
 
 def is_identifier(name: str) -> bool:
     """True for a plain SQL identifier (letters, digits, '_', not starting with a digit)."""
-    return bool(_IDENT.match(name or ""))
+    return bool(_IDENT.fullmatch(name or ""))
 
 
-def validate_identifier(name: str, what: str) -> str:
-    """Return `name` if it is a plain identifier, else raise ConfigError naming `what`."""
-    if not is_identifier(name):
-        raise ConfigError(
-            f"{what}: '{name}' não é um identificador válido "
-            "(use letras, dígitos e '_', começando por letra ou '_', até 63 caracteres)."
-        )
-    return name
+def validate_identifier(name: str, what: str, dialect_name: str = "postgres") -> str:
+    """The identifier as the database stores it (unquoted PostgreSQL names fold to lower
+    case, quoted ones keep their case); ConfigError naming `what` when invalid."""
+    from nsj_queue_lib.db.identifiers import resolve_identifier
+
+    return resolve_identifier(name, what, dialect_name)
 
 
-def validate_table_name(name: str, what: str) -> str:
-    """Validate `table` or `schema.table`."""
-    parts = (name or "").split(".")
-    if len(parts) > 2 or not all(is_identifier(p) for p in parts):
-        raise ConfigError(
-            f"{what}: '{name}' não é um nome de tabela válido "
-            "(esperado 'tabela' ou 'schema.tabela')."
-        )
-    return name
+def validate_table_name(name: str, what: str, dialect_name: str = "postgres") -> str:
+    """Resolve `table` or `schema.table` (see validate_identifier)."""
+    from nsj_queue_lib.db.identifiers import resolve_table
+
+    return resolve_table(name, what, dialect_name)
 
 
 _MINUTES_ACCEPTED = "use minutos de 0 a 59 separados por vírgula (ex.: 0,15,30,45) ou '*'"
@@ -147,16 +141,24 @@ def _opt_str(text: str) -> Optional[str]:
     return text.strip() or None
 
 
+# Names are checked here and resolved (folded per the database's rules) once the
+# driver is known, in Settings.from_env.
 def _table(text: str) -> str:
-    return validate_table_name(text.strip(), "nome")
+    validate_table_name(text.strip(" "), "nome")
+    return text.strip(" ")
 
 
 def _opt_table(text: str) -> Optional[str]:
-    return _table(text) if text.strip() else None
+    return _table(text) if text.strip(" ") else None
 
 
 def _channel(text: str) -> str:
-    return validate_identifier(text.strip(), "nome")
+    validate_identifier(text.strip(" "), "nome")
+    return text.strip(" ")
+
+
+_RESOLVED = {"queue_table": ("QUEUE_TABLE", True), "queue_subscriber_table":
+             ("QUEUE_SUBSCRIBER_TABLE", True), "queue_name": ("QUEUE_NAME", False)}
 
 
 @dataclass(frozen=True)
@@ -293,6 +295,15 @@ class Settings:
             except (ValueError, ConfigError) as exc:
                 shown = one_line(raw, 200)
                 problems.append(f"variável {name}='{shown}' inválida: {exc}")
+        if not problems:
+            dialect_name = "postgres" if values.get("db_driver") == "POSTGRES" else "mysql"
+            for key, (var_name, is_table) in _RESOLVED.items():
+                if values.get(key):
+                    resolve = validate_table_name if is_table else validate_identifier
+                    try:
+                        values[key] = resolve(values[key], var_name, dialect_name)
+                    except ConfigError as exc:
+                        problems.append(str(exc))
         if problems:
             raise ConfigError("Configuração inválida: " + "; ".join(problems))
         return cls(**values)

@@ -35,11 +35,15 @@ class QueueClient:
 
     def __init__(self, bd_conn: Any, queue_table: str,
                  queue_subscriber_table: Optional[str] = None) -> None:
-        validate_table_name(queue_table, "queue_table")
-        if queue_subscriber_table:
-            validate_table_name(queue_subscriber_table, "queue_subscriber_table")
         raw = getattr(bd_conn, "conn", bd_conn)
-        self._repo = TaskRepository(DbSession(raw, detect_dialect(raw)), queue_table,
+        dialect = detect_dialect(raw)
+        # Names as the database sees them: 'public.Fila_Teste' is public.fila_teste on
+        # PostgreSQL (as it was with 1.2.2, which sent the name unquoted).
+        queue_table = validate_table_name(queue_table, "queue_table", dialect.name)
+        if queue_subscriber_table:
+            queue_subscriber_table = validate_table_name(
+                queue_subscriber_table, "queue_subscriber_table", dialect.name)
+        self._repo = TaskRepository(DbSession(raw, dialect), queue_table,
                                     queue_subscriber_table)
         self.queue_table = queue_table
         self.queue_subscriber_table = queue_subscriber_table

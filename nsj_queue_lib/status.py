@@ -201,7 +201,8 @@ def read_status(settings: Settings, session: Optional[DbSession] = None) -> Dict
 def _settings(table: Optional[str]) -> Settings:
     settings = Settings.from_env(require=("db",))
     if table:
-        settings = settings.replace(queue_table=validate_table_name(table, "--tabela"))
+        settings = settings.replace(queue_table=validate_table_name(
+            table, "--tabela", "postgres" if settings.db_driver == "POSTGRES" else "mysql"))
     if not settings.queue_table:
         raise ConfigError("Configuração inválida: variável QUEUE_TABLE não definida "
                           "(ou use --tabela)")

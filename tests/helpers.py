@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,10 @@ def run_python(args: Sequence[str], env: Optional[Dict[str, str]] = None,
                           capture_output=True, text=True, timeout=timeout)
 
 
+def _sql_name(name: str) -> str:
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else f'"{name}"'
+
+
 class Queue:
     """One queue (in its own schema) of the test database."""
 
@@ -129,8 +134,9 @@ class Queue:
         self.server = server
         self.schema = schema
         self.fila = fila
-        self.table = f"{schema}.{fila}"
-        self.sub_table = f"{schema}.{fila}_subscriber"
+        # Written as SQL: names that are not plain lower case are quoted (exact case).
+        self.table = f"{_sql_name(schema)}.{_sql_name(fila)}"
+        self.sub_table = f"{_sql_name(schema)}.{_sql_name(fila + '_subscriber')}"
         self.conn = server.connect()
         self.workers: List[WorkerProc] = []
         self.log_dir = Path(os.environ.get("NSJQ_TEST_LOG_DIR", "/tmp/nsjq-test-logs"))
@@ -140,7 +146,7 @@ class Queue:
     def create(cls, server: Any, schema: str, fila: str) -> Queue:
         q = cls(server, schema, fila)
         q.sql(f'CREATE SCHEMA "{schema}"')
-        q.sql(render_schema(POSTGRES, schema, fila))
+        q.sql(render_schema(POSTGRES, f'"{schema}"', f'"{fila}"'))  # exact names
         q.sql(f'CREATE TABLE "{schema}".efeitos (id serial PRIMARY KEY, tarefa_id bigint, '
               f"chave text, tipo text, pid int, criado timestamptz DEFAULT clock_timestamp())")
         return q
@@ -203,7 +209,7 @@ class Queue:
     def worker_env(self, **extra: Any) -> Dict[str, str]:
         env = dict(self.server.env())
         env.update({
-            "QUEUE_NAME": self.fila,
+            "QUEUE_NAME": _sql_name(self.fila),
             "QUEUE_TABLE": self.table,
             "QUEUE_SUBSCRIBER_TABLE": self.sub_table,
             "QUEUE_MAX_RETRY": "3",

@@ -94,6 +94,12 @@ def split_table(name: str) -> Tuple[str, str]:
 
 
 def display(name: str, dialect_name: str = "postgres") -> str:
-    """A resolved (possibly qualified) name written as SQL, for messages."""
+    """A resolved (possibly qualified) name written as SQL for messages: parts that
+    would not read back the same unquoted are quoted (PostgreSQL: not lower case)."""
     q = '"' if dialect_name == "postgres" else "`"
-    return ".".join(f"{q}{p}{q}" for p in name.split("."))
+
+    def part(p: str) -> str:
+        plain = _UNQUOTED.match(p) and (dialect_name != "postgres" or p == p.lower())
+        return p if plain else f"{q}{p}{q}"
+
+    return ".".join(part(p) for p in name.split("."))

@@ -14,6 +14,7 @@ from nsj_queue_lib.coordination.listener_turn import (
     take_stale,
     turn_for,
 )
+from nsj_queue_lib.db.identifiers import display
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import (
@@ -191,7 +192,7 @@ class Consumer:
                 pymysql.err.OperationalError) as exc:
             if isinstance(exc, pymysql.err.OperationalError) and exc.args[0] != 1054:
                 raise
-            table = self.settings.queue_table
+            table = display(self.settings.queue_table, repo.dialect.name)
             schema, _, fila = table.rpartition(".")
             gen = (f"python -m nsj_queue_lib.db_gen {schema or 'public'} {fila}"
                    + (" --mysql" if self.settings.is_mysql else ""))

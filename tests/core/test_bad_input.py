@@ -10,7 +10,8 @@ from tests.helpers import eventually, run_python
 def test_db_gen_rejects_invalid_identifiers():
     for args, named in ((["bad schema", "fila"], "schema"),
                         (["public", "fila; DROP TABLE x"], "fila"),
-                        (["public", '"fila"'], "fila")):
+                        (["public", '"fi\"la"'], "fila"),
+                        (["public", "fila\n"], "fila")):
         res = run_python(["-m", "nsj_queue_lib.db_gen", *args])
         assert res.returncode == 2, res
         assert res.stdout == ""

@@ -202,7 +202,9 @@ def test_mixed_case_queue_name_wakes_worker_on_insert(pg_server):
     q = Queue.create(pg_server, schema=f"t_{uuid.uuid4().hex[:10]}", fila="FilaX")
     try:
         # A 60 s poll: only the trigger's notification can run the task in time.
+        # Quoted names keep their case (unquoted ones fold to lower case, as in SQL).
         q.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="60")
+        assert q.worker_env()["QUEUE_TABLE"] == f'{q.schema}."FilaX"'
         task_id = q.insert({"efeito": "case"})
         q.wait_status(task_id, "sucesso", timeout=5)
         assert [e["chave"] for e in q.effects()] == ["case"]

@@ -174,3 +174,19 @@ def test_parse_minutes():
     for bad in ("", "60", "a", "5,,10", "-1"):
         with pytest.raises(ValueError):
             parse_minutes(bad)
+
+
+def test_names_follow_the_database_rules():
+    """PostgreSQL folds unquoted names and keeps quoted ones; control characters never pass."""
+    s = settings(QUEUE_TABLE="public.Fila_Teste", QUEUE_NAME="Fila_Teste",
+                 QUEUE_SUBSCRIBER_TABLE='public."Fila_Teste_subscriber"')
+    assert (s.queue_table, s.queue_name, s.queue_subscriber_table) == (
+        "public.fila_teste", "fila_teste", "public.Fila_Teste_subscriber")
+    assert settings(QUEUE_TABLE='"Vendas"."Fila"').queue_table == "Vendas.Fila"
+    # MySQL keeps the case of unquoted names too.
+    assert settings(DB_DRIVER="MYSQL", QUEUE_TABLE="db.Fila").queue_table == "db.Fila"
+    for var, bad in (("QUEUE_TABLE", "public.fila\n"), ("QUEUE_NAME", "fila\n"),
+                     ("QUEUE_TABLE", "fi\tla"), ("QUEUE_SUBSCRIBER_TABLE", '"a\x00b"'),
+                     ("QUEUE_TABLE", '"a.b"'), ("QUEUE_TABLE", "a.b.c")):
+        with pytest.raises(ConfigError, match=var):
+            settings(**{var: bad})
