@@ -87,7 +87,7 @@ def test_installed_wheel_works_from_a_fresh_venv(venv):
 
     res = _run([py, "-m", "nsj_queue_lib.db_gen", "public", "x"], venv, env)
     assert res.returncode == 0, res.stderr
-    assert 'CREATE TABLE "public"."x"' in res.stdout
+    assert 'CREATE TABLE IF NOT EXISTS "public"."x"' in res.stdout
     assert 'CREATE OR REPLACE VIEW "public"."x_cadeias"' in res.stdout
 
     res = _run([py, "-m", "nsj_queue_lib.worker_webhook"], venv, env, timeout=60)
