@@ -64,12 +64,13 @@ class QueueAdmin:
     """
 
     def __init__(self, bd_conn: Any, queue_table: str) -> None:
-        validate_table_name(queue_table, "queue_table")
         if isinstance(bd_conn, DbSession):
             self.session = bd_conn
         else:
             raw = getattr(bd_conn, "conn", bd_conn)
             self.session = DbSession(raw, detect_dialect(raw))
+        # As the database sees it (unquoted PostgreSQL names fold to lower case).
+        queue_table = validate_table_name(queue_table, "queue_table", self.session.dialect.name)
         self.queue_table = queue_table
         self.control_table = control_table_name(queue_table)
         self.dialect = self.session.dialect

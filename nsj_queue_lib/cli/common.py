@@ -96,7 +96,8 @@ def queue_settings(args: argparse.Namespace) -> Any:
     settings = Settings.from_env(require=("db",))
     table = getattr(args, "tabela", None)
     if table:
-        settings = settings.replace(queue_table=validate_table_name(table, "--tabela"))
+        settings = settings.replace(queue_table=validate_table_name(
+            table, "--tabela", "postgres" if settings.db_driver == "POSTGRES" else "mysql"))
     if not settings.queue_table:
         raise ConfigError("Configuração inválida: variável QUEUE_TABLE não definida "
                           "(ou use --tabela)")
