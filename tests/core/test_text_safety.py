@@ -6,10 +6,12 @@ tests/client_server/test_cs_text_safety.py).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import uuid
 
 from nsj_queue_lib.db.repository import MESSAGE_MAX
-from tests.helpers import eventually
+from tests.helpers import Queue, eventually
 
 SURROGATE = "\udcff"  # what bytes b"\xff" become when decoded with surrogateescape
 
@@ -62,3 +64,30 @@ def test_exception_whose_str_fails_is_still_recorded_by_name(queue):
     eventually(lambda: queue.count("dead") == 1, message="dead letter")
     assert w.proc.poll() is None
     assert "Erro inesperado" not in w.log()
+
+
+def test_latin1_database_stores_what_it_cannot_represent_escaped(pg_server):
+    """A queue in a LATIN1 database (older ERPs): characters outside LATIN1 in a return
+    value or an error are stored escaped; the task's work is kept, the failure recorded."""
+    name = f"nsjq_latin1_{uuid.uuid4().hex[:8]}"
+    admin = pg_server.connect()
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
+                    "TEMPLATE template0")
+    q = Queue.create(dataclasses.replace(pg_server, dbname=name, embedded=None),
+                     schema="t_latin", fila=f"fila_{uuid.uuid4().hex[:8]}")
+    try:
+        ok = q.insert(_payload({"efeito": "feito", "return": "ok ✓ é"}))
+        bad = q.insert(_payload({"raise": "erro ✗ ã"}))
+        w = q.start_worker(QUEUE_BASE_INTERVAL_RETRY="10")
+        assert q.wait_status(ok, "sucesso")["mensagem"] == "ok \\u2713 \\xe9"
+        text = q.wait_status(bad, "falha")["mensagem"]
+        assert text.startswith("RuntimeError: erro \\u2717 \\xe3"), text
+        assert [e["chave"] for e in q.effects()] == ["feito"]
+        assert q.count() == 3  # ok, bad, bad's scheduled retry
+        assert "Erro inesperado" not in w.log()
+    finally:
+        q.destroy()
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
