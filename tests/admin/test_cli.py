@@ -151,3 +151,36 @@ def test_health_probes_for_the_queue_server_and_the_database(csq):
     assert res.returncode == 0, res.stdout + res.stderr
     res = cli("health", "--somente-banco", env=dict(env, DB_PORT="1"))
     assert res.returncode == 1 and "banco indisponível" in res.stdout
+
+
+def test_schema_apply_verify_upgrade(pg_server, queue):
+    env = dict(os.environ)
+    env.update(queue.worker_env())
+    res = cli("schema", "verify", env=env)  # QUEUE_TABLE's queue, made by db_gen
+    assert res.returncode == 0, res.stdout + res.stderr
+    queue.sql(f'DROP TABLE "{queue.schema}"."{queue.fila}_controle"')
+    res = cli("schema", "verify", "--json", env=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    diffs = json.loads(res.stdout)["diferencas"]
+    assert any(d["nome"] == f"{queue.fila}_controle" and d["problema"] == "ausente"
+               for d in diffs), diffs
+    res = cli("schema", "upgrade", "--imprimir", env=env)
+    assert res.returncode == 0 and f"{queue.fila}_controle" in res.stdout
+    assert queue.value("SELECT to_regclass(%s) IS NULL", (f"{queue.table}_controle",))
+    res = cli("schema", "upgrade", env=env)
+    assert res.returncode == 0 and "atualizada" in res.stdout, res.stdout + res.stderr
+    assert cli("schema", "verify", env=env).returncode == 0
+    assert "nada a fazer" in cli("schema", "upgrade", env=env).stdout
+    assert cli("pause", env=env).returncode == 0  # the control table is back
+
+    queue.sql(f'CREATE SCHEMA "{queue.schema}_b"')
+    try:
+        res = cli("schema", "apply", f"{queue.schema}_b", "nova", env=env)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert cli("schema", "apply", f"{queue.schema}_b", "nova", env=env).returncode == 0
+        assert cli("schema", "verify", f"{queue.schema}_b", "nova", env=env).returncode == 0
+        assert queue.value(f'SELECT count(*) FROM "{queue.schema}_b".nova_controle') == 0
+    finally:
+        queue.sql(f'DROP SCHEMA "{queue.schema}_b" CASCADE')
+    res = cli("schema", "verify", "so_schema", env=env)
+    assert res.returncode == 2

@@ -1,12 +1,22 @@
-"""nsj-queue schema print|apply|upgrade|verify: the DDL of a queue and its life cycle."""
+"""nsj-queue schema print|apply|upgrade|verify: the DDL of a queue and its life cycle
+(nsj_queue_lib.db.schema)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any, Tuple
 
-from nsj_queue_lib.cli.common import EXIT_OK, HelpFormatter, add_parser, guarded
+from nsj_queue_lib.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    HelpFormatter,
+    add_json_option,
+    add_parser,
+    guarded,
+    print_json,
+)
 
 ORDER = 10
 
@@ -15,17 +25,43 @@ def register(subparsers: Any) -> None:
     parser = add_parser(
         subparsers, "schema", formatter_class=HelpFormatter,
         help="DDL da fila: imprimir, aplicar, atualizar, verificar",
-        description="O modelo de banco de uma fila.")
+        description="O modelo de banco de uma fila: tabela da fila, de assinantes e de "
+        "controle (pausa), índices, views e, no PostgreSQL, a trigger de notificação. "
+        "SCHEMA e FILA vêm dos argumentos ou de QUEUE_TABLE; o dialeto, de --mysql ou "
+        "DB_DRIVER.")
     sub = parser.add_subparsers(dest="schema_command", metavar="SUBCOMANDO", required=True)
     show = add_parser(
-        sub, "print", help="imprime o DDL (mesma saída do python -m nsj_queue_lib.db_gen)",
-        formatter_class=HelpFormatter,
-        description="Imprime o DDL da fila: tabela da fila, tabela de assinantes, tabela de "
-        "controle (pausa), índices, trigger de notificação (PostgreSQL) e views. O schema "
-        "(ou database, no MySQL) precisa existir antes de aplicá-lo, exceto no MySQL, em "
-        "que o DDL o cria.\n\nexemplo:\n  nsj-queue schema print public minha_fila | psql")
+        sub, "print", help="imprime o DDL (o mesmo do python -m nsj_queue_lib.db_gen)",
+        description="Imprime o DDL da fila, idempotente (pode ser aplicado duas vezes). O "
+        "schema precisa existir antes no PostgreSQL; no MySQL o DDL cria o database.\n\n"
+        "exemplo:\n  nsj-queue schema print public minha_fila | psql")
     _add_target(show)
     show.set_defaults(handler=_print)
+
+    apply = add_parser(
+        sub, "apply", help="cria no banco (DB_*) os objetos da fila que ainda não existem",
+        description="Executa o DDL da fila no banco das variáveis DB_*: cria o que falta, "
+        "sem alterar o que existe. Para uma fila de versão anterior, use upgrade.")
+    _add_target(apply)
+    apply.set_defaults(handler=_apply)
+
+    upgrade = add_parser(
+        sub, "upgrade", help="atualiza no lugar uma fila existente (1.2.2 ou 2.x anterior)",
+        description="Leva a fila existente à versão atual, no lugar (índices com "
+        "CONCURRENTLY: workers e produtores seguem rodando); rodar de novo não faz nada. "
+        "Com --imprimir, só mostra os comandos.")
+    _add_target(upgrade)
+    upgrade.add_argument("--imprimir", action="store_true",
+                         help="só imprime os comandos, sem executar")
+    upgrade.set_defaults(handler=_upgrade)
+
+    verify = add_parser(
+        sub, "verify", help="compara a fila no banco com a versão atual (saída 1 se difere)",
+        description="Compara tabelas, colunas, índices, trigger, função, views e a versão "
+        "gravada da fila com a versão atual. Saída 0 se iguais, 1 listando as diferenças.")
+    _add_target(verify)
+    add_json_option(verify)
+    verify.set_defaults(handler=_verify)
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
@@ -61,10 +97,79 @@ def _target(args: argparse.Namespace) -> Tuple[Any, str, str]:
     return dialect, schema, fila
 
 
+def _connect(dialect: Any) -> Any:
+    from nsj_queue_lib.config import Settings
+    from nsj_queue_lib.db.session import connect
+
+    settings = Settings.from_env(require=("db",))
+    if dialect.name == "mysql" and not settings.is_mysql:
+        settings = settings.replace(db_driver="MYSQL")
+    return connect(settings, application_name="nsj_queue_lib:schema")
+
+
 @guarded
 def _print(args: argparse.Namespace) -> int:
-    from nsj_queue_lib.db.schema import render_schema
+    from nsj_queue_lib.db.schema import render
 
     dialect, schema, fila = _target(args)
-    sys.stdout.write(render_schema(dialect, schema, fila))
+    sys.stdout.write(render(dialect, schema, fila))
     return EXIT_OK
+
+
+@guarded
+def _apply(args: argparse.Namespace) -> int:
+    from nsj_queue_lib.db import schema as schema_mod
+
+    dialect, schema, fila = _target(args)
+    schema_mod.resolve_names(dialect, schema, fila)
+    with contextlib.closing(_connect(dialect)) as conn:
+        schema_mod.apply(conn, dialect, schema, fila)
+    print(f"Modelo da fila {schema}.{fila} aplicado.")
+    return EXIT_OK
+
+
+@guarded
+def _upgrade(args: argparse.Namespace) -> int:
+    from nsj_queue_lib.db import schema as schema_mod
+
+    dialect, schema, fila = _target(args)
+    schema_mod.resolve_names(dialect, schema, fila)
+    with contextlib.closing(_connect(dialect)) as conn:
+        stmts = (schema_mod.upgrade_statements(conn, dialect, schema, fila) if args.imprimir
+                 else schema_mod.upgrade(conn, dialect, schema, fila))
+    if not stmts:
+        print(f"-- A fila {schema}.{fila} já está na versão atual: nada a fazer.")
+        return EXIT_OK
+    sys.stdout.write(schema_mod.format_statements(stmts))
+    if not args.imprimir:
+        print(f"-- Fila {schema}.{fila} atualizada.")
+    return EXIT_OK
+
+
+@guarded
+def _verify(args: argparse.Namespace) -> int:
+    from nsj_queue_lib.db import schema as schema_mod
+
+    dialect, schema, fila = _target(args)
+    schema_mod.resolve_names(dialect, schema, fila)
+    with contextlib.closing(_connect(dialect)) as conn:
+        result = schema_mod.verify(conn, dialect, schema, fila)
+    where = f"{result.schema}.{result.fila}"
+    if args.json:
+        print_json({"fila": where, "ok": result.ok, "versao_gravada": result.version,
+                    "versao_atual": schema_mod.version_stamp(dialect), "avisos": result.notes,
+                    "diferencas": [{"tipo": d.kind, "nome": d.name, "problema": d.problem,
+                                    "esperado": d.expected, "encontrado": d.actual}
+                                   for d in result.differences]})
+        return EXIT_OK if result.ok else EXIT_FAILED
+    for note in result.notes:
+        print(f"aviso: {note}")
+    if result.ok:
+        print(f"{where}: igual à versão atual ({schema_mod.version_stamp(dialect)}).")
+        return EXIT_OK
+    print(f"{where}: {len(result.differences)} diferença(s) da versão atual "
+          f"(gravada no banco: {result.version or 'nenhuma, 1.2.2?'}):")
+    for diff in result.differences:
+        print(f"  - {diff}")
+    print(f"Para corrigir: nsj-queue schema upgrade {schema} {fila}")
+    return EXIT_FAILED
