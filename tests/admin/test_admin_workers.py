@@ -9,7 +9,7 @@ import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.exceptions import InvalidTaskState, NotFoundException
-from tests.helpers import eventually
+from tests.helpers import eventually, holds
 
 
 def test_redrive_cancel_pause_resume_with_a_real_worker(csq):
@@ -55,8 +55,8 @@ def test_redrive_cancel_pause_resume_with_a_real_worker(csq):
     assert admin.cancel(cancelled, motivo="duplicada", por="teste") == cancelled
     with pytest.raises(InvalidTaskState):
         admin.cancel(cancelled)
-    time.sleep(2.0)
-    assert csq.row(waiting)["status"] == "pendente"
+    holds(lambda: csq.row(waiting)["status"] == "pendente", 2.0, interval=0.1,
+          message="nada é pego com a fila pausada")
     row = csq.row(cancelled)
     assert row["status"] == "cancelada" and row["mensagem"] == "Cancelada por teste: duplicada"
 
@@ -88,10 +88,10 @@ def test_pause_is_shown_by_status_and_health_and_stops_claims_within_a_second(qu
     eventually(lambda: queue.count("status = 'sucesso'") >= 3, 10, message="running")
     admin.pause(motivo="deploy", por="ci")
     paused_at = time.monotonic()
-    time.sleep(1.0)
+    time.sleep(1.0)  # the pause is read at most a second late (PauseGate)
     claimed = queue.count("status IN ('processando', 'sucesso')")
-    time.sleep(1.5)
-    assert queue.count("status IN ('processando', 'sucesso')") == claimed
+    holds(lambda: queue.count("status IN ('processando', 'sucesso')") == claimed, 1.5,
+          interval=0.1, message="nada é pego com a fila pausada")
     assert queue.count("status = 'pendente'") > 0
     assert time.monotonic() - paused_at < 10
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -11,7 +10,7 @@ from nsj_queue_lib import status as status_mod
 from nsj_queue_lib.coordination.postgres import PgGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from tests.helpers import run_python
+from tests.helpers import eventually, run_python
 from tests.mysql.conftest import make_settings
 from tests.ops import scenario
 
@@ -59,7 +58,12 @@ def test_status_json_postgres(queue):
                             settings.queue_table).claim()
         assert claimed["id"] == history.ids["waiting"]
         worker.begin()
-        time.sleep(0.3)
+        pid = worker.fetch_value("SELECT pg_backend_pid()")
+        # Until the holder's transaction is 0.3 s old, by the database's own clock.
+        eventually(lambda: queue.value(
+            "SELECT extract(epoch FROM clock_timestamp() - xact_start) >= 0.3 "
+            "FROM pg_stat_activity WHERE pid = %s", (pid,)), 10, interval=0.05,
+            message="transação do worker com 0.3 s")
         res = run_python(["-m", "nsj_queue_lib.status", "--json"],
                          env=_status_env(queue.worker_env()))
     finally:
