@@ -206,6 +206,9 @@ class Settings:
     queue_purge_limit: int = _v("QUEUE_PURGE_LIMIT", parse=_positive_int, default=1000)
     queue_purge_round_limit: int = _v("QUEUE_PURGE_ROUND_LIMIT", parse=_positive_int,
                                       default=100)
+    queue_concurrency: int = _v("QUEUE_CONCURRENCY", parse=_positive_int, default=1,
+                                doc="tarefas simultâneas por processo (uma thread e uma "
+                                "conexão cada)")
     queue_batch_size: int = _v("QUEUE_BATCH_SIZE", parse=_positive_int, default=1,
                                doc="tarefas por transação (modo lote; 1 = uma por vez)")
     queue_wait_notify_interval: float = _v("QUEUE_WAIT_NOTIFY_INTERVAL", parse=_positive_float,

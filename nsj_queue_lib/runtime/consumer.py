@@ -141,6 +141,8 @@ class Consumer:
                         self._handle(notifier.wait(CHECK_INTERVAL))
                         continue
                     tarefa = claim()
+                    if tarefa is not None and hasattr(notifier, "claimed"):
+                        notifier.claimed()  # QUEUE_CONCURRENCY: wake one more idle thread
                 # Reset only once a claim went through: in client/server mode listen()
                 # tolerates a dead server, so reaching this loop proves nothing yet.
                 backoff.reset()

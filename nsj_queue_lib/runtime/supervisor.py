@@ -13,6 +13,7 @@ from nsj_queue_lib.health import HeartbeatService
 from nsj_queue_lib.metrics import worker_endpoint
 from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime import signals
+from nsj_queue_lib.runtime.concurrency import Listener, SharedBackend, WakeHub, run_threads
 from nsj_queue_lib.runtime.consumer import Consumer
 from nsj_queue_lib.runtime.maintenance import RetryService, admin_services
 from nsj_queue_lib.runtime.router import Router
@@ -40,19 +41,48 @@ class WorkerRuntime:
         # Heartbeat file for container probes (python -m nsj_queue_lib.health).
         # The database check is the consumer's own connection state (one connection per
         # worker process): a lost connection fails a statement or, idle, its keepalives.
-        self.heartbeat = HeartbeatService(settings, self.stop,
-                                          tasks_done=lambda: self.consumer.tasks_done,
-                                          db_check=lambda: self.consumer.db_problem,
+        self.heartbeat = HeartbeatService(settings, self.stop, tasks_done=self.tasks_done,
+                                          db_check=self.db_problem,
                                           pause_check=lambda: self.consumer.pause_state)
         self.services.append(self.heartbeat)
         self.observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
-        self.consumer = Consumer(settings, self.backend, router, self.stop,
-                                 on_connect=self._on_connect, observer=self.observer)
+        self.listener: Optional[Listener] = None
+        if settings.queue_concurrency > 1:
+            # N task threads (a connection each) fed by one listener thread.
+            hub = WakeHub(settings.queue_concurrency)
+            shared = SharedBackend(self.backend, hub)
+            self.listener = Listener(settings, self.backend, hub, self.stop)
+            self.consumers = [
+                Consumer(settings, shared, router, self.stop,
+                         on_connect=self._on_connect if i == 0 else self.heartbeat.mark_connected,
+                         observer=self.observer)
+                for i in range(settings.queue_concurrency)]
+        else:
+            self.consumers = [Consumer(settings, self.backend, router, self.stop,
+                                       on_connect=self._on_connect, observer=self.observer)]
+        self.consumer = self.consumers[0]
         self.on_stop: List[Callable[[], None]] = [self.heartbeat.close, router.close]
         self._connected_once = False
+        self._threads_started = False
         # Opt-in /metrics and /healthz (METRICS_PORT); bound in run().
         self.metrics = (worker_endpoint(settings, self.observer, self.heartbeat)
                         if settings.metrics_port else None)
+
+    def tasks_done(self) -> int:
+        return sum(c.tasks_done for c in self.consumers)
+
+    def db_problem(self) -> Optional[str]:
+        """None when every task thread (and the listener) has a working connection."""
+        problems = [c.db_problem for c in self.consumers if c.db_problem]
+        if self.listener is not None:
+            if self.listener.problem:
+                problems.append(self.listener.problem)
+            if self._threads_started and not self.listener.alive() and not self.stop.is_set():
+                problems.append("a thread do listener parou")
+        if len(self.consumers) > 1 and problems:
+            return f"{len(problems)} de {len(self.consumers)} threads: " + "; ".join(
+                sorted(set(problems)))
+        return problems[0] if problems else None
 
     def _on_connect(self) -> None:
         self.heartbeat.mark_connected()
@@ -91,7 +121,11 @@ class WorkerRuntime:
             # committed (its lock and connection stay alive until then, so no other
             # worker rescues a task that is still running); then the admin threads
             # stop; then connections close.
-            self.consumer.run()
+            if self.listener is not None:
+                self._threads_started = True
+                run_threads(self.consumers, self.listener, self.stop)
+            else:
+                self.consumer.run()
         finally:
             self.stop.set()
             for service in self.services:
@@ -99,7 +133,7 @@ class WorkerRuntime:
             for callback in self.on_stop:
                 callback()
             restore()
-        logger.info("Worker finalizado (%s tarefas executadas)", self.consumer.tasks_done)
+        logger.info("Worker finalizado (%s tarefas executadas)", self.tasks_done())
         return EXIT_OK
 
 

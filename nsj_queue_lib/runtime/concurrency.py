@@ -1,0 +1,209 @@
+"""Concurrency per process (QUEUE_CONCURRENCY > 1): N task threads, one listener.
+
+Each task thread is a `Consumer` with its own database connection (claims, runs and
+commits its tasks as a single-threaded worker does).  One listener thread, with
+one more connection, receives the queue's wake-ups (LISTEN, or the socket server)
+and hands each one to ONE idle task thread; HALT stops them all.  The admin jobs
+and the heartbeat are shared, as in a single-threaded worker.  So a process holds
+N + 1 connections, and a wake-up makes one claim in a process, not N.
+
+The worker's code runs on several threads at once: `execute` (and the handlers of
+pub/sub and webhook workers) must not keep per-task state on `self`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, List, Optional
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
+from nsj_queue_lib.runtime.schedule import Backoff
+
+logger = logging.getLogger(__name__)
+
+LISTEN_SLICE = 0.5  # seconds; bounds how long a stop request waits for the listener
+
+
+class WakeHub:
+    """In-process wake-ups: each posted wake-up releases one waiting task thread."""
+
+    def __init__(self, threads: int) -> None:
+        self._cond = threading.Condition()
+        self._tokens = 0
+        self._limit = max(1, threads)
+        self._halt = False
+        self._waiting = 0
+
+    def pass_on(self) -> None:
+        """A woken thread found work: wake one more idle thread, if any (one NOTIFY may
+        stand for many tasks: PostgreSQL merges equal notifications of a transaction)."""
+        with self._cond:
+            if self._waiting and self._tokens < self._waiting:
+                self._tokens += 1
+                self._cond.notify()
+
+    def post(self, notes: List[Notification]) -> None:
+        with self._cond:
+            for note in notes:
+                if note.payload == HALT_PAYLOAD:
+                    self._halt = True
+                    self._cond.notify_all()
+                    return
+                # More pending wake-ups than threads are useless: each thread re-claims
+                # until it finds nothing anyway.
+                self._tokens = min(self._tokens + 1, self._limit)
+                self._cond.notify()
+
+    def wait(self, timeout: float) -> List[Notification]:
+        with self._cond:
+            if not self._halt and self._tokens == 0 and timeout > 0:
+                self._waiting += 1
+                try:
+                    self._cond.wait(timeout)
+                finally:
+                    self._waiting -= 1
+            if self._halt:
+                return [Notification("", HALT_PAYLOAD)]
+            if self._tokens:
+                self._tokens -= 1
+                return [Notification("", "")]
+            return []
+
+
+class SharedNotifier:
+    """The Notifier a task thread sees: wake-ups come from the process's listener."""
+
+    def __init__(self, hub: WakeHub, real: Any) -> None:
+        self.hub = hub
+        self.real = real
+
+    def listen(self) -> None:
+        """The listener thread listens for the whole process."""
+
+    def wait(self, timeout: float) -> List[Notification]:
+        return self.hub.wait(timeout)
+
+    def notify(self, payload: str = "") -> None:
+        self.real.notify(payload)
+
+    def claimed(self) -> None:
+        """Called by the consumer after a claim that found work."""
+        self.hub.pass_on()
+
+    def close(self) -> None:
+        """Nothing of its own to release."""
+
+
+class SharedBackend:
+    """The worker's backend, except that task threads get their wake-ups from the hub."""
+
+    def __init__(self, backend: Any, hub: WakeHub) -> None:
+        self._backend = backend
+        self.hub = hub
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def notifier(self, session: DbSession) -> SharedNotifier:
+        return SharedNotifier(self.hub, self._backend.notifier(session))
+
+
+class Listener:
+    """The thread that listens for the whole process and feeds the hub."""
+
+    name = "listener_thread"
+
+    def __init__(self, settings: Settings, backend: Any, hub: WakeHub,
+                 stop: threading.Event) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.hub = hub
+        self.stop = stop
+        self.problem: Optional[str] = "o listener ainda não se conectou"
+        self.halted = False
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _loop(self) -> None:
+        backoff = Backoff()
+        while not self.stop.is_set():
+            session: Optional[DbSession] = None
+            notifier: Any = None
+            try:
+                session = DbSession.open(
+                    self.settings, application_name=f"nsj_queue_lib:{self.settings.queue_name}")
+                notifier = self.backend.notifier(session)
+                notifier.listen()
+                self.problem = None
+                backoff.reset()
+                # Task threads may have gone idle while this was reconnecting.
+                self.hub.post([Notification("", "")])
+                while not self.stop.is_set():
+                    notes = notifier.wait(LISTEN_SLICE)
+                    if notes:
+                        if any(n.payload == HALT_PAYLOAD for n in notes):
+                            logger.info("HALT recebido no canal %s: parando todas as threads",
+                                        self.settings.queue_name)
+                            self.halted = True
+                            self.stop.set()
+                        self.hub.post(notes)
+            except (DatabaseUnavailable, CoordinationError) as exc:
+                self.problem = f"listener sem conexão: {exc}"
+                delay = backoff.next()
+                logger.warning("Listener: conexão indisponível (%s); nova tentativa em %.1f s",
+                               exc, delay)
+                self.stop.wait(delay)
+            except ConfigError:
+                self.problem = "listener parado por erro de configuração"
+                raise
+            except Exception:
+                self.problem = "listener reiniciando após erro inesperado"
+                delay = backoff.next()
+                logger.exception("Listener: erro inesperado; reiniciando em %.1f s", delay)
+                self.stop.wait(delay)
+            finally:
+                if notifier is not None:
+                    notifier.close()
+                if session is not None:
+                    session.close()
+
+
+def run_threads(consumers: List[Any], listener: Listener, stop: threading.Event) -> None:
+    """Run every consumer on its own thread until all return; the calling (main) thread
+    only waits, so signal handlers run at once.  A ConfigError of any thread stops all
+    and is raised here."""
+    errors: List[BaseException] = []
+
+    def target(consumer: Any) -> None:
+        try:
+            consumer.run()
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=target, args=(c,), name=f"task_thread_{i}", daemon=True)
+               for i, c in enumerate(consumers)]
+    listener.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(LISTEN_SLICE)
+    stop.set()
+    listener.join(LISTEN_SLICE * 4)
+    if errors:
+        raise errors[0]

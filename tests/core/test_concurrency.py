@@ -1,0 +1,84 @@
+"""QUEUE_CONCURRENCY > 1: task threads in one real worker process, on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+from tests.core.test_listener_turn import _sessions_of
+from tests.helpers import eventually, wait_ready
+
+
+def _insert_many(queue, pg_server, payloads) -> list:
+    conn = pg_server.connect(autocommit=False)
+    try:
+        ids = queue.client(conn).insert_tasks(
+            [{"origem": "o", "destino": "d", "processo": "p", "payload": p} for p in payloads])
+        conn.commit()
+    finally:
+        conn.close()
+    return ids
+
+
+def _running(queue) -> int:
+    return int(queue.value(f"SELECT count(*) FROM {queue.table} WHERE status = 'processando'"))
+
+
+def test_tasks_run_in_parallel_threads_with_one_connection_each_plus_a_listener(
+        queue, pg_server, tmp_path):
+    health = tmp_path / "w.health"
+    worker = queue.start_worker(QUEUE_CONCURRENCY="4", QUEUE_HEALTH_FILE=str(health))
+    wait_ready(worker)
+    # 4 task connections + 1 listener connection, whatever the load.
+    eventually(lambda: _sessions_of(queue, worker.pid) == 5, message="N + 1 sessions")
+    ids = _insert_many(queue, pg_server, [{"efeito": f"p{i}", "sleep": 1.0} for i in range(8)])
+    eventually(lambda: _running(queue) == 4, timeout=10, message="4 tasks running at once")
+    queue.wait_idle(timeout=30)
+    effects = queue.effects()
+    assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)
+    assert {e["pid"] for e in effects} == {worker.pid}
+    assert _sessions_of(queue, worker.pid) == 5
+    # The heartbeat covers every thread: it counts the tasks of all of them.
+    eventually(lambda: json.loads(health.read_text()).get("tarefas_executadas") == 8,
+               timeout=15, message="health counts every thread's tasks")
+    assert json.loads(health.read_text())["ok"] is True
+
+
+def test_sigterm_finishes_every_running_task_and_halt_stops_all_threads(
+        queue, pg_server, tmp_path):
+    worker = queue.start_worker(QUEUE_CONCURRENCY="3")
+    wait_ready(worker)
+    running = _insert_many(queue, pg_server, [{"efeito": f"r{i}", "sleep": 1.5}
+                                              for i in range(3)])
+    eventually(lambda: _running(queue) == 3, timeout=10, message="3 tasks running")
+    waiting = queue.insert({"efeito": "espera"})
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(20) == 0, worker.log()
+    assert all(queue.row(i)["status"] == "sucesso" for i in running)
+    assert queue.row(waiting)["status"] == "pendente"
+
+    other = queue.start_worker(QUEUE_CONCURRENCY="3")
+    wait_ready(other)
+    queue.wait_status(waiting, "sucesso")
+    t0 = time.monotonic()
+    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    assert other.wait_exit(20) == 0, other.log()
+    assert time.monotonic() - t0 < 10
+
+
+def test_kill9_with_concurrency_rescues_every_running_task_once(queue, pg_server, tmp_path):
+    release = tmp_path / "release"
+    payloads = [{"efeito": f"k{i}", "wait_file": str(release)} for i in range(3)]
+    ids = _insert_many(queue, pg_server, payloads)
+    worker = queue.start_worker(QUEUE_CONCURRENCY="3")
+    eventually(lambda: _running(queue) == 3, timeout=15, message="3 tasks running")
+    worker.kill9()
+    release.touch()
+    queue.start_worker(QUEUE_CONCURRENCY="3")  # rescues at start
+    eventually(lambda: all(any(r["status"] == "sucesso" for r in queue.chain(i)) for i in ids),
+               timeout=30, message="each task done by its retry")
+    effects = queue.effects()
+    assert sorted(e["tarefa_id"] for e in effects) == sorted(
+        next(r["id"] for r in queue.chain(i) if r["status"] == "sucesso") for i in ids)
+    assert len(effects) == 3
