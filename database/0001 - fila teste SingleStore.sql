@@ -4,8 +4,11 @@
 -- Times are DATETIME(6) in UTC. The library always writes UTC_TIMESTAMP(6) (microsecond
 -- precision: a task inserted "now" is due at once) and its connections use time_zone
 -- '+00:00'; the DEFAULTs below are UTC only on sessions with that time_zone.
--- No trigger, no NOTIFY, no foreign key, no partial or expression index: with MySQL and
--- SingleStore the queue server (CLIENT_SERVER_MODE=true) wakes the workers and holds the locks.
+-- No trigger, no NOTIFY, no foreign key, no partial or expression index. MySQL >= 8.0 and
+-- MariaDB >= 10.6 run in native mode: the claim is FOR UPDATE SKIP LOCKED on ix_claim plus a
+-- session named lock (GET_LOCK) per task, and idle workers poll an index-only probe on
+-- ix_due. SingleStore (no SKIP LOCKED, no GET_LOCK) needs the queue server
+-- (CLIENT_SERVER_MODE=true), which wakes the workers and holds the locks.
 -- Verified on MariaDB 10.11. Not tried on SingleStore nor MySQL 8 (neither was available):
 -- SingleStore may need a table type (ROWSTORE/COLUMNSTORE) or SHARD KEY choice, and may
 -- ignore "prioridade DESC" in an index.
@@ -41,9 +44,11 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste` (
     dead BOOLEAN NOT NULL DEFAULT FALSE,
     live_id BIGINT NULL,
     prioridade INT NOT NULL DEFAULT 50,
-    -- Claim: one index range per waiting status, already in claim order.
+    -- Claim (native SKIP LOCKED and client/server candidates): one index range per waiting
+    -- status, already in claim order.
     KEY `ix_fila_teste_claim` (status, prioridade DESC, data_hora, id),
-    -- Next due time, has-due check, lost-notification check, promotion of 'agendada'.
+    -- Next due time, the idle workers' has-due probe (index only), lost-notification check,
+    -- promotion of 'agendada'.
     KEY `ix_fila_teste_due` (status, data_hora),
     -- Rescue of tasks whose worker died (status = 'processando' ORDER BY id).
     KEY `ix_fila_teste_running` (status, id),

@@ -213,6 +213,9 @@ class Settings:
                                doc="tarefas por transação (modo lote; 1 = uma por vez)")
     queue_wait_notify_interval: float = _v("QUEUE_WAIT_NOTIFY_INTERVAL", parse=_positive_float,
                                            default=30.0, doc="segundos")
+    queue_poll_interval: float = _v("QUEUE_POLL_INTERVAL", parse=_positive_float, default=0.1,
+                                    doc="segundos entre sondagens de tarefas novas (MySQL "
+                                        "nativo e servidor de filas)")
     default_webhook_timeout: float = _v("DEFAULT_WEBHOOK_TIMEOUT", parse=_positive_float,
                                         default=20.0, doc="segundos")
     shutdown_timeout: float = _v("QUEUE_SHUTDOWN_TIMEOUT", parse=_positive_float, default=300.0,

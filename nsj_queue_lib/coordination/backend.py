@@ -10,17 +10,23 @@ __all__ = ["Backend", "make_backend"]
 
 
 def make_backend(settings: Settings) -> Backend:
-    """The backend for CLIENT_SERVER_MODE and DB_DRIVER: socket server, or the database's own."""
+    """The backend for CLIENT_SERVER_MODE and DB_DRIVER: the socket server, or the
+    database's own (PostgreSQL, or MySQL native for DB_DRIVER=MYSQL)."""
     if settings.client_server_mode:
         from nsj_queue_lib.coordination.socket.backend import SocketBackend
 
         return SocketBackend(settings)
-    if settings.is_mysql:
+    if settings.db_driver == "SINGLE_STORE":
         raise ConfigError(
-            f"DB_DRIVER={settings.db_driver} exige CLIENT_SERVER_MODE=true: MySQL e SingleStore "
-            "não têm LISTEN/NOTIFY nem advisory locks, que o servidor de filas "
-            "(python -m nsj_queue_lib.server.server_main) fornece."
+            "DB_DRIVER=SINGLE_STORE exige CLIENT_SERVER_MODE=true: o SingleStore não tem FOR "
+            "UPDATE SKIP LOCKED nem locks nomeados (GET_LOCK), que o modo nativo usa; o "
+            "servidor de filas (python -m nsj_queue_lib.server.server_main) os fornece."
         )
+    if settings.is_mysql:
+        # MySQL >= 8.0 / MariaDB >= 10.6; the version is checked on the first connection.
+        from nsj_queue_lib.coordination.mysql import MysqlBackend
+
+        return MysqlBackend(settings)
     from nsj_queue_lib.coordination.postgres import PostgresBackend
 
     return PostgresBackend(settings)

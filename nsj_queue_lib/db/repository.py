@@ -141,6 +141,28 @@ class TaskRepository:
         rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
         return rows
 
+    def task_claim_skip_locked(self, limit: int, candidates: int) -> List[dict]:
+        """MySQL native: lock up to `limit` due rows no other claim holds (in a transaction)."""
+        rows = self.session.fetch_all(self.q["task_claim_skip_locked"],
+                                      {"limit": limit, "candidates": candidates})
+        return [_normalize(r) for r in rows]
+
+    def task_mark_processing_locked(self, ids: Sequence[int], lock_prefix: str) -> int:
+        """MySQL native: named lock + 'processando' for the locked rows; how many changed."""
+        params: dict = {"ids": list(ids), "lock_prefix": lock_prefix}
+        sql = _expand_in(self.q["task_mark_processing_locked"], params, "ids")
+        return self.session.execute(sql, params)
+
+    def task_list_processing(self, ids: Sequence[int]) -> List[int]:
+        params: dict = {"ids": list(ids)}
+        sql = _expand_in(self.q["task_list_processing"], params, "ids")
+        return [r["id"] for r in self.session.fetch_all(sql, params)]
+
+    def task_finish_release(self, task_id: int, mensagem: str, lock_name: str) -> bool:
+        """MySQL native: mark 'sucesso' and release the task's named lock."""
+        params = {"id": task_id, "mensagem": self._message(mensagem), "lock_name": lock_name}
+        return self.session.execute(self.q["task_finish_release"], params) == 1
+
     def task_claim_candidates(self, limit: int) -> List[int]:
         return [r["id"] for r in self.session.fetch_all(self.q["task_claim_candidates"],
                                                         {"limit": limit})]

@@ -75,6 +75,8 @@ class CsQueue:
         while self.lock_port == self.notify_port:
             self.lock_port = free_port()
         self.timeout = 2.0
+        # MySQL native mode (no socket server): CLIENT_SERVER_MODE=false on MariaDB.
+        self.native = False
         self.workers: List[WorkerProc] = []
         self.servers: List[ServerProc] = []
         self.lockers: List[SocketLocker] = []
@@ -242,6 +244,8 @@ class CsQueue:
             "LOCK_SERVICE_WAIT_CONN_INTERVAL": "1",
             "MAX_CLIENT_THREADS": "60",
         })
+        if self.native:
+            env["CLIENT_SERVER_MODE"] = "false"
         env.update({k: str(v) for k, v in extra.items()})
         return env
 

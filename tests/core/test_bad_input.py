@@ -43,8 +43,8 @@ def test_worker_exits_2_without_db_host(queue, tmp_path):
     assert "DB_HOST" in w.log()
 
 
-def test_worker_exits_2_for_mysql_without_client_server_mode(queue):
-    w = queue.start_worker(DB_DRIVER="MYSQL", CLIENT_SERVER_MODE="false")
+def test_worker_exits_2_for_singlestore_without_client_server_mode(queue):
+    w = queue.start_worker(DB_DRIVER="SINGLE_STORE", CLIENT_SERVER_MODE="false")
     assert w.wait_exit(20) == 2
     assert "CLIENT_SERVER_MODE" in w.log()
 

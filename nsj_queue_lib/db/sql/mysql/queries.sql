@@ -55,6 +55,55 @@ SELECT {tarefa_cols}
    AND t.grupo_empresarial <=> %(grupo_empresarial)s
  ORDER BY t.id
 
+-- name: task_claim_skip_locked
+-- MySQL native mode, inside the claim transaction: lock up to %(limit)s due rows that no
+-- other claim holds (SKIP LOCKED).  The candidates come from one ordered index range per
+-- waiting status (ix_claim), materialised first, so the cost does not grow with the
+-- backlog; only their rows are locked.
+SELECT {tarefa_cols}
+  FROM {table} t
+  JOIN ((SELECT id, prioridade, data_hora
+           FROM {table}
+          WHERE status = 'pendente' AND data_hora <= UTC_TIMESTAMP(6)
+          ORDER BY prioridade DESC, data_hora, id
+          LIMIT %(candidates)s)
+        UNION ALL
+        (SELECT id, prioridade, data_hora
+           FROM {table}
+          WHERE status = 'agendada' AND data_hora <= UTC_TIMESTAMP(6)
+          ORDER BY prioridade DESC, data_hora, id
+          LIMIT %(candidates)s)) c ON c.id = t.id
+ WHERE t.status IN ('pendente', 'agendada')
+ ORDER BY c.prioridade DESC, c.data_hora, c.id
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: task_mark_processing_locked
+-- MySQL native mode, same transaction: take each row's session named lock (the name is
+-- %(lock_prefix)s + the task id wrapped to int32, as coordination/keys computes it) and
+-- mark it 'processando'.  A row whose lock is held elsewhere stays as it is.
+-- %(ids)s is expanded by the repository into (%(ids_0)s, %(ids_1)s, ...).
+UPDATE {table}
+   SET status = 'processando'
+ WHERE id IN %(ids)s
+   AND status IN ('pendente', 'agendada')
+   AND GET_LOCK(CONCAT(%(lock_prefix)s,
+                       (id & 4294967295)
+                       - IF((id & 4294967295) >= 2147483648, 4294967296, 0)), 0) = 1
+
+-- name: task_list_processing
+-- %(ids)s is expanded by the repository.
+SELECT id FROM {table} WHERE id IN %(ids)s AND status = 'processando'
+
+-- name: task_finish_release
+-- MySQL native mode: the success mark and the task's named lock release in one round trip
+-- (like PostgreSQL's task_finish_unlock); the row stays locked by this UPDATE until the
+-- commit, so a rescuer that sees the lock free skips the row (SKIP LOCKED) and then finds
+-- it 'sucesso'.
+UPDATE {table}
+   SET status = 'sucesso', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'processando' AND RELEASE_LOCK(%(lock_name)s) = 1
+
 -- name: task_claim_candidates
 -- One ordered index range per waiting status (ix_claim), merged; never a sort of the
 -- whole backlog.

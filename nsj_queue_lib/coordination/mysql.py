@@ -1,0 +1,249 @@
+"""MySQL native backend (MySQL >= 8.0, MariaDB >= 10.6): no server process needed.
+
+* Claim: inside a short transaction on the task's session, `FOR UPDATE SKIP LOCKED`
+  picks due rows no other claim holds, each row's session named lock is taken
+  (GET_LOCK) and the row is marked 'processando', then committed.  The named lock
+  belongs to the session, like a PostgreSQL advisory lock: it dies with the
+  connection, so the rescue recognises a dead worker's task by its free lock.
+* Wake-ups: MySQL has no LISTEN/NOTIFY.  An idle worker polls an index-only probe
+  (is any task due? one entry of the (status, data_hora) index, whatever the
+  backlog) every QUEUE_POLL_INTERVAL seconds, faster right after activity.
+* Admin jobs and the rescue use named locks too.
+
+Lock names are server-wide in MySQL (not per database), so they carry a tag of the
+database besides the queue's namespace: ``nsjq:<database tag>:<namespace>:<id>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import zlib
+from typing import List, Set
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import (
+    HALT_PAYLOAD,
+    Capabilities,
+    LockKey,
+    Notification,
+    task_lock_key,
+)
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
+
+MIN_MYSQL = (8, 0)
+MIN_MARIADB = (10, 6)
+CANDIDATES = 16  # index entries read per status for a claim (more for bigger batches)
+FAST_POLL_FOR = 2.0  # seconds after activity during which the probe runs at its fastest
+
+
+def lock_prefix(settings: Settings) -> str:
+    """`nsjq:<database tag>:` for the queue's database (named locks are server-wide)."""
+    schema, _, _ = settings.queue_table.rpartition(".")
+    database = schema or settings.db_name
+    return f"nsjq:{zlib.crc32(database.encode()):08x}:"
+
+
+def lock_name(prefix: str, key: LockKey) -> str:
+    """Named-lock name of a lock key (at most 64 characters, the MySQL limit)."""
+    return f"{prefix}{key[0]}:{key[1]}"
+
+
+def check_server_version(version: str, singlestore: bool) -> None:
+    """Refuse servers without SKIP LOCKED / several named locks per session."""
+    hint = ("use o modo cliente/servidor (CLIENT_SERVER_MODE=true e o servidor de filas: "
+            "python -m nsj_queue_lib.server.server_main)")
+    if singlestore:
+        raise ConfigError(f"SingleStore não tem FOR UPDATE SKIP LOCKED nem GET_LOCK: {hint}.")
+    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[:2])
+    mariadb = "mariadb" in version.lower()
+    needed = MIN_MARIADB if mariadb else MIN_MYSQL
+    if len(numbers) < 2 or numbers < needed:
+        name = "MariaDB" if mariadb else "MySQL"
+        raise ConfigError(
+            f"O modo nativo MySQL exige {name} >= {needed[0]}.{needed[1]} (FOR UPDATE SKIP "
+            f"LOCKED e locks nomeados por sessão); o servidor é {version}: {hint}.")
+
+
+class MysqlLocker:
+    """Session named locks (GET_LOCK / RELEASE_LOCK) on a given session (implements Locker).
+
+    Re-entrant with a count and released only by the owner session or with it,
+    which are the semantics of PostgreSQL session advisory locks.
+    """
+
+    def __init__(self, session: DbSession, prefix: str) -> None:
+        self.session = session
+        self.prefix = prefix
+
+    def try_lock(self, key: LockKey) -> bool:
+        return self.session.fetch_value("SELECT GET_LOCK(%(n)s, 0)",
+                                        {"n": lock_name(self.prefix, key)}) == 1
+
+    def unlock(self, key: LockKey) -> bool:
+        return self.session.fetch_value("SELECT RELEASE_LOCK(%(n)s)",
+                                        {"n": lock_name(self.prefix, key)}) == 1
+
+    def close(self) -> None:
+        """Locks end with the session; the session's owner closes it."""
+
+
+class MysqlGuard:
+    """The claim of the MySQL native backend (implements `TaskGuard`)."""
+
+    def __init__(self, repo: TaskRepository, queue_table: str, prefix: str) -> None:
+        self.repo = repo
+        self.session = repo.session
+        self.queue_table = queue_table
+        self.locker = MysqlLocker(repo.session, prefix)
+        ns = task_lock_key(queue_table, 0)[0]
+        self.task_prefix = f"{prefix}{ns}:"  # + task id (int32), as in lock_name()
+        self._released: Set[int] = set()
+
+    def _name(self, task_id: int) -> str:
+        return lock_name(self.locker.prefix, task_lock_key(self.queue_table, task_id))
+
+    def claim(self, limit: int = 1) -> List[dict]:
+        session = self.session
+        session.begin()
+        try:
+            rows = self.repo.task_claim_skip_locked(limit, max(CANDIDATES, 4 * limit))
+            if not rows:
+                session.rollback()
+                return []
+            ids = [r["id"] for r in rows]
+            changed = self.repo.task_mark_processing_locked(ids, self.task_prefix)
+            if changed < len(ids):
+                # A row whose named lock another session holds (rare: a lock left by a
+                # rescue in progress) stays waiting; keep only the rows marked here.
+                mine = set(self.repo.task_list_processing(ids))
+                rows = [r for r in rows if r["id"] in mine]
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        for row in rows:
+            row["status"] = "processando"
+        return rows
+
+    def begin(self, tarefa: dict) -> bool:
+        return True  # the lock is on this very session: nobody else can hold the task
+
+    def finish(self, tarefa: dict, message: str) -> bool:
+        done = self.repo.task_finish_release(tarefa["id"], message, self._name(tarefa["id"]))
+        if done:
+            self._released.add(tarefa["id"])  # RELEASE_LOCK is not transactional
+        return done
+
+    def release(self, tarefa: dict) -> None:
+        task_id = tarefa["id"]
+        if task_id in self._released:
+            self._released.discard(task_id)
+            return
+        try:
+            self.locker.unlock(task_lock_key(self.queue_table, task_id))
+        except DatabaseUnavailable:
+            pass  # the session is gone, and its locks with it
+
+    def close(self) -> None:
+        self._released.clear()
+
+
+class ProbeNotifier:
+    """Wake-ups from polling an index-only probe (implements `Notifier`).
+
+    Polls every `interval` seconds at most, and four times as often during the
+    first FAST_POLL_FOR seconds after a task was seen, so a burst of tasks is
+    picked up quickly.  `wait(0)` (asked between tasks) never queries.  There
+    is no broadcast: `notify()` is a no-op and HALT is refused.
+    """
+
+    def __init__(self, repo: TaskRepository, channel: str, interval: float,
+                 clock=time.monotonic, sleep=time.sleep) -> None:
+        self.repo = repo
+        self.channel = channel
+        self.interval = interval
+        self.clock = clock
+        self.sleep = sleep
+        self._last_seen = clock()
+
+    def listen(self) -> None:
+        """Nothing to register: the probe runs in `wait`."""
+
+    def _step(self) -> float:
+        fast = self.clock() - self._last_seen < FAST_POLL_FOR
+        return self.interval / 4 if fast else self.interval
+
+    def wait(self, timeout: float) -> List[Notification]:
+        if timeout <= 0:
+            return []
+        deadline = self.clock() + timeout
+        while True:
+            if self.repo.task_has_due():
+                self._last_seen = self.clock()
+                return [Notification(self.channel, "")]
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                return []
+            self.sleep(min(self._step(), remaining))
+
+    def notify(self, payload: str = "") -> None:
+        if payload == HALT_PAYLOAD:
+            raise ConfigError("HALT exige PostgreSQL ou o modo cliente/servidor; no modo nativo "
+                              "MySQL pare os workers com SIGTERM (ou pause a fila com "
+                              "nsj-queue pause).")
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class MysqlBackend:
+    """SKIP LOCKED + named-lock claim, index-probe wake-ups, named admin locks."""
+
+    name = "mysql"
+    capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=False,
+                                batch_claim=True, lock_on_task_session=True)
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.prefix = lock_prefix(settings)
+        self._checked = False
+
+    def check(self, session: DbSession) -> None:
+        """Detect the server version once; refuse what the native claim cannot use."""
+        if self._checked:
+            return
+        version = str(session.fetch_value("SELECT VERSION()") or "")
+        singlestore = self.settings.db_driver == "SINGLE_STORE" or _is_singlestore(session)
+        check_server_version(version, singlestore)
+        logger.info("MySQL nativo: servidor %s (SKIP LOCKED + locks nomeados)", version)
+        self._checked = True
+
+    def guard(self, session: DbSession, repo: TaskRepository) -> MysqlGuard:
+        return MysqlGuard(repo, self.settings.queue_table, self.prefix)
+
+    def notifier(self, session: DbSession) -> ProbeNotifier:
+        repo = TaskRepository(session, self.settings.queue_table)
+        return ProbeNotifier(repo, self.settings.queue_name, self.settings.queue_poll_interval)
+
+    def admin_locker(self, session: DbSession) -> MysqlLocker:
+        return MysqlLocker(session, self.prefix)
+
+    def wake_workers(self, session: DbSession, payload: str = "") -> None:
+        if payload == HALT_PAYLOAD:
+            ProbeNotifier(TaskRepository(session, self.settings.queue_table),
+                          self.settings.queue_name, 0.1).notify(payload)
+        # Idle workers poll the probe: nothing to send.
+
+
+def _is_singlestore(session: DbSession) -> bool:
+    try:
+        return session.fetch_value("SELECT @@memsql_version") is not None
+    except Exception:
+        return False
+

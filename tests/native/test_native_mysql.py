@@ -1,0 +1,157 @@
+"""MySQL native mode on MariaDB (DB_DRIVER=MYSQL, no CLIENT_SERVER_MODE, no socket server):
+real worker processes; the claim (SKIP LOCKED + named locks), probe wake-ups, rescue after
+kill -9 and the admin locks."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from nsj_queue_lib.config import parse_minutes
+from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
+from nsj_queue_lib.coordination.mysql import (
+    MysqlBackend,
+    MysqlLocker,
+    check_server_version,
+    lock_name,
+    lock_prefix,
+)
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.runtime.failure import WORKER_STOPPED
+from nsj_queue_lib.runtime.maintenance import PurgeService
+from tests.client_server.cs_helpers import effects_by_key, wait_worker_ready
+from tests.helpers import eventually
+
+
+def test_success_retry_dead_letter_and_priority(nq):
+    worker = nq.start_worker(QUEUE_MAX_RETRY="2")
+    low = nq.insert({"efeito": "low"}, prioridade=10)
+    high = nq.insert({"efeito": "high"}, prioridade=90)
+    wait_worker_ready(worker)
+    retry = nq.insert({"efeito": "retry", "fail_until": 2})
+    dead = nq.insert({"efeito": "dead", "fail": True})
+    for task_id in (low, high, retry, dead):
+        nq.wait_chain_done(task_id)
+    nq.wait_idle()
+    order = [e["tarefa_id"] for e in nq.effects("chave IN ('low', 'high')")]
+    assert order == [high, low]
+    r1, r2 = nq.chain(retry)
+    assert [(r["tentativa"], r["status"]) for r in (r1, r2)] == [(1, "falha"), (2, "sucesso")]
+    d1, d2 = nq.chain(dead)
+    assert [(r["tentativa"], r["status"]) for r in (d1, d2)] == [(1, "falha"), (2, "falha")]
+    [letter] = nq.dead_letters(dead)
+    assert letter["status"] == "sucesso"
+    assert effects_by_key(nq) == {"low": 1, "high": 1, "retry": 1}
+    # Every named lock was released with its task (the worker is still connected).
+    prefix = lock_prefix(nq.settings())
+    for row in nq.rows():
+        name = lock_name(prefix, nq.task_key(row["id"]))
+        assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is None, row["id"]
+    assert worker.proc.poll() is None
+
+
+def test_pickup_without_producer_notify_is_fast(nq):
+    worker = nq.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="30")
+    delays = []
+    for i in range(12):
+        time.sleep(0.13 + 0.011 * i)  # an idle worker, a producer at a random moment
+        task_id = nq.insert({"efeito": f"p{i}"})
+        row = nq.wait_status(task_id, "sucesso", timeout=5)
+        [effect] = nq.effects("tarefa_id = %s", (task_id,))
+        delays.append((effect["criado"] - row["data_hora"]).total_seconds())
+    assert statistics.median(delays) <= 0.15, delays  # 0.1 s with room for a shared CPU
+    assert worker.proc.poll() is None
+
+
+def test_three_workers_300_tasks_exactly_once(nq):
+    workers = [nq.start_worker() for _ in range(3)]
+    for w in workers:
+        wait_worker_ready(w)
+    keys = [f"k{i}" for i in range(300)]
+    nq.insert_many([{"efeito": k, "sleep": 0.003} for k in keys])
+    nq.wait_idle(timeout=60)
+    assert nq.count("status = 'sucesso' AND tentativa = 1") == 300
+    assert effects_by_key(nq) == {k: 1 for k in keys}
+    assert len({e["pid"] for e in nq.effects()}) >= 2
+
+
+def test_kill9_frees_the_named_lock_and_the_task_is_rescued(nq, tmp_path):
+    victim = nq.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD="0")
+    started, release = tmp_path / "started", tmp_path / "release"
+    task_id = nq.insert({"efeito": "resgatada", "started_file": str(started),
+                         "wait_file": str(release)})
+    eventually(started.exists, 10, message="tarefa iniciada")
+    settings = nq.settings()
+    name = lock_name(lock_prefix(settings), nq.task_key(task_id))
+    assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is not None
+    victim.kill9()
+    eventually(lambda: nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is None, 5,
+               interval=0.02, message="lock nomeado liberado")
+    assert nq.row(task_id)["status"] == "processando" and nq.effects() == []
+    release.write_text("ok")
+    rescuer = nq.start_worker()  # the runtime runs a rescue pass when it connects
+    nq.wait_chain_done(task_id, timeout=20)
+    chain = nq.chain(task_id)
+    assert [(r["tentativa"], r["status"]) for r in chain] == [(1, "falha"), (2, "sucesso")]
+    assert chain[0]["mensagem"].startswith(WORKER_STOPPED)
+    [effect] = nq.effects()
+    assert (effect["tarefa_id"], effect["pid"]) == (chain[1]["id"], rescuer.pid)
+
+
+def test_named_locks_belong_to_their_session(nq):
+    settings = nq.settings()
+    one, two = DbSession.open(settings), DbSession.open(settings)
+    try:
+        a, b = MysqlLocker(one, lock_prefix(settings)), MysqlLocker(two, lock_prefix(settings))
+        key = nq.task_key(7)
+        assert a.try_lock(key) and a.try_lock(key)  # re-entrant
+        assert b.try_lock(key) is False
+        assert b.unlock(key) is False  # not the owner: no effect
+        assert a.unlock(key) and b.try_lock(key) is False  # one hold left
+        one.close()  # the session ends: its locks go with it
+        assert b.try_lock(key) is True
+    finally:
+        one.close()
+        two.close()
+
+
+def test_admin_job_skips_while_another_session_holds_its_lock(nq):
+    settings = nq.settings(QUEUE_PURGE_MAX_AGE="1")
+    holder = DbSession.open(settings)
+    try:
+        key = admin_lock_key(nq.table, ADMIN_PURGE)
+        assert MysqlLocker(holder, lock_prefix(settings)).try_lock(key)
+        service = PurgeService(settings, MysqlBackend(settings), parse_minutes("*"))
+        assert service.run_once().skipped
+    finally:
+        holder.close()
+    assert not service.run_once().skipped
+
+
+def test_halt_is_refused_with_a_clear_message(nq):
+    settings = nq.settings()
+    session = DbSession.open(settings)
+    try:
+        with pytest.raises(ConfigError, match="SIGTERM"):
+            MysqlBackend(settings).wake_workers(session, "HALT")
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("version, singlestore, accepted", [
+    ("10.11.19-MariaDB-0+deb12u1", False, True),
+    ("10.6.0-MariaDB", False, True),
+    ("10.5.22-MariaDB", False, False),
+    ("8.0.36", False, True),
+    ("5.7.44-log", False, False),
+    ("8.0.32", True, False),
+])
+def test_server_version_check(version, singlestore, accepted):
+    if accepted:
+        check_server_version(version, singlestore)
+        return
+    with pytest.raises(ConfigError, match="CLIENT_SERVER_MODE=true"):
+        check_server_version(version, singlestore)
