@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_controle` (
 ) DEFAULT CHARSET = utf8mb4;
 
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 3 (9fb6f443976e)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 3 (93700e008beb)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it
