@@ -127,9 +127,10 @@ def _is_cancel(exc: BaseException) -> bool:
 def take_stale(conn: Any) -> List[Notification]:
     """Drop the notifications already received on `conn`, returning only HALTs.
 
-    Called right after a statement that followed the acquisition of the turn: the
-    notifications delivered before that statement's answer are for commits its
-    snapshot already saw, so they carry no news; only HALT matters.
+    Called right BEFORE the probe that follows the acquisition of the turn: what was
+    received so far is for commits the probe's snapshot will see, so it carries no
+    news; only HALT matters.  (Not after the probe: a notification delivered with the
+    probe's answer may come from a commit after its snapshot.)
     """
     stale = list(conn.notifies)
     conn.notifies.clear()

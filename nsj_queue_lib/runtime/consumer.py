@@ -234,8 +234,8 @@ class Consumer:
                     gate: PauseGate, busy: float) -> tuple:
         """Idle wait with the listener turn (PostgreSQL): returns (tarefa, woke, busy).
 
-        Waits for the turn (one blocking statement), probes the next due time, drops
-        the notifications the probe made old news (keeping HALT), then waits like
+        Waits for the turn (one blocking statement), drops the notifications received
+        so far (keeping HALT), probes the next due time, then waits like
         `_idle_wait`.  Claims while still holding the turn, so the next idle worker
         never probes a task this one is about to take, and a wake-up that finds
         nothing (a scheduled task, a task another worker took) costs no hand-over.
@@ -249,8 +249,11 @@ class Consumer:
             return None, False, busy
         try:
             while not self.stop.is_set():
-                next_due = repo.task_seconds_to_next_due()
+                # Drop what was received BEFORE the probe (commits its snapshot will see);
+                # a notification that comes with the probe's answer may be for a commit
+                # after the snapshot, so it is kept (else that wake-up would be lost).
                 self._handle(take_stale(notifier.session.conn))
+                next_due = repo.task_seconds_to_next_due()
                 if self.stop.is_set() or gate.is_paused():
                     return None, False, busy
                 timeout = self.settings.queue_wait_notify_interval

@@ -1,0 +1,25 @@
+"""A task committed while the listener turn probes is not missed (PostgreSQL).
+
+The worker drops the notifications it received before its probe of the next due time
+(old news), never those that arrive with the probe's answer: those may be for a commit
+the probe's snapshot did not see.  Dropping them left such a task waiting for the
+periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL, 30 s here); this test failed that way."""
+
+from __future__ import annotations
+
+import time
+
+from tests.helpers import eventually
+
+
+def test_task_committed_during_the_probe_runs_at_once(queue, tmp_path):
+    arm = tmp_path / "race"
+    worker = queue.start_ready_worker("tests.workers.probe_race", NSJQ_TEST_RACE_FILE=arm)
+    arm.touch()  # the next probe commits a task inside its window
+    started = time.monotonic()
+    queue.insert({"efeito": "primeira"})  # wakes the worker: claim, run, probe again
+    eventually(lambda: sorted(e["chave"] for e in queue.effects()) == ["corrida", "primeira"],
+               timeout=15, message="as duas tarefas executadas")
+    assert not arm.exists()  # the squeezed commit did happen
+    assert time.monotonic() - started < 10, "uma tarefa esperou o poll periódico"
+    assert worker.proc.poll() is None
