@@ -25,7 +25,8 @@ MARIADBD = "/usr/sbin/mariadbd"
 
 
 @pytest.mark.parametrize("extra", [pytest.param({}, id="per-task"),
-                                   pytest.param({"QUEUE_BATCH_SIZE": 5}, id="batch")])
+                                   pytest.param({"QUEUE_BATCH_SIZE": 5}, id="batch"),
+                                   pytest.param({"QUEUE_CONCURRENCY": 4}, id="concurrency")])
 def test_postgres_restart_mid_run(make_queue, extra):
     q = make_queue("postgres", "db")
     label = "".join(f", {k}={v}" for k, v in extra.items())

@@ -9,6 +9,8 @@ from tests.chaos.harness import ChaosRun
 TARGETS = [pytest.param("postgres", "db", {}, id="postgres"),
            # Batch mode: a kill rolls back the whole batch of the killed worker.
            pytest.param("postgres", "db", {"QUEUE_BATCH_SIZE": 5}, id="postgres-batch"),
+           # Concurrency: a kill interrupts every task thread of the process at once.
+           pytest.param("postgres", "db", {"QUEUE_CONCURRENCY": 4}, id="postgres-concurrency"),
            pytest.param("mariadb", "cs", {}, id="mariadb-cs", marks=pytest.mark.mysql)]
 
 
