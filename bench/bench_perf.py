@@ -6,6 +6,8 @@ Lines (each with a baseline measured in the same run, and the ratio):
   batch       QUEUE_BATCH_SIZE=N vs the per-task rate (4 workers)
   statements  statements and round trips per completed task with 4 and 32 idle
               workers while tasks arrive at a fixed rate; connections per process
+  webhook     one webhook worker process with QUEUE_CONCURRENCY=32 against a local
+              endpoint answering in 100 ms, vs the same process with QUEUE_CONCURRENCY=1
   xmin        a transaction pins xmin while tasks arrive at a fixed rate: completion
               rate before, during and after the pin
 
@@ -284,6 +286,92 @@ def bench_statements(pg: DevPostgres, rate: float, seconds: float, busy_n: int) 
                "conns", note="(max held at once by one process, counted in the client)")
 
 
+# -- webhook with concurrency ---------------------------------------------------------
+HITS: List[float] = []  # when the slow endpoint answered each request
+
+
+def _slow_http(delay: float) -> Any:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Slow(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            time.sleep(delay)
+            HITS.append(time.monotonic())
+            body = b'{"ok": true}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    server.request_queue_size = 128
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def webhook_rate(pg: DevPostgres, concurrency: int, deliveries: int, url: str) -> float:
+    from bench import bench_pubsub as ps
+
+    ps.reset(pg)
+    per_pub = 50
+    ps.add_subscribers(pg, "wh", per_pub, url=url)
+    env = ps.worker_env(pg)
+    env["QUEUE_CONCURRENCY"] = str(concurrency)
+    worker = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib.worker_webhook"], env=env,
+                              cwd=str(ROOT), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        ps.wait_connected(pg, 1)
+        HITS.clear()
+        conn = pg.connect(autocommit=False)
+        client = QueueClient(conn, ps.TABLE, ps.SUB_TABLE)
+        client.insert_tasks([{"origem": "b", "destino": "b", "processo": "wh",
+                              "chave_externa": str(i), "payload": {"pedido": i}}
+                             for i in range(max(1, deliveries // per_pub))], pub_sub=True)
+        conn.commit()
+        conn.close()
+        total = max(1, deliveries // per_pub) * per_pub
+        done_sql = "subscriber_id IS NOT NULL AND status = 'sucesso'"
+        wait_for(lambda: ps.count(pg, done_sql) >= total, 600, "webhooks not delivered")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(60)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+    # Between the first and the last answer of the endpoint (start-up and fan-out excluded).
+    return (len(HITS) - 1) / (HITS[-1] - HITS[0])
+
+
+def bench_webhook_concurrency(pg: DevPostgres, deliveries: int) -> None:
+    from bench import bench_pubsub as ps
+
+    # Names of their own: another benchmark may use the pub/sub bench's schema meanwhile.
+    ps.SCHEMA, ps.FILA = "nsjq_bench_perf_wh", "fila_perf_wh"
+    ps.TABLE, ps.SUB_TABLE = f"{ps.SCHEMA}.{ps.FILA}", f"{ps.SCHEMA}.{ps.FILA}_subscriber"
+    server = _slow_http(0.1)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        one = webhook_rate(pg, 1, 100, url)
+        many = webhook_rate(pg, 32, deliveries, url)
+    finally:
+        server.shutdown()
+        server.server_close()
+        ps.drop(pg)
+    report("webhook, 1 process, QUEUE_CONCURRENCY=32, 100 ms endpoint", many, "tasks/s", one,
+           "(baseline: the same process with QUEUE_CONCURRENCY=1; target >= 200/s)")
+
+
 # -- xmin pin ------------------------------------------------------------------------
 def completions_between(pg: DevPostgres, t0: float, t1: float) -> float:
     conn = pg.connect()
@@ -340,7 +428,8 @@ def bench_xmin(pg: DevPostgres, rate: float, before: float, pinned: float,
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", nargs="*", default=["pgbench", "statements", "xmin"])
+    parser.add_argument("--only", nargs="*",
+                        default=["pgbench", "statements", "webhook", "xmin"])
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--pin-seconds", type=float, default=300.0)
@@ -355,6 +444,8 @@ def main() -> int:
             bench_pgbench(pg, n, args.batch)
         if "statements" in args.only:
             bench_statements(pg, 100.0, 10.0 if args.quick else 30.0, n)
+        if "webhook" in args.only:
+            bench_webhook_concurrency(pg, 500 if args.quick else 2_000)
         if "xmin" in args.only:
             pin = 20.0 if args.quick else args.pin_seconds
             bench_xmin(pg, 500.0, 20.0 if args.quick else 60.0, pin,
