@@ -29,7 +29,7 @@ from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
+from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused, DatabaseUnavailable
 
 EXIT_OK = 0
 EXIT_UNAVAILABLE = 1
@@ -244,7 +244,8 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                     session.close()
                     session = None
                 print(f"Erro: {exc}", file=sys.stderr)
-                code = EXIT_UNAVAILABLE
+                # Wrong DB_USER / DB_PASS / DB_BASE is a configuration error, not an outage.
+                code = EXIT_CONFIG if isinstance(exc, DatabaseRefused) else EXIT_UNAVAILABLE
             except Exception as exc:  # missing table, no privilege: a plain message
                 print(f"Erro ao ler a fila {settings.queue_table}: "
                       f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",

@@ -138,3 +138,14 @@ def test_status_config_and_missing_table(queue):
                      env=env)
     assert res.returncode == 1
     assert "nao_existe" in res.stderr
+
+
+def test_status_with_an_unknown_database_user_is_a_configuration_error(queue):
+    res = run_python(["-m", "nsj_queue_lib.status"],
+                     env=_status_env(queue.worker_env(DB_USER="usuario_inexistente")))
+    assert res.returncode == 2, res
+    assert res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        f"Erro: O banco {queue.server.host}:{queue.server.port}/{queue.server.dbname} recusou "
+        "a conexão: o usuário 'usuario_inexistente' não existe no servidor (verifique DB_USER) "
+        "[SQLSTATE 28000]"]
