@@ -20,8 +20,14 @@ from typing import Any, List, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
+from nsj_queue_lib.exceptions import (
+    ConfigError,
+    CoordinationError,
+    DatabaseRefused,
+    DatabaseUnavailable,
+)
 from nsj_queue_lib.runtime.schedule import Backoff
+from nsj_queue_lib.runtime.service import OutageReport
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +146,8 @@ class Listener:
 
     def _loop(self) -> None:
         backoff = Backoff()
+        outage = OutageReport("Listener: conexão indisponível", logger, burst=5, every=60.0)
+        connected_once = False
         while not self.stop.is_set():
             session: Optional[DbSession] = None
             notifier: Any = None
@@ -149,7 +157,9 @@ class Listener:
                 notifier = self.backend.notifier(session)
                 notifier.listen()
                 self.problem = None
+                connected_once = True
                 backoff.reset()
+                outage.recovered()
                 # Task threads may have gone idle while this was reconnecting.
                 self.hub.post([Notification("", "")])
                 while not self.stop.is_set():
@@ -164,8 +174,9 @@ class Listener:
             except (DatabaseUnavailable, CoordinationError) as exc:
                 self.problem = f"listener sem conexão: {exc}"
                 delay = backoff.next()
-                logger.warning("Listener: conexão indisponível (%s); nova tentativa em %.1f s",
-                               exc, delay)
+                if not (isinstance(exc, DatabaseRefused) and not connected_once):
+                    # (a refusal at start is the task threads' configuration error)
+                    outage.failed(f"{exc}; nova tentativa em {delay:.1f} s")
                 self.stop.wait(delay)
             except ConfigError:
                 self.problem = "listener parado por erro de configuração"

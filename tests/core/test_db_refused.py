@@ -25,7 +25,7 @@ def assert_config_exit(worker, *expected: str) -> str:
     assert len(errors) == 1, log
     for text in expected:
         assert text in errors[0], errors[0]
-    assert "Traceback" not in log and "Conexão indisponível" not in log
+    assert "Traceback" not in log and "onexão indisponível" not in log
     return errors[0]
 
 
@@ -34,7 +34,9 @@ def assert_config_exit(worker, *expected: str) -> str:
      ("usuário 'usuario_inexistente' não existe", "DB_USER", "[SQLSTATE 28000]")),
     ({"DB_BASE": "base_inexistente"},
      ("a base 'base_inexistente' não existe", "DB_BASE", "[SQLSTATE 3D000]")),
-], ids=["role", "database"])
+    ({"DB_USER": "usuario_inexistente", "QUEUE_CONCURRENCY": "3"},
+     ("usuário 'usuario_inexistente' não existe", "[SQLSTATE 28000]")),
+], ids=["role", "database", "concurrency"])
 def test_postgres_refusal_at_start_exits_2_with_one_line(queue, env, expected):
     assert_config_exit(queue.start_worker(**env), "recusou a conexão", *expected)
 
