@@ -10,6 +10,8 @@ import dataclasses
 import json
 import uuid
 
+import pytest
+
 from nsj_queue_lib.db.repository import MESSAGE_MAX
 from tests.helpers import Queue, eventually
 
@@ -20,14 +22,18 @@ def _payload(data: dict) -> str:
     return json.dumps(data)  # ASCII JSON: lone surrogates and NUL travel as \u escapes
 
 
-def test_return_value_with_lone_surrogate_and_nul_keeps_the_committed_work(queue):
+@pytest.mark.parametrize("batch", ["1", "5"], ids=["one-by-one", "batch"])
+def test_return_value_with_lone_surrogate_and_nul_keeps_the_committed_work(queue, batch):
     task_id = queue.insert(_payload({"efeito": "feito", "return": f"ok {SURROGATE}\x00 fim"}))
-    w = queue.start_worker()
+    bad = queue.insert(_payload({"raise": f"erro {SURROGATE}\x00"}))
+    w = queue.start_worker(QUEUE_BATCH_SIZE=batch, QUEUE_BASE_INTERVAL_RETRY="10")
     row = queue.wait_status(task_id, "sucesso")
     assert row["mensagem"] == "ok \\udcff fim"
-    assert queue.count() == 1  # no retry: the first attempt's work stands
+    assert queue.wait_status(bad, "falha")["mensagem"] == (
+        "RuntimeError: erro \\udcff. Tarefa reenfileirada.")
+    assert queue.count() == 3  # no retry of the success: the first attempt's work stands
     assert [e["chave"] for e in queue.effects()] == ["feito"]
-    assert "Logging error" not in w.log()
+    assert "Logging error" not in w.log() and "Erro inesperado" not in w.log()
 
 
 def test_undecodable_long_error_is_recorded_as_itself_and_logged_bounded(queue):
