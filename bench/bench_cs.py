@@ -120,10 +120,12 @@ class Target:
 
 
 class ClientServerRun:
-    """Server + workers of one target, all as processes."""
+    """Server + workers of one target, all as processes.  With `server=False` the workers
+    run in the database's own mode (PostgreSQL plain, or MySQL native) and no server."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, server: bool = True) -> None:
         self.target = target
+        self.server = server
         self.notify_port = _free_port()
         self.lock_port = _free_port()
         self.env = dict(os.environ)
@@ -136,6 +138,8 @@ class ClientServerRun:
             "LOCK_SERVICE_PORT": str(self.lock_port), "CHECK_TASKS_INTERVAL": "1",
             "MAX_CLIENT_THREADS": "64", "PYTHONPATH": str(ROOT),
         })
+        if not server:
+            self.env["CLIENT_SERVER_MODE"] = "false"
         self.procs: List[subprocess.Popen] = []
         self.settings = Settings.from_env(self.env, load_dotenv=False)
 
@@ -146,6 +150,8 @@ class ClientServerRun:
         return proc
 
     def start_server(self) -> None:
+        if not self.server:
+            return
         self._spawn(["-m", "nsj_queue_lib.server.server_main"])
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -162,6 +168,9 @@ class ClientServerRun:
 
     def wait_listening(self, n: int) -> None:
         # The server relays a notify to every listening worker: wait until n answer.
+        if not self.server:
+            time.sleep(3.0)  # workers connect and start polling
+            return
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if notify_server(self.settings) >= n:
@@ -179,7 +188,7 @@ class ClientServerRun:
                 proc.kill()
 
 
-def processing_rate(target: Target, n: int, workers: int) -> float:
+def processing_rate(target: Target, n: int, workers: int, server: bool = True) -> float:
     target.reset()
     conn = target.connect(autocommit=False)
     client = QueueClient(conn, f"{SCHEMA}.{FILA}")
@@ -188,7 +197,7 @@ def processing_rate(target: Target, n: int, workers: int) -> float:
                              for _ in range(min(1000, n - first))])
         conn.commit()
     conn.close()
-    run = ClientServerRun(target)
+    run = ClientServerRun(target, server)
     try:
         run.start_server()
         run.start_workers(workers)
@@ -204,9 +213,10 @@ def processing_rate(target: Target, n: int, workers: int) -> float:
     return (n - 1) / (hi - lo)
 
 
-def pickup_latency(target: Target, samples: int) -> List[float]:
+def pickup_latency(target: Target, samples: int, server: bool = True,
+                   notify: bool = True) -> List[float]:
     target.reset()
-    run = ClientServerRun(target)
+    run = ClientServerRun(target, server)
     latencies: List[float] = []
     try:
         run.start_server()
@@ -219,7 +229,8 @@ def pickup_latency(target: Target, samples: int) -> List[float]:
             task_id = client.insert_task("b", "b", "b", str(i), "{}")
             conn.commit()
             t_commit = time.time()
-            notify_server(run.settings)
+            if notify:
+                notify_server(run.settings)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 with read.cursor() as cur:
@@ -230,7 +241,7 @@ def pickup_latency(target: Target, samples: int) -> List[float]:
                     latencies.append((row[0] - t_commit) * 1000)
                     break
                 time.sleep(0.0005)
-            time.sleep(0.01)
+            time.sleep(0.01 if notify else 0.05 + (i % 7) * 0.013)  # idle, arrival at random
         conn.close()
         read.close()
     finally:
@@ -261,12 +272,39 @@ def run(pg: DevPostgres, report: Report, core_rate: Optional[float] = None,
             target.drop()
 
 
+def run_mysql(pg: DevPostgres, report: Report, n: int = 10_000, samples: int = 60) -> None:
+    """MySQL lines of one run (issue 12): MariaDB native and client/server on MariaDB as
+    ratios of the plain PostgreSQL rate measured here too; pickup without producer notify."""
+    postgres, mariadb = Target("postgres", pg), Target("mariadb", None)
+    print(f"-- MySQL modes: {n} tasks, 4 workers, each task inserts a side-effect row")
+    try:
+        base = processing_rate(postgres, n, 4, server=False)
+        report(f"plain postgres: processing {n}, 4 workers", base, "tasks/s")
+    finally:
+        postgres.drop()
+    try:
+        report(f"mariadb native: processing {n}, 4 workers",
+               processing_rate(mariadb, n, 4, server=False), "tasks/s", base)
+        report(f"client/server mariadb: processing {n}, 4 workers",
+               processing_rate(mariadb, n, 4, server=True), "tasks/s", base)
+        for server, name in ((False, "mariadb native"), (True, "client/server mariadb")):
+            lat = pickup_latency(mariadb, samples, server=server, notify=False)
+            report(f"{name}: pickup p50 (no producer notify)", statistics.median(lat), "ms")
+            report(f"{name}: pickup p95 (no producer notify)",
+                   lat[int(len(lat) * 0.95) - 1], "ms")
+    finally:
+        mariadb.drop()
+
+
 def main() -> int:
     from bench.bench import report
 
     pg = acquire()
     try:
-        run(pg, report)
+        if "--mysql" in sys.argv[1:]:
+            run_mysql(pg, report, n=1_000 if "--quick" in sys.argv[1:] else 10_000)
+        else:
+            run(pg, report)
     finally:
         pg.release()
     return 0

@@ -1,10 +1,14 @@
-"""Periodic check for due tasks; wakes the waiting workers when there are any.
+"""The server's due-task probe: wakes the waiting workers when tasks become due.
 
-Every CHECK_TASKS_INTERVAL seconds (and once right at start) it calls the
-injected `has_due_tasks()`; when it returns True and some worker is listening,
-the server sends a wake-up to every listening worker.  The check is skipped
-while no worker listens.  A failing check (database down) is logged and
-retried at the next round; it never blocks waiting for a worker.
+Every `probe_interval` seconds (QUEUE_POLL_INTERVAL, 0.1 s by default) it calls the
+injected `has_due_tasks()`, an index-only probe whose cost does not grow with the
+backlog.  Workers are woken when the answer turns from "nothing due" to "something
+due" (a new task, a retry or a scheduled task coming due), so a producer that does
+not call notify_server still gets its task picked up within about one interval;
+and again every CHECK_TASKS_INTERVAL seconds while tasks stay due (a lost wake-up).
+The probe is skipped while no worker listens.  A failing probe (database down) is
+logged and retried at the next round; it never blocks waiting for a worker.
+Runs on the shared BackgroundService lifecycle.
 """
 
 from __future__ import annotations
@@ -12,50 +16,60 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Optional
+
+from nsj_queue_lib.runtime.service import BackgroundService
 
 logger = logging.getLogger(__name__)
 
 
-class CheckTasksThread(threading.Thread):
-    """Poll `has_due_tasks` and call `wake_workers` when it is True."""
+class CheckTasksThread(BackgroundService):
+    """Probe `has_due_tasks` and call `wake_workers` on new work."""
+
+    name = "nsj-queue-check-tasks"
 
     def __init__(self, has_due_tasks: Callable[[], bool], wake_workers: Callable[[], int],
                  listeners: Callable[[], int], interval: float,
-                 stopping: threading.Event) -> None:
-        super().__init__(name="nsj-queue-check-tasks", daemon=True)
+                 stopping: threading.Event, probe_interval: Optional[float] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(stopping)
         self._has_due_tasks = has_due_tasks
         self._wake_workers = wake_workers
         self._listeners = listeners
         self._interval = interval
-        self._stopping = stopping
+        self._probe_interval = min(probe_interval or interval, interval)
+        self._clock = clock
         self._failures = 0
+        self._was_due = False
+        self._last_wake: Optional[float] = None
 
-    def run(self) -> None:
-        logger.info("Verificação de tarefas pendentes a cada %.1f s.", self._interval)
-        while not self._stopping.is_set():
-            started = time.monotonic()
-            self.check_once()
-            elapsed = time.monotonic() - started
-            if self._stopping.wait(max(0.0, self._interval - elapsed)):
-                break
+    def next_delay(self) -> float:
+        return self._probe_interval
+
+    def run_once(self) -> bool:
+        return self.check_once()
 
     def check_once(self) -> bool:
         """One round; True when workers were woken."""
         if self._listeners() == 0:
+            self._was_due = False  # the next worker to listen is told at once
             return False
         try:
             due = bool(self._has_due_tasks())
         except Exception as exc:  # the DB may be down; keep serving locks
             self._failures += 1
-            log = logger.error if self._failures % 20 == 1 else logger.debug
+            log = logger.error if self._failures % 200 == 1 else logger.debug
             log("Falha ao verificar tarefas pendentes (%d seguida(s)): %s", self._failures, exc)
             return False
         if self._failures:
             logger.info("Verificação de tarefas pendentes restabelecida.")
             self._failures = 0
-        if not due:
+        was_due, self._was_due = self._was_due, due
+        now = self._clock()
+        periodic = self._last_wake is None or now - self._last_wake >= self._interval
+        if not due or (was_due and not periodic):
             return False
+        self._last_wake = now
         woken = self._wake_workers()
         logger.debug("Há tarefas pendentes; %d worker(s) notificado(s).", woken)
         return woken > 0

@@ -40,7 +40,8 @@ class Server:
     def __init__(self, has_due_tasks: Callable[[], bool], *, host: str = "0.0.0.0",
                  notify_port: int = 8770, lock_port: int = 8970,
                  token: Optional[str] = None, timeout: float = 5.0, max_clients: int = 50,
-                 check_interval: float = 15.0, accept_wait: float = 30.0,
+                 check_interval: float = 15.0, probe_interval: Optional[float] = None,
+                 accept_wait: float = 30.0,
                  heartbeat_interval: Optional[float] = None, channel: str = "",
                  max_frame: int = p.MAX_FRAME_BYTES) -> None:
         if max_clients < 1:
@@ -55,6 +56,7 @@ class Server:
         self._has_due_tasks = has_due_tasks
         self._ports = {SERVICE_NOTIFY: notify_port, SERVICE_LOCK: lock_port}
         self._check_interval = check_interval
+        self._probe_interval = probe_interval
         self._accept_wait = accept_wait
         self._max_frame = max_frame
         self._interpreter = RpcInterpreter(self)
@@ -63,7 +65,7 @@ class Server:
         self._listening: set[int] = set()
         self._ids = itertools.count(1)
         self._sockets: dict[str, socket.socket] = {}
-        self._threads: list[threading.Thread] = []
+        self._threads: list[Any] = []
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._wake_r: Optional[socket.socket] = None
@@ -79,6 +81,7 @@ class Server:
                    timeout=settings.timeout_socket_message,
                    max_clients=settings.max_client_threads,
                    check_interval=settings.check_tasks_interval,
+                   probe_interval=settings.queue_poll_interval,
                    accept_wait=settings.lock_service_wait_conn_interval,
                    channel=settings.queue_name or "")
 
@@ -103,7 +106,7 @@ class Server:
                                               self._accept_wait, self._admit))
         self._threads.append(CheckTasksThread(self._has_due_tasks, self.wake_workers,
                                               self.listener_count, self._check_interval,
-                                              self._stopping))
+                                              self._stopping, self._probe_interval))
         for thread in self._threads:
             thread.start()
         logger.info("Servidor da fila '%s' no ar: notify em %s:%d, locks em %s:%d, até %d "

@@ -165,3 +165,24 @@ def test_list_equivalent_task(csq):
     assert ids(processo="outro") == []
     assert ids(payload={"efeito": "outra", "x": 1}) == [other]
     eventually(lambda: csq.row(waiting)["status"] == "pendente", 1)
+
+
+def test_server_probe_picks_up_tasks_without_producer_notify(csq):
+    """CHECK_TASKS_INTERVAL at its 15 s default and no notify_server: the server's
+    QUEUE_POLL_INTERVAL probe (0.1 s) wakes the idle worker."""
+    csq.start_server(CHECK_TASKS_INTERVAL="15")
+    worker = csq.start_ready_worker(CHECK_TASKS_INTERVAL="15")
+    eventually(lambda: csq.server_status()["listeners"] == 1, 5, message="worker no servidor")
+    delays = []
+    for i in range(10):
+        time.sleep(0.15 + 0.013 * i)  # an idle worker, a producer at a random moment
+        task_id = csq.insert({"efeito": f"p{i}"})
+        row = csq.wait_status(task_id, "sucesso", timeout=5)
+        [effect] = csq.effects("tarefa_id = %s", (task_id,))
+        started = row["data_hora"]
+        if started.tzinfo is None and effect["criado"].tzinfo is not None:
+            started = started.replace(tzinfo=dt.timezone.utc)
+        delays.append((effect["criado"] - started).total_seconds())
+    delays.sort()
+    assert delays[len(delays) // 2] <= 0.2, delays  # 0.1 s probe, room for a shared CPU
+    assert worker.proc.poll() is None

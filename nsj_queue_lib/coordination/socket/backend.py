@@ -38,7 +38,7 @@ class SocketBackend:
 
     def guard(self, session: DbSession, repo: TaskRepository) -> SocketGuard:
         locker = SocketLocker.from_settings(self.settings, admin=False)
-        return SocketGuard(repo, locker, self.settings.queue_table)
+        return SocketGuard(repo, locker, self.settings.queue_table, unlock=locker.unlock_nowait)
 
     def notifier(self, session: DbSession) -> SocketNotifier:
         return SocketNotifier.from_settings(self.settings)

@@ -263,6 +263,23 @@ class SocketConnection:
             raise ProtocolError(f"'{op}' recusado pelo servidor: {message} ({code})")
         return waiter.reply.get("result"), link.generation
 
+    def send(self, op: str, **fields: Any) -> bool:
+        """Send a request without waiting for its reply (pipelined); the reply is ignored.
+
+        Only on the current link: False (nothing sent) when there is none.  Requests
+        are processed in order, so a later request of this session sees its effect.
+        """
+        with self._mutex:
+            link = self._link
+        if link is None or not link.alive:
+            return False
+        try:
+            link.send(p.request(op, next(self._ids), **fields))
+            return True
+        except OSError as exc:
+            self._drop(link, f"falha ao enviar: {exc}")
+            return False
+
     # -- reader thread -------------------------------------------------------------
     def _read_loop(self, link: _Link) -> None:
         reason = "conexão encerrada pelo servidor"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import List
+from typing import Callable, List, Optional
 
-from nsj_queue_lib.coordination.base import Locker, task_lock_key
+from nsj_queue_lib.coordination.base import Locker, LockKey, task_lock_key
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 
@@ -25,10 +25,14 @@ class SocketGuard:
     re-queueing a task that is still running.
     """
 
-    def __init__(self, repo: TaskRepository, locker: Locker, queue_table: str) -> None:
+    def __init__(self, repo: TaskRepository, locker: Locker, queue_table: str,
+                 unlock: Optional[Callable[[LockKey], object]] = None) -> None:
         self.repo = repo
         self.locker = locker
         self.queue_table = queue_table
+        # How a finished task's lock is released: SocketBackend pipelines it (no wait
+        # for the answer; the next request on the connection comes after it).
+        self._unlock = unlock or locker.unlock
 
     def claim(self, limit: int = 1) -> List[dict]:
         claimed: List[dict] = []
@@ -53,7 +57,7 @@ class SocketGuard:
 
     def release(self, tarefa: dict) -> None:
         try:
-            self.locker.unlock(task_lock_key(self.queue_table, tarefa["id"]))
+            self._unlock(task_lock_key(self.queue_table, tarefa["id"]))
         except (CoordinationError, DatabaseUnavailable) as exc:
             logger.debug("Tarefa %s: lock não liberado (%s); o servidor o libera com a "
                          "sessão", tarefa["id"], exc)

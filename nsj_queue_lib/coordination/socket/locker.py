@@ -89,6 +89,21 @@ class SocketLocker:
                     del self._held[checked]
         return result is True
 
+    def unlock_nowait(self, key: LockKey) -> bool:
+        """Release one hold without waiting for the server's answer (pipelined with the
+        next request); False when nothing was sent (the session is gone, and the lock
+        with it)."""
+        wire_key = p.key_to_wire(key)
+        if not self._conn.send(p.OP_UNLOCK, key=wire_key):
+            return False
+        checked = (wire_key[0], wire_key[1])
+        with self._mutex:
+            if checked in self._held:
+                self._held[checked] -= 1
+                if self._held[checked] <= 0:
+                    del self._held[checked]
+        return True
+
     def unlock_all(self) -> int:
         """Release every lock of this session; return how many keys were freed."""
         if not self._conn.connected:
