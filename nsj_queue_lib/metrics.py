@@ -14,7 +14,7 @@ inside a pod) and answers:
 
 The queue gauges (depth by status, age of the oldest due task, dead letters
 waiting) are read with index-range queries (db/sql/<dialect>/status.sql,
-``metrics_*`` and ``status_oldest_due``) on a connection of their own, at most
+``metrics_*`` and ``status_due_count``) on a connection of their own, at most
 once every METRICS_DB_INTERVAL seconds whatever the scrape rate.
 """
 
@@ -137,7 +137,7 @@ class QueueGauges:
         depth = {status: 0 for status in ACTIVE_STATUSES}
         for row in s.fetch_all(q["metrics_depth"]):
             depth[row["status"]] = int(row["n"] or 0)
-        oldest = s.fetch_one(q["status_oldest_due"])
+        oldest = s.fetch_one(q["metrics_oldest_due"])
         from nsj_queue_lib.admin import QueueAdmin
 
         paused = QueueAdmin(s, self.settings.queue_table).is_paused()

@@ -94,7 +94,7 @@ class DashboardData:
                 m = int(r["minuto"])
                 if 0 <= m < 60 and r["status"] in minutes:
                     minutes[r["status"]][59 - m] += int(r["n"])
-            oldest = s.fetch_one(status_q["status_oldest_due"])
+            oldest = s.fetch_one(status_q["metrics_oldest_due"])
             dead = int(s.fetch_value(q["dash_dead_count"], {"cap": COUNT_CAP}) or 0)
             pause = QueueAdmin(s, table).pause_state()
             return {"fila": table, "contagens": counts, "ultima_hora": minutes,

@@ -46,5 +46,8 @@ def test_pages_on_mariadb_match_the_table(myqueue, tmp_path):
                                  "AND data_hora <= UTC_TIMESTAMP(6)"),
         "mortas": 1, "hora-sucesso": 1}
     assert "erro &lt;b&gt;original&lt;/b&gt;" in page  # the live chain's error, escaped
+    oldest = q(f"SELECT id FROM {t} WHERE status IN ('pendente', 'agendada') "
+               "AND data_hora <= UTC_TIMESTAMP(6) ORDER BY data_hora, id LIMIT 1")[0]["id"]
+    assert re.search(rf'data-campo="mais-antiga">Devida mais antiga: <a [^>]*>#{oldest}<', page)
     chain = _get(dashboard.url("/cadeia?" + urllib.parse.urlencode({"f": t, "id": live})))
     assert f'data-tentativa="{live}"' in chain and "Fila de mortos" in chain

@@ -73,3 +73,17 @@ SELECT count(*) FROM {table} t
    AND NOT EXISTS (SELECT 1 FROM {table} l
                     WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
                       AND NOT l.reenfileirado AND l.status <> 'falha')
+
+-- name: metrics_oldest_due
+-- The oldest due task: one short index range per status (ix_due), then the earlier of two.
+SELECT id, processo, status, tentativa, data_hora,
+       TIMESTAMPDIFF(MICROSECOND, data_hora, UTC_TIMESTAMP(6)) / 1000000 AS atraso
+  FROM ((SELECT id, processo, status, tentativa, data_hora FROM {table}
+          WHERE status = 'pendente' AND data_hora <= UTC_TIMESTAMP(6)
+          ORDER BY data_hora, id LIMIT 1)
+        UNION ALL
+        (SELECT id, processo, status, tentativa, data_hora FROM {table}
+          WHERE status = 'agendada' AND data_hora <= UTC_TIMESTAMP(6)
+          ORDER BY data_hora, id LIMIT 1)) s
+ ORDER BY data_hora, id
+ LIMIT 1
