@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 ADMIN_LISTENER = 4
 STOP_CHECK = 0.5  # seconds between checks of the stop request while waiting for the turn
 HELD, STOPPED, TIMEOUT = "held", "stopped", "timeout"
+WAITED = 0.005  # seconds: longer than an uncontended lock round trip
 
 
 class ListenerTurn:
@@ -50,6 +51,7 @@ class ListenerTurn:
         self.session = session
         self.key = admin_lock_key(queue_table, ADMIN_LISTENER)
         self.held = False
+        self.waited = False  # the last acquire() had to wait for another holder
 
     def acquire(self, stop: threading.Event, timeout: float) -> str:
         """Block until this session holds the turn ("held"), `stop` is set ("stopped")
@@ -74,6 +76,7 @@ class ListenerTurn:
                 done.set()
 
         helper = threading.Thread(target=wait_turn, name="listener_turn", daemon=True)
+        started = time.monotonic()
         helper.start()
         deadline = time.monotonic() + timeout
         reason = ""
@@ -90,6 +93,7 @@ class ListenerTurn:
         result = outcome[0] if outcome else DatabaseUnavailable("espera da vez interrompida")
         if result is True:
             self.held = True
+            self.waited = time.monotonic() - started > WAITED
             if reason == STOPPED:
                 self.release()
                 return STOPPED

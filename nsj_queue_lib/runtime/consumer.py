@@ -248,6 +248,12 @@ class Consumer:
             # claim is this worker's periodic poll.
             return None, False, busy
         try:
+            if turn.waited:
+                # The notifications queued for this session while it waited are sent by
+                # the server right after the lock's answer, so the drop below could miss
+                # them (they would then come with the probe's answer and cause a claim
+                # that finds nothing).  One round trip brings them in first.
+                notifier.session.execute("SELECT 1")
             while not self.stop.is_set():
                 # Drop what was received BEFORE the probe (commits its snapshot will see);
                 # a notification that comes with the probe's answer may be for a commit
