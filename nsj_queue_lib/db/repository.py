@@ -10,7 +10,6 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.text import clean, safe_text, to_str
 
 DEFAULT_PRIORITY = 50
@@ -132,12 +131,21 @@ class TaskRepository:
         return [_normalize(r) for r in rows]
 
     def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:
-        """Batch mode (PostgreSQL): claim up to `limit` due tasks inside the caller's
-        transaction, in claim order (priority, then age, then id)."""
+        """Batch mode: claim up to `limit` due tasks inside the caller's transaction, in
+        claim order (priority, then age, then id).  PostgreSQL: one statement (with
+        transaction-level advisory locks); MySQL: the rows locked with SKIP LOCKED, then
+        marked 'processando' (two statements, no named locks)."""
         if self.dialect.name != "postgres":
-            raise ConfigError("QUEUE_BATCH_SIZE > 1 exige PostgreSQL por enquanto")
-        rows = [_normalize(r) for r in self.session.fetch_all(
-            self.q["task_claim_batch"], {"limit": limit, "lock_ns": lock_ns})]
+            rows = self.task_claim_skip_locked(limit, max(16, 4 * limit))
+            if rows:
+                params: dict = {"ids": [r["id"] for r in rows]}
+                sql = _expand_in(self.q["task_mark_processing_batch"], params, "ids")
+                self.session.execute(sql, params)
+                for row in rows:
+                    row["status"] = "processando"
+        else:
+            rows = [_normalize(r) for r in self.session.fetch_all(
+                self.q["task_claim_batch"], {"limit": limit, "lock_ns": lock_ns})]
         rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
         return rows
 

@@ -14,6 +14,10 @@ another database) of every task of the batch may happen again after such a crash
 not only those of the task that was running.  A stop request (SIGTERM, HALT)
 finishes the current batch, then stops.
 
+PostgreSQL claims in one statement; MySQL >= 8.0 / MariaDB >= 10.6 in two (rows
+locked with SKIP LOCKED, then marked), native or client/server; SingleStore (no SKIP
+LOCKED) refuses batch mode.
+
 Keep N small (10 to 50): a batch holds its row locks and its transaction open for
 the sum of its tasks' durations, and PostgreSQL handles at most 64 subtransactions
 that wrote (one per task savepoint) per transaction before every snapshot of the

@@ -123,6 +123,9 @@ class Consumer:
             claim: Callable[[], Any] = lambda: _claim_one(guard)  # noqa: E731
             batch_runner = None
             if settings.queue_batch_size > 1:  # batch mode: claim() returns a Batch
+                if settings.db_driver == "SINGLE_STORE":
+                    raise ConfigError("QUEUE_BATCH_SIZE > 1 exige FOR UPDATE SKIP LOCKED, que o "
+                                      "SingleStore não tem: use QUEUE_BATCH_SIZE=1")
                 claim = BatchClaimer(repo, settings.queue_table, settings.queue_batch_size).claim
                 batch_runner = BatchRunner(settings, repo, self.router, self.observer)
             logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)

@@ -91,6 +91,15 @@ UPDATE {table}
                        (id & 4294967295)
                        - IF((id & 4294967295) >= 2147483648, 4294967296, 0)), 0) = 1
 
+-- name: task_mark_processing_batch
+-- Batch mode (QUEUE_BATCH_SIZE), same transaction as task_claim_skip_locked: mark the
+-- locked rows 'processando' (no named lock: until the batch commits nobody else sees
+-- them, and a crash rolls them back to waiting).  %(ids)s is expanded by the repository.
+UPDATE {table}
+   SET status = 'processando'
+ WHERE id IN %(ids)s
+   AND status IN ('pendente', 'agendada')
+
 -- name: task_list_processing
 -- %(ids)s is expanded by the repository.
 SELECT id FROM {table} WHERE id IN %(ids)s AND status = 'processando'
