@@ -49,10 +49,12 @@ SELECT {tarefa_cols}
 -- so 'processando' is visible while it runs and the lock lives on the task's session.
 -- Asynchronous commit is safe here: the task's own (synchronous) commit flushes the WAL
 -- up to and including this claim, and a claim lost in a server crash only means the task
--- is still 'pendente' and runs then; it halves the WAL flushes per task.
-SET LOCAL synchronous_commit = off;
+-- is still 'pendente' and runs then; it halves the WAL flushes per task.  It is set
+-- inside the statement (set_config(..., true): this implicit transaction only), so the
+-- claim is one statement, not a SET LOCAL plus the UPDATE.
 UPDATE {table} t
    SET status = 'processando'
+  FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
  WHERE t.id = ANY(ARRAY(SELECT c.id
                            FROM {table} c
                           WHERE c.status IN ('pendente', 'agendada')
