@@ -64,7 +64,7 @@ install_to_pkg: $(STAMP) ## instala as ferramentas de empacotamento
 	$(PY) -m pip install -q build twine
 
 build_pkg: $(STAMP) ## gera sdist e wheel em dist/
-	rm -rf dist && $(PY) -m build
+	rm -rf dist && env -u PYTHONDONTWRITEBYTECODE $(PY) -m build
 
 upload_pkg: install_to_pkg build_pkg ## gera e confere dist/ e envia ao PyPI (twine)
 	$(PY) -m twine check --strict dist/*
