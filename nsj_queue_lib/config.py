@@ -251,6 +251,13 @@ class Settings:
     server_bind_host: Optional[str] = _v("SERVER_BIND_HOST", parse=_opt_str,
                                          doc="padrão: 0.0.0.0 com token, 127.0.0.1 sem")
     server_auth_token: Optional[str] = _v("SERVER_AUTH_TOKEN", parse=_opt_str)
+    server_producer_token: Optional[str] = _v(
+        "SERVER_PRODUCER_TOKEN", parse=_opt_str,
+        doc="token de produtores: só notify (sem HALT, sem locks, sem listen)")
+    server_max_handshakes: int = _v("SERVER_MAX_HANDSHAKES", parse=_positive_int, default=8,
+                                    doc="conexões ainda não autenticadas ao mesmo tempo")
+    server_max_locks_per_client: int = _v("SERVER_MAX_LOCKS_PER_CLIENT", parse=_positive_int,
+                                          default=10000, doc="locks por conexão")
     notify_service_port: int = _v("NOTIFY_SERVICE_PORT", parse=_port, default=8770)
     lock_service_port: int = _v("LOCK_SERVICE_PORT", parse=_port, default=8970)
     timeout_socket_message: float = _v("TIMEOUT_SOCKET_MESSAGE", parse=_positive_float,

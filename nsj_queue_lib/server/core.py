@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 SERVICE_NOTIFY = "notify"
 SERVICE_LOCK = "lock"
 _REFUSE_DRAIN_WAIT = 0.05
+HANDSHAKE_TIMEOUT = 2.0  # seconds an unauthenticated connection has to send a valid hello
 
 
 class Server:
@@ -43,11 +44,18 @@ class Server:
                  check_interval: float = 15.0, probe_interval: Optional[float] = None,
                  accept_wait: float = 30.0,
                  heartbeat_interval: Optional[float] = None, channel: str = "",
-                 max_frame: int = p.MAX_FRAME_BYTES) -> None:
+                 max_frame: int = p.MAX_FRAME_BYTES, producer_token: Optional[str] = None,
+                 max_handshakes: int = 8, max_locks_per_client: int = 10_000,
+                 handshake_timeout: Optional[float] = None) -> None:
         if max_clients < 1:
             raise ValueError("max_clients deve ser maior que zero")
         self.host = host
         self.token = token or None
+        self.producer_token = producer_token or None
+        self.max_handshakes = max_handshakes
+        self.max_locks_per_client = max_locks_per_client
+        # Unauthenticated connections get a short budget and a small limit of their own.
+        self.handshake_timeout = min(handshake_timeout or HANDSHAKE_TIMEOUT, float(timeout))
         self.timeout = float(timeout)
         self.heartbeat_interval = float(heartbeat_interval or timeout)
         self.channel = channel
@@ -63,6 +71,7 @@ class Server:
         self._mutex = threading.Lock()
         self._clients: dict[int, ListenerThread] = {}
         self._listening: set[int] = set()
+        self._pending: set[int] = set()  # connected, not authenticated yet
         self._ids = itertools.count(1)
         self._sockets: dict[str, socket.socket] = {}
         self._threads: list[Any] = []
@@ -83,7 +92,10 @@ class Server:
                    check_interval=settings.check_tasks_interval,
                    probe_interval=settings.queue_poll_interval,
                    accept_wait=settings.lock_service_wait_conn_interval,
-                   channel=settings.queue_name or "")
+                   channel=settings.queue_name or "",
+                   producer_token=settings.server_producer_token,
+                   max_handshakes=settings.server_max_handshakes,
+                   max_locks_per_client=settings.server_max_locks_per_client)
 
     # -- life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -185,18 +197,20 @@ class Server:
             if self._stopping.is_set():
                 refusal: Optional[tuple[str, str]] = (p.ERR_SERVER_STOPPING,
                                                       "servidor em encerramento")
-            elif len(self._clients) >= self.max_clients:
+            elif len(self._pending) >= self.max_handshakes:
                 refusal = (p.ERR_TOO_MANY_CLIENTS,
-                           f"limite de {self.max_clients} clientes conectados atingido "
-                           "(MAX_CLIENT_THREADS); tente novamente mais tarde")
+                           f"limite de {self.max_handshakes} conexões ainda não autenticadas "
+                           "atingido (SERVER_MAX_HANDSHAKES); tente novamente mais tarde")
             else:
                 refusal = None
                 conn_id = next(self._ids)
                 client = ListenerThread(sock, Session(conn_id, peer, service), self._interpreter,
                                         timeout=self.timeout,
                                         heartbeat_interval=self.heartbeat_interval,
-                                        on_closed=self._closed, max_frame=self._max_frame)
+                                        on_closed=self._closed, max_frame=self._max_frame,
+                                        handshake_timeout=self.handshake_timeout)
                 self._clients[conn_id] = client
+                self._pending.add(conn_id)
         if refusal is not None:
             logger.warning("Conexão de %s (%s) recusada: %s", peer, service, refusal[1])
             self._refuse(sock, *refusal)
@@ -206,6 +220,7 @@ class Server:
         except RuntimeError as exc:  # cannot start a new thread
             with self._mutex:
                 self._clients.pop(conn_id, None)
+                self._pending.discard(conn_id)
             logger.error("Conexão de %s recusada: %s", peer, exc)
             self._refuse(sock, p.ERR_TOO_MANY_CLIENTS, "servidor sem recursos para o cliente")
             return
@@ -231,12 +246,22 @@ class Server:
         with self._mutex:
             self._clients.pop(session.conn_id, None)
             self._listening.discard(session.conn_id)
+            self._pending.discard(session.conn_id)
         released = self.locks.release_all(session.conn_id)
         normal = reason.startswith(("conexão encerrada", "servidor encerrando"))
         level = logging.DEBUG if normal and not released else (
             logging.INFO if normal else logging.WARNING)
         logger.log(level, "Sessão %d (%s, %s) encerrada: %s; %d lock(s) liberado(s).",
                    session.conn_id, session.peer, session.service, reason, released)
+
+    def promote(self, conn_id: int) -> Optional[str]:
+        """An authenticated session takes a client slot; the refusal text when none is free."""
+        with self._mutex:
+            if len(self._clients) - len(self._pending) >= self.max_clients:
+                return (f"limite de {self.max_clients} clientes conectados atingido "
+                        "(MAX_CLIENT_THREADS); tente novamente mais tarde")
+            self._pending.discard(conn_id)
+            return None
 
     def set_listening(self, conn_id: int, listening: bool) -> None:
         with self._mutex:
@@ -254,12 +279,15 @@ class Server:
         with self._mutex:
             targets = [self._clients[c] for c in self._listening if c in self._clients]
         message = p.event(p.OP_NOTIFY, channel=self.channel, payload=payload)
-        return sum(1 for client in targets if client.send(message))
+        # Never blocks: a client that does not read is dropped, not waited for.
+        return sum(1 for client in targets if client.send_event(message))
 
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring and tests."""
         with self._mutex:
             clients, listening = len(self._clients), len(self._listening)
-        return {"clients": clients, "listeners": listening, "locks": len(self.locks),
+            pending = len(self._pending)
+        return {"clients": clients, "handshaking": pending, "listeners": listening,
+                "locks": len(self.locks),
                 "lock_owners": self.locks.owners(), "max_clients": self.max_clients,
                 "threads": threading.active_count(), "channel": self.channel}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import select
 import socket
 import threading
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 _RECV_BYTES = 65536
 _MAX_SELECT_WAIT = 1.0
+_EVENT_LOCK_WAIT = 0.05  # seconds a wake-up waits for a write in progress to the same client
 _ping_ids = itertools.count(1)
 
 
@@ -44,13 +46,16 @@ class ListenerThread(threading.Thread):
     def __init__(self, sock: socket.socket, session: Session, interpreter: RpcInterpreter, *,
                  timeout: float, heartbeat_interval: float,
                  on_closed: Callable[[ListenerThread, str], None],
-                 max_frame: int = p.MAX_FRAME_BYTES) -> None:
+                 max_frame: int = p.MAX_FRAME_BYTES,
+                 handshake_timeout: Optional[float] = None) -> None:
         super().__init__(name=f"nsj-queue-client-{session.conn_id}", daemon=True)
         self.sock = sock
         self.session = session
         self._interpreter = interpreter
         self._timeout = timeout
         self._heartbeat = heartbeat_interval
+        # Budget of an unauthenticated connection: it holds no client slot meanwhile.
+        self._handshake = min(handshake_timeout or timeout, timeout)
         self._on_closed = on_closed
         self._decoder = p.FrameDecoder(max_frame)
         self._send_mutex = threading.Lock()
@@ -83,6 +88,37 @@ class ListenerThread(threading.Thread):
         except OSError as exc:
             self.abort(f"falha ao enviar: {exc}")
             return False
+
+    def send_event(self, message: p.Message) -> bool:
+        """Send a wake-up without ever blocking the caller (the server's wake loop).
+
+        A client whose socket buffer is full (it stopped reading) or that is in the
+        middle of a slow write is dropped: one slow client never delays the others.
+        """
+        try:
+            data = p.encode(message)
+        except (ProtocolError, TypeError, ValueError) as exc:
+            logger.error("Mensagem não enviada à sessão %s: %s", self.session.conn_id, exc)
+            return False
+        if not self._send_mutex.acquire(timeout=_EVENT_LOCK_WAIT):
+            self.abort("cliente lento: escrita anterior ainda pendente")
+            return False
+        try:
+            # The descriptor is non-blocking (the socket has a timeout, which CPython
+            # implements with O_NONBLOCK + poll): a direct write never waits, where
+            # sock.send() would wait up to the timeout for buffer space.
+            sent = os.write(self.sock.fileno(), data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            self.abort(f"falha ao enviar: {exc}")
+            return False
+        finally:
+            self._send_mutex.release()
+        if sent < len(data):  # a partial frame cannot be completed without waiting
+            self.abort("cliente lento: não lê o que o servidor envia")
+            return False
+        return True
 
     def abort(self, reason: str) -> None:
         """End the connection (idempotent); `run` notices and cleans up."""
@@ -142,9 +178,9 @@ class ListenerThread(threading.Thread):
         now = time.monotonic()
         deadlines: list[float] = []
         if not self.session.authenticated:
-            if now - self._connected_at > self._timeout:
+            if now - self._connected_at > self._handshake:
                 return 0.0, "'hello' não recebido a tempo"
-            deadlines.append(self._connected_at + self._timeout)
+            deadlines.append(self._connected_at + self._handshake)
         if self._partial_since is not None:
             if now - self._partial_since > self._timeout:
                 return 0.0, "frame incompleto além do timeout"

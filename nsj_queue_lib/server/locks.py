@@ -20,6 +20,10 @@ logger = logging.getLogger(__name__)
 Owner = int
 
 
+class LockLimitExceeded(ValueError):
+    """The owner already holds the maximum number of distinct locks."""
+
+
 class LockTable:
     """Thread-safe map key -> (owner, count), indexed by owner as well."""
 
@@ -28,11 +32,15 @@ class LockTable:
         self._holders: dict[LockKey, tuple[Owner, int]] = {}
         self._by_owner: dict[Owner, set[LockKey]] = {}
 
-    def try_lock(self, owner: Owner, key: LockKey) -> bool:
-        """Take (or re-take) `key` for `owner`; False when another owner holds it."""
+    def try_lock(self, owner: Owner, key: LockKey, limit: Optional[int] = None) -> bool:
+        """Take (or re-take) `key` for `owner`; False when another owner holds it.
+
+        Raises LockLimitExceeded when `owner` already holds `limit` distinct keys."""
         with self._mutex:
             current = self._holders.get(key)
             if current is None:
+                if limit is not None and len(self._by_owner.get(owner, ())) >= limit:
+                    raise LockLimitExceeded(f"limite de {limit} locks por conexão atingido")
                 self._holders[key] = (owner, 1)
                 self._by_owner.setdefault(owner, set()).add(key)
                 return True

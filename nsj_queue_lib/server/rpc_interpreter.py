@@ -3,7 +3,10 @@
 `RpcInterpreter.handle(session, message)` returns the reply to send and
 whether the connection must be closed after it.  The session must start with
 a valid ``hello`` (protocol version, auth token, optional queue name); any
-other request before it is refused and the connection closed.
+other request before it is refused and the connection closed.  A session that
+authenticated with the producer token (SERVER_PRODUCER_TOKEN) may only ping and
+notify, never HALT, lock or listen.  Every client-supplied value that reaches a
+log line is escaped (`protocol.log_safe`).
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
+from nsj_queue_lib.config import validate_identifier
+from nsj_queue_lib.coordination.base import HALT_PAYLOAD
 from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.server.locks import LockTable
+from nsj_queue_lib.coordination.socket.protocol import log_safe
+from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.server.locks import LockLimitExceeded, LockTable
 from nsj_queue_lib.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -25,9 +32,14 @@ class ServerContext(Protocol):
 
     locks: LockTable
     token: Optional[str]
+    producer_token: Optional[str]
+    max_locks_per_client: int
     channel: str
     heartbeat_interval: float
     timeout: float
+
+    def promote(self, conn_id: int) -> Optional[str]:
+        """Move an authenticated session to a client slot; the refusal text if full."""
 
     def set_listening(self, conn_id: int, listening: bool) -> None: ...
 
@@ -47,6 +59,16 @@ class Session:
     role: str = ""
     client_name: str = ""
     listening: bool = False
+    producer: bool = False  # authenticated with the producer token
+
+
+def _valid_name(name: str) -> bool:
+    """The QUEUE_NAME rule of the settings (the same everywhere)."""
+    try:
+        validate_identifier(name, "fila")
+        return True
+    except ConfigError:
+        return False
 
 
 class Outcome(NamedTuple):
@@ -85,9 +107,18 @@ class RpcInterpreter:
         handler = self._handlers.get(op)
         if handler is None:
             return Outcome(p.reply_error(msg_id, p.ERR_UNKNOWN_OP,
-                                         f"operação desconhecida: {op!r}"))
+                                         f"operação desconhecida: {log_safe(op, 40)}"))
+        if session.producer and (op not in p.PRODUCER_OPS or (
+                op == p.OP_NOTIFY and message.get("payload") == HALT_PAYLOAD)):
+            logger.warning("Sessão %s (%s) de produtor tentou '%s': recusado.",
+                           session.conn_id, session.peer, log_safe(op, 40))
+            return Outcome(p.reply_error(msg_id, p.ERR_UNAUTHORIZED,
+                                         "o token de produtor só permite notify (sem HALT)"))
         try:
             return Outcome(p.reply_ok(msg_id, handler(session, message)))
+        except LockLimitExceeded as exc:
+            logger.warning("Sessão %s (%s): %s", session.conn_id, session.peer, exc)
+            return Outcome(p.reply_error(msg_id, p.ERR_TOO_MANY_LOCKS, str(exc)))
         except ValueError as exc:
             return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST, str(exc)))
 
@@ -101,7 +132,8 @@ class RpcInterpreter:
                 msg_id, p.ERR_UNSUPPORTED_VERSION,
                 f"versão de protocolo {version!r} não suportada "
                 f"(o servidor usa a versão {p.PROTOCOL_VERSION})"), True)
-        if not self._token_ok(message.get("token")):
+        producer = self._token_is(message.get("token"), self._server.producer_token)
+        if not producer and not self._token_ok(message.get("token")):
             logger.warning("Cliente %s recusado: token de autenticação inválido ou ausente.",
                            session.peer)
             return Outcome(p.reply_error(msg_id, p.ERR_UNAUTHORIZED,
@@ -112,18 +144,29 @@ class RpcInterpreter:
             name = p.optional_str(message, "client") or ""
         except ValueError as exc:
             return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST, str(exc)), True)
+        if queue and not _valid_name(queue):
+            logger.warning("Cliente %s recusado: nome de fila inválido %s.", session.peer,
+                           log_safe(queue))
+            return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST,
+                                         "nome de fila inválido: use letras, dígitos e '_'"), True)
         channel = self._server.channel
         if queue and channel and queue.lower() != channel.lower():
             logger.warning("Cliente %s recusado: pediu a fila '%s', este servidor atende '%s'.",
-                           session.peer, queue, channel)
+                           session.peer, log_safe(queue), channel)
             return Outcome(p.reply_error(
                 msg_id, p.ERR_WRONG_QUEUE,
                 f"este servidor atende a fila '{channel}', não '{queue}'"), True)
+        refusal = self._server.promote(session.conn_id)
+        if refusal is not None:
+            logger.warning("Cliente %s recusado: %s", session.peer, refusal)
+            return Outcome(p.reply_error(msg_id, p.ERR_TOO_MANY_CLIENTS, refusal), True)
         session.authenticated = True
-        session.role = role[:32]
+        session.producer = producer
+        session.role = p.ROLE_PRODUCER if producer else role[:32]
         session.client_name = name[:128]
         logger.debug("Sessão %s (%s, %s) autenticada: papel=%s cliente=%s", session.conn_id,
-                     session.peer, session.service, session.role, session.client_name)
+                     session.peer, session.service, log_safe(session.role, 40),
+                     log_safe(session.client_name))
         return Outcome(p.reply_ok(
             msg_id, "welcome", session=str(session.conn_id), version=p.PROTOCOL_VERSION,
             server=f"nsj_queue_lib/{__version__}", channel=channel,
@@ -131,14 +174,17 @@ class RpcInterpreter:
 
     def _token_ok(self, given: Any) -> bool:
         expected = self._server.token
-        if not expected:
-            return True
-        if not isinstance(given, str):
+        return not expected or self._token_is(given, expected)
+
+    @staticmethod
+    def _token_is(given: Any, expected: Optional[str]) -> bool:
+        if not expected or not isinstance(given, str):
             return False
         return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
 
     def _try_lock(self, session: Session, message: p.Message) -> bool:
-        return self._server.locks.try_lock(session.conn_id, p.check_key(message.get("key")))
+        return self._server.locks.try_lock(session.conn_id, p.check_key(message.get("key")),
+                                           self._server.max_locks_per_client)
 
     def _unlock(self, session: Session, message: p.Message) -> bool:
         return self._server.locks.unlock(session.conn_id, p.check_key(message.get("key")))
@@ -157,6 +203,6 @@ class RpcInterpreter:
         payload = p.check_payload(message.get("payload"))
         woken = self._server.wake_workers(payload)
         logger.info("Notify%s recebido de %s (%s); %d worker(s) acordado(s).",
-                    f" '{payload}'" if payload else "", session.peer,
-                    session.role or "cliente", woken)
+                    f" '{log_safe(payload)}'" if payload else "", session.peer,
+                    log_safe(session.role or "cliente", 40), woken)
         return woken

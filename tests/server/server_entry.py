@@ -34,6 +34,9 @@ def main() -> int:
     parser.add_argument("--accept-wait", type=float, default=30.0)
     parser.add_argument("--due-file", default=None)
     parser.add_argument("--channel", default="fila_teste")
+    parser.add_argument("--producer-token", default=None)
+    parser.add_argument("--max-handshakes", type=int, default=8)
+    parser.add_argument("--max-locks", type=int, default=10_000)
     args = parser.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.DEBUG,
                         format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s")
@@ -45,7 +48,8 @@ def main() -> int:
                     lock_port=args.lock_port, token=args.token, timeout=args.timeout,
                     heartbeat_interval=args.heartbeat, max_clients=args.max_clients,
                     check_interval=args.check_interval, accept_wait=args.accept_wait,
-                    channel=args.channel)
+                    channel=args.channel, producer_token=args.producer_token,
+                    max_handshakes=args.max_handshakes, max_locks_per_client=args.max_locks)
 
     def ready(srv: Server) -> None:
         ports = {"notify_port": srv.notify_port, "lock_port": srv.lock_port}

@@ -94,11 +94,16 @@ class _FakeServer:
     def __init__(self, token: Optional[str] = None, channel: str = "fila") -> None:
         self.locks = LockTable()
         self.token = token
+        self.producer_token: Optional[str] = None
+        self.max_locks_per_client = 10_000
         self.channel = channel
         self.heartbeat_interval = 1.0
         self.timeout = 1.0
         self.listening: set[int] = set()
         self.woken: list[str] = []
+
+    def promote(self, conn_id: int) -> Optional[str]:
+        return None
 
     def set_listening(self, conn_id: int, listening: bool) -> None:
         (self.listening.add if listening else self.listening.discard)(conn_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from typing import Callable
 
 import pytest
@@ -89,15 +88,12 @@ def test_client_over_max_client_threads_gets_an_error_and_is_closed(
         with pytest.raises(CoordinationError, match="MAX_CLIENT_THREADS"):
             extra.try_lock(KEY)
         extra.close()
-        raw = socket.create_connection((HOST, server.lock_port), timeout=5.0)
-        data = b""
-        while True:
-            chunk = raw.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        raw.close()
-        assert b'"too_many_clients"' in data
+        # The slot is checked when the client authenticates (unauthenticated connections
+        # never hold one): the refusal answers its hello, then the server closes.
+        with RawClient(server.lock_port) as raw:
+            reply = raw.hello()
+            assert reply["ok"] is False and reply["error"]["code"] == "too_many_clients"
+            assert raw.closed_by_peer()
         lockers.pop().close()
         newcomer = SocketLocker(HOST, server.lock_port, TOKEN, 2.0)
         assert wait_until(newcomer.ping, timeout=5.0)

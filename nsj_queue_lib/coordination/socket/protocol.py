@@ -45,6 +45,19 @@ ERR_UNSUPPORTED_VERSION = "unsupported_version"
 ERR_WRONG_QUEUE = "wrong_queue"
 ERR_TOO_MANY_CLIENTS = "too_many_clients"
 ERR_SERVER_STOPPING = "server_stopping"
+ERR_TOO_MANY_LOCKS = "too_many_locks"
+
+# Session roles: a producer (SERVER_PRODUCER_TOKEN) may only ping and notify (not HALT).
+ROLE_PRODUCER = "producer"
+PRODUCER_OPS = frozenset({OP_PING, OP_NOTIFY})
+
+
+def log_safe(value: Any, limit: int = 120) -> str:
+    """A client-supplied value as one printable ASCII log field: control characters
+    (newlines included) and non-ASCII escaped, so no peer can forge log lines."""
+    text = value if isinstance(value, str) else repr(value)
+    escaped = text.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return escaped if len(escaped) <= limit else escaped[:limit] + "..."
 
 MessageId = Union[int, str, None]
 Message = dict[str, Any]
