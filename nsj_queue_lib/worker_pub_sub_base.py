@@ -60,6 +60,7 @@ from nsj_queue_lib.pubsub.message import (
     SubscriptionNotFound,
     handler_payload,
     normalize_subscription,
+    unwrap_legacy_envelope,
 )
 from nsj_queue_lib.worker_base import WorkerBase, accepts_extra_arg
 
@@ -225,6 +226,7 @@ class WorkerPubSubBase(WorkerBase):
                 multi_db_conn: Any = None) -> Optional[str]:
         """Run the handler (or the webhook) of the task's subscriber."""
         subscriber_id = self._subscriber_id(tarefa)
+        payload = unwrap_legacy_envelope(payload, tarefa)  # rows written by 1.2.2
         handler = self.subscriber_handler(subscriber_id)
         if handler is not None:
             subscription = self.load_subscription(subscriber_id, bd_conn)
@@ -243,6 +245,7 @@ class WorkerPubSubBase(WorkerBase):
         """Run the `@DeadSubscriber` handler, or `WorkerBase.execute_dead` when there is none."""
         subscriber_id = tarefa.get("subscriber_id")
         handler = self.subscriber_handler(subscriber_id, dead=True) if subscriber_id else None
+        payload = unwrap_legacy_envelope(payload, tarefa)
         if handler is None:
             return super().execute_dead(payload, tarefa, bd_conn, multi_db_conn)
         subscription = self.load_subscription(subscriber_id, bd_conn)

@@ -216,6 +216,9 @@ class Queue:
             "QUEUE_BASE_INTERVAL_RETRY": "0.01",  # minutes: 0.6 s x tentativa
             "QUEUE_WAIT_NOTIFY_INTERVAL": "30",
             "LOG_DEBUG": "false",
+            # The 2.x-only behaviour (no 1.2.2 worker here); tests/compat runs the
+            # default (true) beside the real 1.2.2.
+            "QUEUE_COMPAT_1_2_2": "false",
         })
         env.update({k: str(v) for k, v in extra.items()})
         return env

@@ -14,53 +14,27 @@ protocols and on the backend's `Capabilities`, never on which backend it is.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Protocol, Tuple
+from typing import TYPE_CHECKING, List, Protocol
 
 if TYPE_CHECKING:
     from nsj_queue_lib.db.repository import TaskRepository
     from nsj_queue_lib.db.session import DbSession
 
-# A lock key is a pair of signed 32-bit integers: (namespace, object id).
-# This is exactly the two-argument form of pg_try_advisory_lock, so keys of
-# different queues (and of other applications using the one-bigint form)
-# never collide.
-LockKey = Tuple[int, int]
+# Lock keys (2.x and 1.2.2 forms) are defined in one place: coordination/keys.py.
+from nsj_queue_lib.coordination.keys import (
+    ADMIN_NOTIFY,
+    ADMIN_PURGE,
+    ADMIN_RETRY,
+    LockKey,
+    admin_lock_key,
+    task_lock_key,
+)
 
 HALT_PAYLOAD = "HALT"
 
-# Admin (maintenance) lock object ids, inside the queue's admin namespace.
-ADMIN_RETRY = 1
-ADMIN_PURGE = 2
-ADMIN_NOTIFY = 3
-
-
-def _int32(value: int) -> int:
-    value &= 0xFFFFFFFF
-    return value - 0x100000000 if value >= 0x80000000 else value
-
-
-def _canonical(queue_table: str) -> str:
-    # "fila" and "public.fila" name the same PostgreSQL table for the usual search_path:
-    # workers configured either way must share lock keys.  Case is kept: quoted
-    # identifiers "Fila" and "fila" are different tables.
-    schema, _, table = queue_table.rpartition(".")
-    return table if schema in ("", "public") else queue_table
-
-
-def _namespace(queue_table: str, kind: str) -> int:
-    return _int32(zlib.crc32(f"nsj_queue_lib:{_canonical(queue_table)}:{kind}".encode()))
-
-
-def task_lock_key(queue_table: str, task_id: int) -> LockKey:
-    """Lock key of a task: namespaced by queue table, object id = task id (mod 2**32)."""
-    return (_namespace(queue_table, "task"), _int32(task_id))
-
-
-def admin_lock_key(queue_table: str, admin_id: int) -> LockKey:
-    """Lock key of a maintenance job (ADMIN_RETRY, ADMIN_PURGE, ADMIN_NOTIFY) of a queue."""
-    return (_namespace(queue_table, "admin"), _int32(admin_id))
+__all__ = ["ADMIN_NOTIFY", "ADMIN_PURGE", "ADMIN_RETRY", "HALT_PAYLOAD", "LockKey",
+           "admin_lock_key", "task_lock_key"]
 
 
 @dataclass(frozen=True)

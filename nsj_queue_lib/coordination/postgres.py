@@ -20,6 +20,7 @@ from nsj_queue_lib.coordination.base import (
     Notification,
     task_lock_key,
 )
+from nsj_queue_lib.coordination.keys import legacy_task_key
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, is_connection_error
@@ -86,16 +87,23 @@ class PgNotifier:
 
 
 class PgLocker:
-    """Session advisory locks (two-int32 keys) on a given session."""
+    """Session advisory locks on a given session: two-int32 keys, or one-bigint keys
+    (1.2.2's form, see coordination/keys.py)."""
 
     def __init__(self, session: DbSession) -> None:
         self.session = session
 
     def try_lock(self, key: LockKey) -> bool:
+        if len(key) == 1:
+            return bool(self.session.fetch_value("SELECT pg_try_advisory_lock(%(a)s::int8)",
+                                                 {"a": key[0]}))
         return bool(self.session.fetch_value("SELECT pg_try_advisory_lock(%(a)s, %(b)s)",
                                              {"a": key[0], "b": key[1]}))
 
     def unlock(self, key: LockKey) -> bool:
+        if len(key) == 1:
+            return bool(self.session.fetch_value("SELECT pg_advisory_unlock(%(a)s::int8)",
+                                                 {"a": key[0]}))
         return bool(self.session.fetch_value("SELECT pg_advisory_unlock(%(a)s, %(b)s)",
                                              {"a": key[0], "b": key[1]}))
 
@@ -141,10 +149,15 @@ class PgGuard:
 
     def release(self, tarefa: dict) -> None:
         task_id = tarefa["id"]
-        if task_id in self._released:
-            self._released.discard(task_id)
-            return
         try:
+            if self.repo.legacy:
+                # 1.2.2's key is given back only now, after the commit or rollback: a
+                # 1.2.2 rescuer that got it earlier would re-queue a finished task
+                # (its status update has no guard).
+                self.locker.unlock(legacy_task_key(task_id))
+            if task_id in self._released:
+                self._released.discard(task_id)
+                return
             self.locker.unlock(task_lock_key(self.queue_table, task_id))
         except DatabaseUnavailable:
             pass  # the session is gone, and its locks with it

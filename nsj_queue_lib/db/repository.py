@@ -69,8 +69,11 @@ class TaskRepository:
     """Queue-table operations for one queue on one session."""
 
     def __init__(self, session: DbSession, queue_table: str,
-                 subscriber_table: Optional[str] = None) -> None:
+                 subscriber_table: Optional[str] = None, *, legacy: bool = False) -> None:
+        """`legacy`: 1.2.2 workers may share the queue (coordination/keys.py); the claim,
+        the promotion and the fan-out then use their *_compat statements (PostgreSQL)."""
         self.session = session
+        self.legacy = legacy and session.dialect.name == "postgres"
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
@@ -126,8 +129,11 @@ class TaskRepository:
     # -- claim / finish ---------------------------------------------------
     def task_claim_locked(self, lock_ns: int, limit: int = 1) -> List[dict]:
         """PostgreSQL: claim up to `limit` due tasks, each advisory-locked by this session."""
-        rows = self.session.fetch_all_prepared("nsjq_claim", self.q["task_claim_locked"],
-                                               {"lock_ns": lock_ns, "limit": limit})
+        if self.legacy:
+            name, sql = "nsjq_claim_compat", self.q["task_claim_locked_compat"]
+        else:
+            name, sql = "nsjq_claim", self.q["task_claim_locked"]
+        rows = self.session.fetch_all_prepared(name, sql, {"lock_ns": lock_ns, "limit": limit})
         return [_normalize(r) for r in rows]
 
     def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:
@@ -144,8 +150,9 @@ class TaskRepository:
                 for row in rows:
                     row["status"] = "processando"
         else:
+            sql = self.q["task_claim_batch_compat"] if self.legacy else self.q["task_claim_batch"]
             rows = [_normalize(r) for r in self.session.fetch_all(
-                self.q["task_claim_batch"], {"limit": limit, "lock_ns": lock_ns})]
+                sql, {"limit": limit, "lock_ns": lock_ns})]
         rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
         return rows
 
@@ -237,7 +244,14 @@ class TaskRepository:
         return [r["id"] for r in rows]
 
     def task_promote_scheduled(self, limit: int) -> int:
+        if self.legacy:
+            return self.session.execute(self.q["task_promote_scheduled_compat"],
+                                        {"limit": limit})
         return self.session.execute(self.q["task_promote_scheduled"], {"limit": limit})
+
+    def compat_evidence(self, channel: str) -> dict:
+        """Signs of 1.2.2 workers on this queue (PostgreSQL): see the named query."""
+        return self.session.fetch_one(self.q["compat_evidence"], {"channel": channel}) or {}
 
     def task_has_lost_pending(self, seconds: float) -> bool:
         return bool(self.session.fetch_value(self.q["task_has_lost_pending"],
@@ -248,6 +262,9 @@ class TaskRepository:
 
     # -- pub/sub ----------------------------------------------------------
     def subscriber_fanout(self, publication_id: int) -> int:
+        if self.legacy:
+            return self.session.execute(self.q["subscriber_fanout_compat"],
+                                        {"id": publication_id})
         return self.session.execute(self.q["subscriber_fanout"], {"id": publication_id})
 
     def subscriber_get(self, subscriber_id: str) -> Optional[dict]:
@@ -259,6 +276,9 @@ class TaskRepository:
 
 def open_repository(settings: Settings, **connect_kwargs: Any) -> TaskRepository:
     """Open a new session and a repository for the configured queue."""
+    from nsj_queue_lib.coordination.keys import compat_1_2_2
+
     session = DbSession.open(settings, **connect_kwargs)
-    return TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
+    return TaskRepository(session, settings.queue_table, settings.queue_subscriber_table,
+                          legacy=compat_1_2_2(settings))
 

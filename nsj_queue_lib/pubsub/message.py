@@ -52,6 +52,29 @@ def parse_publication(text: Optional[str]) -> Any:
     return value if isinstance(value, (dict, list)) else text
 
 
+def unwrap_legacy_envelope(payload: Optional[str], tarefa: Mapping[str, Any]) -> Optional[str]:
+    """The publication text of a subscriber task.
+
+    nsj-queue-lib 1.2.2 (and 2.x beside 1.2.2 workers) stores, in each subscriber
+    task, the envelope ``{"publication": <publication text>, "subscription": {...}}``
+    whose subscription id is the task's `subscriber_id`; 2.x alone stores the
+    publication text itself.  Anything else is returned unchanged.
+    """
+    sub_id = tarefa.get("subscriber_id")
+    if sub_id is None or not isinstance(payload, str) or '"subscription"' not in payload:
+        return payload
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return payload
+    if (isinstance(value, dict) and set(value) == {"publication", "subscription"}
+            and isinstance(value["subscription"], dict)
+            and str(value["subscription"].get("id")) == str(sub_id)
+            and (value["publication"] is None or isinstance(value["publication"], str))):
+        return value["publication"]
+    return payload
+
+
 def normalize_subscription(row: Mapping[str, Any]) -> Dict[str, Any]:
     """The subscriber row as handlers see it (headers as dict, aware created_at, bool ativo)."""
     sub = {name: row.get(name) for name in SUBSCRIPTION_FIELDS}
@@ -91,4 +114,5 @@ __all__ = [
     "handler_payload",
     "normalize_subscription",
     "parse_publication",
+    "unwrap_legacy_envelope",
 ]

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Backend, Notifier, TaskGuard
+from nsj_queue_lib.coordination.keys import compat_1_2_2
 from nsj_queue_lib.coordination.listener_turn import (
     HELD,
     ListenerTurn,
@@ -107,7 +108,8 @@ class Consumer:
 
     def _serve(self, session: DbSession, backoff: Backoff) -> None:
         settings = self.settings
-        repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
+        repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table,
+                              legacy=compat_1_2_2(settings))
         self.backend.check(session)
         notifier = self.backend.notifier(session)
         guard: Optional[TaskGuard] = None

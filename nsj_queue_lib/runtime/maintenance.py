@@ -25,8 +25,8 @@ from nsj_queue_lib.coordination.base import (
     Backend,
     Locker,
     admin_lock_key,
-    task_lock_key,
 )
+from nsj_queue_lib.coordination.keys import compat_1_2_2, task_keys
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED, record_failure
@@ -73,7 +73,8 @@ class AdminService(BackgroundService):
                 return
             try:
                 repo = TaskRepository(session, self.settings.queue_table,
-                                      self.settings.queue_subscriber_table)
+                                      self.settings.queue_subscriber_table,
+                                      legacy=compat_1_2_2(self.settings))
                 yield repo, locker
             finally:
                 with contextlib.suppress(Exception):
@@ -110,9 +111,9 @@ class RetryService(AdminService):
         while True:
             ids = repo.task_list_running(after, PAGE)
             for task_id in ids:
-                key = task_lock_key(self.settings.queue_table, task_id)
-                if not locker.try_lock(key):
-                    continue  # its worker is alive
+                held = _take_all(locker, task_keys(self.settings, task_id))
+                if held is None:
+                    continue  # its worker (2.x, or 1.2.2 in compatibility mode) is alive
                 try:
                     with repo.session.transaction():
                         if not repo.task_try_lock_row(task_id):
@@ -126,13 +127,26 @@ class RetryService(AdminService):
                             logger.warning("Tarefa %s resgatada: o worker parou durante a "
                                            "execução", task_id)
                 finally:
-                    locker.unlock(key)
+                    for key in reversed(held):
+                        locker.unlock(key)
             if len(ids) < PAGE:
                 break
             after = ids[-1]
         if rescued:
             self.backend.wake_workers(repo.session)
         return rescued
+
+
+def _take_all(locker: Locker, keys: list) -> Optional[list]:
+    """Take every key, or none (None when one is held by someone else)."""
+    held = []
+    for key in keys:
+        if not locker.try_lock(key):
+            for taken in reversed(held):
+                locker.unlock(taken)
+            return None
+        held.append(key)
+    return held
 
 
 class PurgeService(AdminService):

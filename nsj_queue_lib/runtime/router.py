@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.keys import compat_1_2_2
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, TaskConnection
 
@@ -94,7 +95,8 @@ class TaskContext:
             if self.session is None or self.settings is None:
                 raise RuntimeError("tarefa sem sessão de banco ou sem configuração da fila")
             self.repo = TaskRepository(self.session, self.settings.queue_table,
-                                       self.settings.queue_subscriber_table)
+                                       self.settings.queue_subscriber_table,
+                                       legacy=compat_1_2_2(self.settings))
         return self.repo
 
 

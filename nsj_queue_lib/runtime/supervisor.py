@@ -6,6 +6,7 @@ import logging
 import threading
 from typing import Any, Callable, List, Optional
 
+from nsj_queue_lib.compat import startup_check
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
@@ -89,6 +90,7 @@ class WorkerRuntime:
         if not self._connected_once:
             self._connected_once = True
             self._warn_channel_name()
+            startup_check(self.settings)
         self._rescue_once()
 
     def _warn_channel_name(self) -> None:

@@ -87,6 +87,55 @@ UPDATE {table} t
                                      THEN 4294967296 ELSE 0 END)::int4)
 RETURNING {tarefa_cols}
 
+-- name: task_claim_locked_compat
+-- task_claim_locked while 1.2.2 workers may share the queue (coordination/keys.py):
+-- each claimed task also holds 1.2.2's key (the raw id, bigint form), taken first so a
+-- task a 1.2.2 worker is between its lock and its status check is skipped; when the 2.x
+-- key then fails, the raw key is given back.  'agendada' rows are claimed only while
+-- holding 1.2.2's notify key 3 shared (transaction-level: this statement), so 1.2.2's
+-- unguarded agendada -> pendente update never hits a task 2.x has taken.
+SET LOCAL synchronous_commit = off;
+UPDATE {table} t
+   SET status = 'processando'
+ WHERE t.id = ANY(ARRAY(SELECT c.id
+                          FROM {table} c
+                         WHERE (c.status = 'pendente'
+                                OR (c.status = 'agendada'
+                                    AND (SELECT pg_try_advisory_xact_lock_shared(3))))
+                           AND c.data_hora <= now()
+                         ORDER BY c.prioridade DESC, c.data_hora, c.id
+                         LIMIT %(limit)s
+                           FOR UPDATE SKIP LOCKED))
+   AND CASE WHEN pg_try_advisory_lock(t.id)
+            THEN CASE WHEN pg_try_advisory_lock(%(lock_ns)s,
+                             ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                                         THEN 4294967296 ELSE 0 END)::int4)
+                      THEN true
+                      ELSE NOT pg_advisory_unlock(t.id) END
+            ELSE false END
+RETURNING {tarefa_cols}
+
+-- name: task_claim_batch_compat
+-- task_claim_batch beside 1.2.2 workers: also 1.2.2's raw-id key (transaction-level,
+-- until the batch commits) and key 3 shared for 'agendada' rows (see above).
+UPDATE {table} t
+   SET status = 'processando'
+ WHERE t.id IN (SELECT c.id
+                  FROM {table} c
+                 WHERE (c.status = 'pendente'
+                        OR (c.status = 'agendada'
+                            AND (SELECT pg_try_advisory_xact_lock_shared(3))))
+                   AND c.data_hora <= now()
+                 ORDER BY c.prioridade DESC, c.data_hora, c.id
+                 LIMIT %(limit)s
+                   FOR UPDATE SKIP LOCKED)
+   AND CASE WHEN pg_try_advisory_xact_lock(t.id)
+            THEN pg_try_advisory_xact_lock(%(lock_ns)s,
+                   ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                               THEN 4294967296 ELSE 0 END)::int4)
+            ELSE false END
+RETURNING {tarefa_cols}
+
 -- name: task_claim_candidates
 SELECT id
   FROM {table}
@@ -169,6 +218,35 @@ UPDATE {table}
                LIMIT %(limit)s
                  FOR UPDATE SKIP LOCKED)
 
+-- name: task_promote_scheduled_compat
+-- task_promote_scheduled beside 1.2.2 workers: only while holding 1.2.2's notify key 3
+-- shared (this statement), never while its notify thread walks the 'agendada' rows.
+UPDATE {table}
+   SET status = 'pendente'
+ WHERE status = 'agendada'
+   AND id IN (SELECT id FROM {table}
+               WHERE status = 'agendada' AND data_hora <= now()
+                 AND (SELECT pg_try_advisory_xact_lock_shared(3))
+               ORDER BY data_hora
+               LIMIT %(limit)s
+                 FOR UPDATE SKIP LOCKED)
+
+-- name: compat_evidence
+-- Signs that nsj-queue-lib 1.2.2 workers use this queue: status 'falha_processando'
+-- (written only by 1.2.2's rescue) in the last day, and sessions of other programs
+-- whose last statement is one 1.2.2 sends (LISTEN on the channel, one-bigint advisory
+-- locks); the 2.x sessions are recognised by their application_name.
+SELECT (SELECT count(*) FROM {table}
+         WHERE status = 'falha_processando'
+           AND data_hora > now() - interval '1 day') AS falha_processando,
+       (SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database()
+           AND pid <> pg_backend_pid()
+           AND coalesce(application_name, '') NOT LIKE 'nsj_queue_lib%%'
+           AND (query ~* ('^\s*listen\s+"?' || %(channel)s || '"?\s*$')
+                OR query ~* 'pg_(try_)?advisory_(un)?lock\(\s*\d+\s*\)')
+       ) AS sessoes
+
 -- name: task_has_lost_pending
 SELECT EXISTS (SELECT 1 FROM {table}
                 WHERE status IN ('pendente', 'agendada')
@@ -191,3 +269,30 @@ DELETE FROM {table}
 
 -- name: notify
 SELECT pg_notify(%(channel)s, %(payload)s)
+
+-- name: subscriber_fanout_compat
+-- subscriber_fanout beside 1.2.2 workers: each subscriber task carries the 1.2.2
+-- envelope {"publication": <publication text>, "subscription": <subscriber row>}, the
+-- payload 1.2.2's pub/sub and webhook workers expect (2.x reads both forms).
+INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
+                     payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
+                     prioridade)
+SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
+       json_build_object(
+         'publication', coalesce(p.payload, i.payload),
+         'subscription', json_build_object(
+           'id', s.id, 'tenant', s.tenant, 'grupo_empresarial', s.grupo_empresarial,
+           'processo', s.processo, 'url', s.url, 'http_method', s.http_method,
+           'headers', s.headers, 'ativo', s.ativo,
+           'created_at', to_char(s.created_at, 'YYYY-MM-DD"T"HH24:MI:SS')))::text,
+       p.payload_hash, p.tenant, p.grupo_empresarial,
+       coalesce(p.id_inicial, p.id), s.id, p.prioridade
+  FROM {table} p
+  LEFT JOIN {table} i ON i.id = p.id_inicial
+  JOIN {sub_table} s
+    ON s.processo = p.processo
+   AND s.ativo
+   AND (s.tenant IS NULL OR s.tenant = p.tenant)
+   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
+ WHERE p.id = %(id)s
+ ORDER BY s.id

@@ -1,0 +1,67 @@
+"""Living beside nsj-queue-lib 1.2.2 workers: the start-up check of QUEUE_COMPAT_1_2_2.
+
+While 1.2.2 workers may consume the same queue, 2.x also holds their lock keys
+(coordination/keys.py).  Compatibility is on by default and ends when the operator
+sets QUEUE_COMPAT_1_2_2=false, once no 1.2.2 worker is left.  A worker configured
+that way that still sees signs of 1.2.2 workers on its queue says so loudly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import List
+
+from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.keys import compat_1_2_2
+
+logger = logging.getLogger(__name__)
+
+
+def legacy_signs(settings: Settings) -> List[str]:
+    """What suggests that 1.2.2 workers use this queue now (PostgreSQL; [] elsewhere)."""
+    if settings.client_server_mode or settings.db_driver != "POSTGRES":
+        return []
+    from nsj_queue_lib.db.repository import TaskRepository
+    from nsj_queue_lib.db.session import DbSession
+
+    session = DbSession.open(settings, application_name="nsj_queue_lib:compat")
+    try:
+        found = TaskRepository(session, settings.queue_table).compat_evidence(
+            settings.queue_name)
+    finally:
+        session.close()
+    signs = []
+    if found.get("sessoes"):
+        signs.append(f"{found['sessoes']} conexão(ões) de outro programa com comandos da "
+                     "1.2.2 (LISTEN do canal ou advisory lock de um número)")
+    if found.get("falha_processando"):
+        signs.append(f"{found['falha_processando']} tarefa(s) com status falha_processando "
+                     "(só a 1.2.2 grava) nas últimas 24 h")
+    return signs
+
+
+def startup_check(settings: Settings) -> None:
+    """Log the compatibility mode; shout when it is off and 1.2.2 workers seem present."""
+    if settings.client_server_mode or settings.db_driver != "POSTGRES":
+        return
+    try:
+        signs = legacy_signs(settings)
+    except Exception as exc:  # a diagnostic: never stops the worker
+        logger.debug("Verificação de workers 1.2.2 não executada: %s", exc)
+        return
+    if compat_1_2_2(settings):
+        if signs:
+            logger.info("Modo de compatibilidade com a 1.2.2 ativo (QUEUE_COMPAT_1_2_2=true); "
+                        "sinais de workers 1.2.2 nesta fila: %s", "; ".join(signs))
+        else:
+            logger.info("Modo de compatibilidade com a 1.2.2 ativo (QUEUE_COMPAT_1_2_2=true, o "
+                        "padrão). Sem workers 1.2.2 nesta fila, QUEUE_COMPAT_1_2_2=false "
+                        "dispensa um advisory lock por tarefa.")
+        return
+    if signs:
+        banner = "!" * 78
+        logger.error("%s\nINSEGURO: QUEUE_COMPAT_1_2_2=false, mas há sinais de workers "
+                     "nsj-queue-lib 1.2.2 na fila %s: %s.\nSem o modo de compatibilidade, "
+                     "workers 1.2.2 e 2.x podem executar a mesma tarefa duas vezes. Use "
+                     "QUEUE_COMPAT_1_2_2=true até não restar nenhum worker 1.2.2.\n%s",
+                     banner, settings.queue_table, "; ".join(signs), banner)

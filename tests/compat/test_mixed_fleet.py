@@ -1,0 +1,142 @@
+"""A live fleet upgrading pod by pod: real 1.2.2 workers and producers beside 2.x ones on
+one queue, SIGKILL of one worker of each kind mid-run; every committed side effect exactly
+once.  Follows the README's "Migrando da 1.2.2" procedure (schema upgrade with 1.2.2
+running, then 2.x workers with QUEUE_COMPAT_1_2_2 at its default)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from nsj_queue_lib.db import schema
+from nsj_queue_lib.db.dialect import POSTGRES
+from nsj_queue_lib.queue_client import QueueClient
+from tests.compat.mixed import LEGACY_PLAIN, LEGACY_PUBSUB, Fleet
+from tests.helpers import eventually
+
+LOG_DIR = Path(os.environ.get("NSJQ_TEST_LOG_DIR", "/tmp/nsjq-test-logs"))
+TOTAL = 2000
+
+
+@pytest.fixture
+def legacy_queue(pg_server, legacy):
+    """A queue created by the real 1.2.2 db_gen, with an effects table."""
+    s = f"m_{uuid.uuid4().hex[:10]}"
+    fila = "fila_mista"
+    conn = pg_server.connect()
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE SCHEMA {s}")
+        cur.execute(legacy.db_gen(s, fila))
+        cur.execute(f"CREATE TABLE {s}.efeitos (id bigserial PRIMARY KEY, chave text, "
+                    "tipo text, pid int)")
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    fleet = Fleet(legacy, pg_server.env(), s, fila, LOG_DIR)
+    yield conn, fleet
+    fleet.stop()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP SCHEMA IF EXISTS {s} CASCADE")
+    conn.close()
+
+
+def _value(conn, sql):
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchone()[0]
+
+
+def _insert_v2(conn, fleet, kind, first, count, prefix):
+    producer = fleet_conn = None
+    try:
+        import psycopg2
+
+        fleet_conn = psycopg2.connect(**{"host": conn.info.host, "port": conn.info.port,
+                                         "dbname": conn.info.dbname, "user": conn.info.user})
+        producer = QueueClient(fleet_conn, f"{fleet.schema}.{fleet.fila}",
+                               f"{fleet.schema}.{fleet.fila}_subscriber")
+        insert = producer.insert_task if kind == "plain" else producer.insert_task_pub_sub
+        for i in range(first, first + count):
+            insert("teste", "teste", "proc", None, f"{prefix}{i:05d}")
+        fleet_conn.commit()
+    finally:
+        if fleet_conn is not None:
+            fleet_conn.close()
+
+
+def _wait_done(conn, fleet, expected_keys, deadline):
+    s, f = fleet.schema, fleet.fila
+
+    def done():
+        keys = _value(conn, f"SELECT count(DISTINCT chave) FROM {s}.efeitos")
+        active = _value(conn, f"SELECT count(*) FROM {s}.{f} WHERE status IN "
+                              "('pendente', 'agendada', 'processando')")
+        return keys >= expected_keys and active == 0
+
+    try:
+        eventually(done, deadline, interval=0.5, message="fila mista concluída")
+    except AssertionError:
+        print(fleet.logs())
+        raise
+
+
+def _assert_exactly_once(conn, fleet, expected_keys):
+    s = fleet.schema
+    dups = _value(conn, f"SELECT count(*) FROM (SELECT chave FROM {s}.efeitos GROUP BY chave "
+                        "HAVING count(*) > 1) d")
+    keys = _value(conn, f"SELECT count(DISTINCT chave) FROM {s}.efeitos")
+    assert (keys, dups) == (expected_keys, 0), fleet.logs()
+    kinds = _value(conn, f"SELECT array_agg(DISTINCT tipo ORDER BY tipo) FROM {s}.efeitos")
+    assert kinds == ["v1", "v2"]  # both versions did work
+    dead = _value(conn, f"SELECT count(*) FROM {s}.{fleet.fila} WHERE dead")
+    assert dead == 0
+
+
+def test_plain_queue_mixed_fleet_with_sigkill_runs_every_task_once(legacy_queue):
+    conn, fleet = legacy_queue
+    v1 = [fleet.start_legacy(LEGACY_PLAIN, f"plain{i}") for i in range(2)]
+    fleet.produce_legacy("plain", 0, 300, "k")
+    # Step 1 of the procedure: upgrade the schema while 1.2.2 works on the queue.
+    schema.upgrade(conn, POSTGRES, fleet.schema, fleet.fila)
+    assert schema.verify(conn, POSTGRES, fleet.schema, fleet.fila).ok
+    # Step 2: 2.x workers join (QUEUE_COMPAT_1_2_2 left at its default).
+    v2 = [fleet.start_v2("tests.compat.worker_v2", f"plain{i}") for i in range(2)]
+    fleet.produce_legacy("plain", 300, 850, "k")
+    _insert_v2(conn, fleet, "plain", 1150, 850, "k")
+    eventually(lambda: _value(conn, f"SELECT count(*) FROM {fleet.schema}.efeitos") > 700,
+               60, interval=0.2, message="metade")
+    for group in (v1, v2):
+        group[0].kill9()
+    fleet.start_legacy(LEGACY_PLAIN, "plain-restart")
+    fleet.start_v2("tests.compat.worker_v2", "plain-restart")
+    started = time.monotonic()
+    _wait_done(conn, fleet, TOTAL, 150)
+    _assert_exactly_once(conn, fleet, TOTAL)
+    print(f"mistura concluída {time.monotonic() - started:.1f} s após os SIGKILL")
+
+
+def test_pubsub_queue_mixed_fleet_with_sigkill_runs_every_delivery_once(legacy_queue):
+    conn, fleet = legacy_queue
+    s, f = fleet.schema, fleet.fila
+    with conn.cursor() as cur:
+        for sub in ("s1", "s2", "s3"):
+            cur.execute(f"INSERT INTO {s}.{f}_subscriber (id, processo, ativo) "
+                        "VALUES (%s, 'proc', true)", (sub,))
+    v1 = [fleet.start_legacy(LEGACY_PUBSUB, f"pubsub{i}") for i in range(2)]
+    fleet.produce_legacy("pubsub", 0, 60, "p")
+    schema.upgrade(conn, POSTGRES, s, f)
+    v2 = [fleet.start_v2("tests.compat.worker_v2", f"pubsub{i}", TEST_KIND="pubsub")
+          for i in range(2)]
+    fleet.produce_legacy("pubsub", 60, 120, "p")
+    _insert_v2(conn, fleet, "pubsub", 180, 120, "p")
+    eventually(lambda: _value(conn, f"SELECT count(*) FROM {s}.efeitos") > 250, 60,
+               interval=0.2, message="metade")
+    for group in (v1, v2):
+        group[0].kill9()
+    fleet.start_legacy(LEGACY_PUBSUB, "pubsub-restart")
+    fleet.start_v2("tests.compat.worker_v2", "pubsub-restart", TEST_KIND="pubsub")
+    _wait_done(conn, fleet, 300 * 3, 150)
+    _assert_exactly_once(conn, fleet, 300 * 3)
