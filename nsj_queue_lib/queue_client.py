@@ -12,7 +12,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 
 from nsj_queue_lib.config import validate_table_name
 from nsj_queue_lib.db.dialect import detect_dialect
-from nsj_queue_lib.db.payload import payload_hash, to_text
+from nsj_queue_lib.db.payload import legacy_text, payload_hash, to_text
 from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, TaskRepository
 from nsj_queue_lib.db.session import DbSession
 
@@ -128,10 +128,19 @@ class QueueClient:
         """Tasks already queued with the same payload, chave_externa, origem, destino,
         processo, tenant and grupo_empresarial, in one of `status`.
 
-        `payload` may be a dict or a str (a dict is serialised as `insert_task` does).
+        `payload` may be a dict or a str (a dict is serialised as `insert_task` does;
+        tasks a 1.2.2 producer queued with the same dict, serialised its way, are found
+        too).
         """
-        text = to_text(payload)
-        return self._repo.task_list_equivalent(
-            payload_hash=payload_hash(text), chave_externa=chave_externa, status=list(status),
-            origem=origem, destino=destino, processo=processo, tenant=tenant,
-            grupo_empresarial=grupo_empresarial)
+        hashes = [payload_hash(to_text(payload))]
+        legacy = payload_hash(legacy_text(payload))
+        if legacy not in hashes:
+            hashes.append(legacy)
+        found: dict = {}
+        for digest in hashes:
+            for row in self._repo.task_list_equivalent(
+                    payload_hash=digest, chave_externa=chave_externa, status=list(status),
+                    origem=origem, destino=destino, processo=processo, tenant=tenant,
+                    grupo_empresarial=grupo_empresarial):
+                found[row["id"]] = row
+        return [found[k] for k in sorted(found)]

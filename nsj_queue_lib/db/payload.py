@@ -36,3 +36,19 @@ def payload_hash(text: Optional[str]) -> Optional[str]:
     if not text:
         return None
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _legacy_default(value: Any) -> Any:
+    if isinstance(value, _dt.datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S")  # 1.2.2 dropped fraction and time zone
+    if isinstance(value, (_dt.date, _dt.time)):
+        return value.isoformat()
+    return _default(value)
+
+
+def legacy_text(payload: Any) -> Optional[str]:
+    """A dict/list payload as nsj-queue-lib 1.2.2 serialised it (ASCII-escaped JSON,
+    datetimes without fraction nor zone), to find tasks a 1.2.2 producer queued."""
+    if isinstance(payload, (dict, list)):
+        return json.dumps(payload, default=_legacy_default)
+    return to_text(payload)

@@ -431,7 +431,7 @@ def upgrade_statements(conn: Any, dialect: Dialect, schema: str, fila: str) -> L
     q = dialect.quote
     source = split_statements(render(dialect, _quoted(dialect, schema_r), _quoted(dialect, fila_r)))
     changed = {(d.kind, d.name.split(".")[0]) for d in diffs}
-    out: List[str] = ["SET lock_timeout = '10s'"]
+    out: List[str] = []
     for d in diffs:
         if d.kind == "index" and d.problem == "obsoleto":
             out.append(f"DROP INDEX CONCURRENTLY IF EXISTS {q(schema_r)}.{q(d.name)}")
@@ -517,7 +517,12 @@ def _alter_table(diffs: List[Difference], expected: _Snapshot, schema: str, tabl
         where = " OR ".join(f"{q(c)} IS NULL" for c, _ in fills)
         out.append(f"UPDATE {target} SET {sets} WHERE {where}")
     if actions:
+        # ALTER TABLE waits for an exclusive lock and every statement on the table queues
+        # behind it: give up after 10 s (run again later) instead of stalling the queue.
+        # The CONCURRENTLY index builds take no such lock and may wait as long as needed.
+        out.append("SET lock_timeout = '10s'")
         out.append(f"ALTER TABLE {target}\n    " + ",\n    ".join(actions))
+        out.append("RESET lock_timeout")
     return out
 
 
