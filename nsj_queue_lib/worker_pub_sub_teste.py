@@ -52,3 +52,6 @@ class WorkerPubSubTeste(WorkerPubSubBase):
 
 if __name__ == "__main__":
     WorkerPubSubTeste().run()
+
+# The 1.2.2 name of this example class.
+WorkerPubSubTest = WorkerPubSubTeste

@@ -5,3 +5,10 @@ from __future__ import annotations
 from nsj_queue_lib.coordination.socket.locker import SocketLocker
 
 __all__ = ["SocketLocker"]
+
+# 1.2.2 names (importable; using them says what replaces them).
+from nsj_queue_lib.legacy import removed_class
+
+LockClient = removed_class(
+    __name__, "LockClient",
+    "os locks vêm de nsj_queue_lib.coordination (PostgreSQL ou servidor de filas)")

@@ -8,3 +8,10 @@ from __future__ import annotations
 from nsj_queue_lib.runtime.maintenance import NotifyService
 
 __all__ = ["NotifyService"]
+
+# 1.2.2 names (importable; using them says what replaces them).
+from nsj_queue_lib.legacy import removed_class
+
+NotifyThread = removed_class(
+    __name__, "NotifyThread",
+    "as rotinas rodam com WorkerBase.run() (nsj_queue_lib.runtime.maintenance)")

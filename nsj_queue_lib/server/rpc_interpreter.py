@@ -206,3 +206,10 @@ class RpcInterpreter:
                     f" '{log_safe(payload)}'" if payload else "", session.peer,
                     log_safe(session.role or "cliente", 40), woken)
         return woken
+
+# 1.2.2 names (importable; using them says what replaces them).
+from nsj_queue_lib.legacy import removed_class  # noqa: E402
+
+RPCInterpreter = removed_class(
+    __name__, "RPCInterpreter",
+    "o servidor novo usa RpcInterpreter (docs/protocol.md)")

@@ -155,3 +155,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+# 1.2.2 names (importable; using them says what replaces them).
+from nsj_queue_lib.legacy import removed_class  # noqa: E402
+
+ServerMain = removed_class(
+    __name__, "ServerMain",
+    "rode python -m nsj_queue_lib.server.server_main")
+WorkerRecord = removed_class(__name__, "WorkerRecord", "estado interno do servidor novo")
+WorkerStatus = removed_class(__name__, "WorkerStatus", "estado interno do servidor novo")
