@@ -222,15 +222,10 @@ class QueueAdmin:
 
     # -- pause ------------------------------------------------------------
     def _control_exists(self) -> bool:
-        if self.dialect.name == "postgres":
-            sql = "SELECT to_regclass(%(name)s) IS NOT NULL"
-            return bool(self.session.fetch_value(
-                sql, {"name": self.dialect.quote_table(self.control_table)}))
         *schema, table = self.control_table.split(".")
-        sql = ("SELECT count(*) FROM information_schema.tables "
-               "WHERE table_schema = coalesce(%(schema)s, DATABASE()) AND table_name = %(name)s")
-        return bool(self.session.fetch_value(sql, {"schema": schema[0] if schema else None,
-                                                   "name": table}))
+        return bool(self.session.fetch_value(
+            self.q["control_table_exists"],
+            {"schema": schema[0] if schema else None, "name": table}))
 
     def pause_state(self) -> Dict[str, Any]:
         """{"pausada": bool, "motivo", "alterado_por", "alterado_em", "controle": bool}.

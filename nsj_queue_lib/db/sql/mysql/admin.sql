@@ -95,3 +95,10 @@ VALUES (1, %(pausada)s, %(motivo)s, %(por)s, UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE
    pausada = VALUES(pausada), motivo = VALUES(motivo),
    alterado_por = VALUES(alterado_por), alterado_em = VALUES(alterado_em)
+
+-- name: control_table_exists
+-- A queue created before the control table (2.1) has none: never paused then.
+SELECT count(*) > 0
+  FROM information_schema.tables
+ WHERE table_name = %(name)s
+   AND table_schema = coalesce(%(schema)s, DATABASE())

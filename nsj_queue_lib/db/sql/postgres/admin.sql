@@ -95,3 +95,11 @@ VALUES (1, %(pausada)s, %(motivo)s, %(por)s, now())
 ON CONFLICT (id) DO UPDATE
    SET pausada = EXCLUDED.pausada, motivo = EXCLUDED.motivo,
        alterado_por = EXCLUDED.alterado_por, alterado_em = EXCLUDED.alterado_em
+
+-- name: control_table_exists
+-- A queue created before the control table (2.1) has none: never paused then.
+SELECT EXISTS (SELECT 1
+                 FROM pg_catalog.pg_class c
+                 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                WHERE c.relname = %(name)s
+                  AND n.nspname = coalesce(%(schema)s, current_schema()))
