@@ -140,3 +140,73 @@ def test_pubsub_queue_mixed_fleet_with_sigkill_runs_every_delivery_once(legacy_q
     fleet.start_v2("tests.compat.worker_v2", "pubsub-restart", TEST_KIND="pubsub")
     _wait_done(conn, fleet, 300 * 3, 150)
     _assert_exactly_once(conn, fleet, 300 * 3)
+
+
+def test_worker_with_compat_off_beside_1_2_2_warns_loudly(legacy_queue):
+    conn, fleet = legacy_queue
+    fleet.start_legacy(LEGACY_PLAIN, "sinal")
+    fleet.produce_legacy("plain", 0, 3, "w")
+    eventually(lambda: _value(conn, f"SELECT count(*) FROM {fleet.schema}.efeitos") == 3, 30,
+               message="1.2.2 executou")
+    schema.upgrade(conn, POSTGRES, fleet.schema, fleet.fila)
+    unsafe = fleet.start_v2("tests.compat.worker_v2", "sem-compat", QUEUE_COMPAT_1_2_2="false")
+    eventually(lambda: "INSEGURO: QUEUE_COMPAT_1_2_2=false" in unsafe.log(), 30,
+               message="aviso de configuração insegura")
+    assert "conexão(ões) de outro programa com comandos da 1.2.2" in unsafe.log()
+    safe = fleet.start_v2("tests.compat.worker_v2", "com-compat")
+    eventually(lambda: "Modo de compatibilidade com a 1.2.2 ativo" in safe.log(), 30,
+               message="modo de compatibilidade")
+    assert "INSEGURO" not in safe.log()
+
+
+def test_webhook_queue_mixed_fleet_delivers_each_publication_once(legacy_queue):
+    """1.2.2's and 2.x's webhook workers on one queue: every publication reaches every
+    webhook subscriber exactly once (counted at a local HTTP server)."""
+    from tests.pubsub.httpserver import RecordingServer
+
+    conn, fleet = legacy_queue
+    s, f = fleet.schema, fleet.fila
+    http = RecordingServer().start()
+    try:
+        with conn.cursor() as cur:
+            for sub in ("w1", "w2"):
+                cur.execute(f"INSERT INTO {s}.{f}_subscriber (id, processo, url, http_method, "
+                            "ativo) VALUES (%s, 'proc', %s, 'POST', true)",
+                            (sub, f"{http.url}/{sub}"))
+        fleet.start_legacy_module("nsj_queue_lib.worker_webhook", "webhook")
+        fleet.produce_legacy("pubsub", 0, 40, "h")
+        schema.upgrade(conn, POSTGRES, s, f)
+        fleet.start_v2("nsj_queue_lib.worker_webhook", "webhook")
+        fleet.produce_legacy("pubsub", 40, 40, "h")
+        _insert_v2(conn, fleet, "pubsub", 80, 40, "h")
+
+        def delivered():
+            return len(http.received())
+
+        try:
+            eventually(lambda: delivered() >= 240 and _value(
+                conn, f"SELECT count(*) FROM {s}.{f} WHERE status IN "
+                      "('pendente', 'agendada', 'processando')") == 0, 120, interval=0.5,
+                message="webhooks entregues")
+        except AssertionError:
+            print(fleet.logs())
+            raise
+        seen: dict = {}
+        for req in http.received():
+            key = (req.path, req.body.decode())
+            seen[key] = seen.get(key, 0) + 1
+        expected = {(f"/{sub}", f"h{i:05d}") for sub in ("w1", "w2") for i in range(120)}
+        assert set(seen) == expected, fleet.logs()
+        assert [k for k, n in seen.items() if n > 1] == []
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT count(*) FROM {s}.{f} WHERE status <> 'sucesso'")
+            assert cur.fetchone()[0] == 0
+            # Both versions delivered (1.2.2 words its success message its own way).
+            cur.execute(f"SELECT count(*) FILTER (WHERE mensagem LIKE %(v1)s), "
+                        f"count(*) FILTER (WHERE mensagem NOT LIKE %(v1)s) "
+                        f"FROM {s}.{f} WHERE subscriber_id IS NOT NULL",
+                        {"v1": "Webhook disparado com sucesso na URL%"})
+            by_v1, by_v2 = cur.fetchone()
+            assert by_v1 > 0 and by_v2 > 0, (by_v1, by_v2)
+    finally:
+        http.close()
