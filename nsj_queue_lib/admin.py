@@ -227,13 +227,15 @@ class QueueAdmin:
             self.q["control_table_exists"],
             {"schema": schema[0] if schema else None, "name": table}))
 
-    def pause_state(self) -> Dict[str, Any]:
+    def pause_state(self, control_known: bool = False) -> Dict[str, Any]:
         """{"pausada": bool, "motivo", "alterado_por", "alterado_em", "controle": bool}.
 
         "controle" is False when the queue has no control table yet (created by
         db_gen from version 2.1, or by `nsj-queue schema upgrade`): never paused then.
+        `control_known`: the caller saw the table before, so its existence is not
+        checked again (one statement instead of two; a dropped table raises).
         """
-        if not self._control_exists():
+        if not control_known and not self._control_exists():
             return {"pausada": False, "motivo": None, "alterado_por": None,
                     "alterado_em": None, "controle": False}
         row = _normalize(self.session.fetch_one(self.q["queue_pause_get"]))

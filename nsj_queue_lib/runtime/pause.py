@@ -33,6 +33,7 @@ class PauseGate:
         self.reason: Optional[str] = None
         self._checked_at: Optional[float] = None
         self._missing = False
+        self._seen = False  # the control table existed at the last read
 
     def is_paused(self) -> bool:
         now = self.clock()
@@ -41,7 +42,8 @@ class PauseGate:
             return self.paused
         self._checked_at = now
         try:
-            state = self.admin.pause_state()
+            # Once the control table was seen, only the flag is read (one statement).
+            state = self.admin.pause_state(control_known=self._seen)
         except DatabaseUnavailable:
             raise
         except Exception as exc:  # no privilege on the table, odd schema: never block work
@@ -49,6 +51,7 @@ class PauseGate:
                            str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
             state = {"pausada": False, "motivo": None, "controle": False}
         self._missing = not state["controle"]
+        self._seen = bool(state["controle"])
         self._update(bool(state["pausada"]), state.get("motivo"))
         return self.paused
 
