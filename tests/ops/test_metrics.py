@@ -117,7 +117,15 @@ def test_worker_metrics_match_the_table(queue):
     assert counters_match.last[1]["sucesso"] == 12 + 1  # ok tasks, flaky retry
     assert counters_match.last[1]["dead_letter"] == 2       # live chain and dead chain ended
 
-    samples = parse(scrape(ports[0])[2])
+    text = scrape(ports[0])[2]
+    # The official client's parser (a dev dependency only) reads the exposition as we mean it.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    kinds = {f.name: f.type for f in text_string_to_metric_families(text)}
+    assert kinds["nsj_queue_task_duration_seconds"] == "histogram"
+    assert kinds["nsj_queue_tasks_finished"] == "counter"  # (the parser drops _total)
+    assert kinds["nsj_queue_depth"] == "gauge"
+    samples = parse(text)
     assert ("nsj_queue_healthy", (("queue", fila),)) in samples
     assert samples[("nsj_queue_healthy", (("queue", fila),))] == 1
     assert total(samples, "nsj_queue_seconds_since_last_claim") >= 0
