@@ -160,3 +160,22 @@ def test_example_worker_pub_sub_teste(queue, http_server):
         queue, failing, "subscriber_id = 'teste' AND dead AND status = 'sucesso'"))
     assert dead[0]["mensagem"].startswith(f"Tarefa morta {dead[0]['id']} do assinante teste")
     assert len(http_server.received("/exemplo")) == 2
+
+
+def test_one_webhook_process_with_concurrency_delivers_in_parallel(queue, http_server):
+    """QUEUE_CONCURRENCY: 12 deliveries to an endpoint answering in 0.5 s, one process
+    with 6 task threads: at least 6 requests in flight at once, each delivered once."""
+    for i in range(12):
+        http_server.script(f"/lento/{i}", [200], delay=0.5)
+        add_subscriber(queue, f"lento{i:02d}", url=f"{http_server.url}/lento/{i}",
+                       method="POST")
+    worker = queue.start_worker(WEBHOOK, QUEUE_CONCURRENCY="6")
+    pub_id = publish(queue, {"a": 1})
+    eventually(lambda: len(subscriber_rows(queue, pub_id, "status = 'processando'")) >= 6,
+               timeout=15, message="6 deliveries running at once")
+    queue.wait_idle(timeout=30)
+    rows = subscriber_rows(queue, pub_id)
+    assert len(rows) == 12 and all(r["status"] == "sucesso" for r in rows)
+    assert sorted(r.path for r in http_server.received()) == sorted(
+        f"/lento/{i}" for i in range(12))
+    assert worker.proc.poll() is None
