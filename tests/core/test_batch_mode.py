@@ -6,6 +6,7 @@ also inside a savepoint): that is how the tests see that a batch commits once.
 
 from __future__ import annotations
 
+import signal
 import time
 
 from tests.helpers import eventually, wait_ready
@@ -90,3 +91,19 @@ def test_kill9_mid_batch_rolls_back_the_whole_batch_and_each_task_runs_once(
     effects = queue.effects()
     assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)  # once each
     assert queue.count() == 5  # no failed attempt, no retry: the crash left no trace
+
+
+def test_sigterm_mid_batch_finishes_the_whole_batch_and_takes_no_other(
+        queue, pg_server, tmp_path):
+    started = tmp_path / "started"
+    payloads = [{"efeito": f"s{i}", "sleep": 0.4} for i in range(3)]
+    payloads[0]["started_file"] = str(started)
+    ids = _insert_many(queue, pg_server, payloads)
+    worker = queue.start_worker(QUEUE_BATCH_SIZE="3")
+    eventually(started.exists, message="first task of the batch started")
+    waiting = queue.insert({"efeito": "depois"})
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(20) == 0, worker.log()
+    assert _count(queue, "id = ANY(%s) AND status = 'sucesso'", (ids,)) == 3
+    assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)
+    assert queue.row(waiting)["status"] == "pendente"
