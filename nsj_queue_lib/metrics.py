@@ -107,6 +107,8 @@ class QueueGauges:
         self.reads = 0
 
     def read(self) -> Dict[str, Any]:
+        """The gauges, from the database at most every `interval` seconds ("ok": False and
+        "erro" when the read failed; the next call tries again)."""
         with self._lock:
             if self._value and time.monotonic() - self._read_at < self.interval:
                 return self._value
@@ -274,6 +276,7 @@ class MetricsEndpoint:
         return self._httpd.server_address[1] if self._httpd else self.requested_port
 
     def start(self) -> None:
+        """Bind (ConfigError when the port is taken) and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
             self._httpd = ThreadingHTTPServer((self.host, self.requested_port), handler)
@@ -287,6 +290,7 @@ class MetricsEndpoint:
         logger.info("Métricas em http://%s:%s/metrics (saúde em /healthz)", self.host, self.port)
 
     def stop(self) -> None:
+        """Stop serving and release the gauges' database session."""
         httpd, self._httpd = self._httpd, None
         if httpd is not None:
             httpd.shutdown()

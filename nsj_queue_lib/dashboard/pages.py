@@ -70,6 +70,7 @@ def url(path: str, **params: Any) -> str:
 
 def layout(title: str, body: str, *, logged_in: bool, actions_enabled: bool,
            notice: Optional[str] = None, error: Optional[str] = None) -> str:
+    """The whole HTML document around `body` (already escaped HTML)."""
     if not actions_enabled:
         who = "<small>somente leitura</small>"
     elif logged_in:
@@ -137,6 +138,7 @@ def _action(op: str, table: str, csrf: Optional[str], label: str, task_id: Any =
 
 
 def overview(summaries: List[Dict[str, Any]], errors: Dict[str, str]) -> str:
+    """The table of every queue: counts, dead letters, last-hour sparkline (or the error)."""
     rows = []
     for s in summaries:
         c = s["contagens"]
@@ -163,6 +165,8 @@ def overview(summaries: List[Dict[str, Any]], errors: Dict[str, str]) -> str:
 
 
 def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str]) -> str:
+    """One queue: counts, pause state, oldest due task, last-hour chart, dead letters.
+    Action buttons only when `csrf` is given (a signed-in browser)."""
     t = s["fila"]
     c = s["contagens"]
     pause = s["pausa"]
@@ -218,6 +222,7 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
 
 
 def chain_page(table: str, chain: Dict[str, Any], csrf: Optional[str]) -> str:
+    """A chain (QueueAdmin.show) with every attempt, its links and its actions."""
     rows = []
     for a in chain["tentativas"]:
         rows.append(
@@ -260,6 +265,7 @@ def chain_page(table: str, chain: Dict[str, Any], csrf: Optional[str]) -> str:
 
 
 def login_page(failed: bool = False) -> str:
+    """The form that exchanges DASHBOARD_TOKEN for the session cookie."""
     return ('<section><h2>Entrar para ações</h2>'
             + ('<p class="aviso erro">Token inválido.</p>' if failed else "")
             + '<form method="post" action="/entrar"><label>Token de ações (DASHBOARD_TOKEN) '

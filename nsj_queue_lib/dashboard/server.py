@@ -109,6 +109,7 @@ class DashboardServer:
         return self._httpd.server_address[1] if self._httpd else self.requested_port
 
     def bind(self) -> None:
+        """Open the listening socket (ConfigError when the port cannot be bound)."""
         handler = type("Handler", (_Handler,), {"app": self})
         try:
             self._httpd = ThreadingHTTPServer((self.host, self.requested_port), handler)
@@ -118,16 +119,19 @@ class DashboardServer:
         self._httpd.daemon_threads = True
 
     def serve_forever(self) -> None:
+        """Serve in the calling thread until `stop()` (or KeyboardInterrupt)."""
         assert self._httpd is not None
         self._httpd.serve_forever(poll_interval=0.5)
 
     def start(self) -> None:
+        """Bind and serve in a daemon thread (tests, embedding in an application)."""
         self.bind()
         self._thread = threading.Thread(target=self.serve_forever, name="dashboard_http",
                                         daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop serving, close the socket and the database session."""
         httpd, self._httpd = self._httpd, None
         if httpd is not None:
             httpd.shutdown()
