@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, List, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
+from nsj_queue_lib.coordination.listener_turn import HELD, ListenerTurn, take_stale, turn_for
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import (
     ConfigError,
@@ -32,6 +34,7 @@ from nsj_queue_lib.runtime.service import OutageReport
 logger = logging.getLogger(__name__)
 
 LISTEN_SLICE = 0.5  # seconds; bounds how long a stop request waits for the listener
+IDLE_GRACE = 0.1  # seconds an idle thread between two waits still counts as idle
 
 
 class WakeHub:
@@ -43,6 +46,13 @@ class WakeHub:
         self._limit = max(1, threads)
         self._halt = False
         self._waiting = 0
+        self._idle_at = 0.0  # when an idle wait last ended
+
+    def has_idle(self) -> bool:
+        """Some task thread is waiting for work (or was, a moment ago: an idle thread
+        re-enters its wait every WAIT_SLICE)."""
+        with self._cond:
+            return self._waiting > 0 or time.monotonic() - self._idle_at < IDLE_GRACE
 
     def pass_on(self) -> None:
         """A woken thread found work: wake one more idle thread, if any (one NOTIFY may
@@ -72,6 +82,7 @@ class WakeHub:
                     self._cond.wait(timeout)
                 finally:
                     self._waiting -= 1
+                    self._idle_at = time.monotonic()
             if self._halt:
                 return [Notification("", HALT_PAYLOAD)]
             if self._tokens:
@@ -144,6 +155,42 @@ class Listener:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _deliver(self, notes: List[Notification]) -> None:
+        if any(n.payload == HALT_PAYLOAD for n in notes):
+            logger.info("HALT recebido no canal %s: parando todas as threads",
+                        self.settings.queue_name)
+            self.halted = True
+            self.stop.set()
+        if notes:
+            self.hub.post(notes)
+
+    def _listen_turn(self, turn: ListenerTurn, notifier: Any, session: DbSession) -> None:
+        """PostgreSQL, while some task thread is idle: hold the queue's listener turn (as
+        an idle single-threaded worker does), so a wake-up reaches one process of the
+        fleet, not every process.  Hands the turn on after each wake-up, or when no task
+        thread is idle any more."""
+        if turn.acquire(self.stop, self.settings.queue_wait_notify_interval) != HELD:
+            return
+        try:
+            if turn.waited:
+                session.execute("SELECT 1")  # bring in what was queued while waiting
+            self._deliver(take_stale(session.conn))
+            # What arrived between the previous holder's hand-over and now was dropped
+            # above: one idle thread claims once to cover it.
+            self.hub.post([Notification("", "")])
+            while not self.stop.is_set():
+                notes = notifier.wait(LISTEN_SLICE)
+                if notes:
+                    self._deliver(notes)
+                    return
+                if not self.hub.has_idle():
+                    return
+        finally:
+            try:
+                turn.release()
+            except DatabaseUnavailable:
+                turn.forget()
+
     def _loop(self) -> None:
         backoff = Backoff()
         outage = OutageReport("Listener: conexão indisponível", logger, burst=5, every=60.0)
@@ -162,15 +209,17 @@ class Listener:
                 outage.recovered()
                 # Task threads may have gone idle while this was reconnecting.
                 self.hub.post([Notification("", "")])
+                turn = turn_for(notifier, session, self.settings.queue_table)
                 while not self.stop.is_set():
+                    if turn is not None and self.hub.has_idle():
+                        self._listen_turn(turn, notifier, session)
+                        continue
                     notes = notifier.wait(LISTEN_SLICE)
-                    if notes:
-                        if any(n.payload == HALT_PAYLOAD for n in notes):
-                            logger.info("HALT recebido no canal %s: parando todas as threads",
-                                        self.settings.queue_name)
-                            self.halted = True
-                            self.stop.set()
-                        self.hub.post(notes)
+                    if turn is not None:
+                        # Not holding the turn: another process's listener is woken for
+                        # new tasks; only HALT matters here.
+                        notes = [n for n in notes if n.payload == HALT_PAYLOAD]
+                    self._deliver(notes)
             except (DatabaseUnavailable, CoordinationError) as exc:
                 self.problem = f"listener sem conexão: {exc}"
                 delay = backoff.next()

@@ -82,3 +82,25 @@ def test_kill9_with_concurrency_rescues_every_running_task_once(queue, pg_server
     assert sorted(e["tarefa_id"] for e in effects) == sorted(
         next(r["id"] for r in queue.chain(i) if r["status"] == "sucesso") for i in ids)
     assert len(effects) == 3
+
+
+def test_listeners_of_several_processes_take_turns(queue, pg_server):
+    """With QUEUE_CONCURRENCY the process's listener takes the queue's listener turn
+    while a task thread is idle: one listener of the fleet is woken per notification."""
+    from tests.core.test_listener_turn import _turn
+
+    workers = [queue.start_worker(QUEUE_CONCURRENCY="3") for _ in range(3)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2},
+               message="one listener holds the turn, the others wait for it")
+    ids = []
+    for i in range(30):
+        ids.append(queue.insert({"efeito": f"c{i}"}))
+        time.sleep(0.02)
+    queue.wait_idle(timeout=30)
+    assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)
+    assert len({e["pid"] for e in queue.effects()}) >= 2, "the turn did not move"
+    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    for w in workers:
+        assert w.wait_exit(30) == 0, w.log()
