@@ -28,8 +28,8 @@ font-variant-numeric:tabular-nums}.msg{max-width:32em;word-break:break-word;font
 form.inline{display:inline}button{font:inherit;padding:.35em .8em;border-radius:4px;
 border:1px solid #567;background:#fff;cursor:pointer}button.perigo{border-color:#b22;color:#b22}
 .aviso{padding:.5em .8em;border-radius:4px;margin-bottom:1em}.ok{background:#d4f4dd}
-.erro{background:#fbd5d5}.grade{display:grid;grid-template-columns:repeat(auto-fit,minmax(9em,1fr));
-gap:.5em}.grade div{background:#f4f6f8;border-radius:4px;padding:.4em .6em}
+.erro{background:#fbd5d5}.grade{display:grid;grid-template-columns:repeat(auto-fit,minmax(9.5em,1fr));
+gap:.5em}.grade div{background:#f4f6f8;border-radius:4px;padding:.4em .6em;white-space:nowrap}
 .grade b{display:block;font-size:1.4em}small{color:#567}input{font:inherit;padding:.3em}
 """
 
@@ -174,8 +174,8 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
                     for k, label in (("pendente", "Pendentes"), ("agendada", "Agendadas"),
                                      ("processando", "Em execução"), ("devidas", "Devidas")))
     cards += f'<div>Mortas<b data-campo="mortas">{fmt_count(s["mortas"])}</b></div>'
-    for k, label in (("sucesso", "Sucesso (1 h)"), ("falha", "Falha (1 h)"),
-                     ("cancelada", "Canceladas (1 h)")):
+    for k, label in (("sucesso", "Sucesso, 1 h"), ("falha", "Falha, 1 h"),
+                     ("cancelada", "Canceladas, 1 h")):
         cards += f'<div>{label}<b data-campo="hora-{k}">{sum(s["ultima_hora"][k])}</b></div>'
     oldest = s["mais_antiga_devida"]
     if oldest:
