@@ -42,8 +42,14 @@ Family = Tuple[str, str, str, List[Tuple[Labels, float]]]
 
 
 # -- exposition format -----------------------------------------------------------
+def _escape_help(value: str) -> str:
+    """HELP text: backslash and line feed escaped (quotes stay as they are)."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label value: backslash, line feed and double quote escaped."""
+    return _escape_help(value).replace('"', '\\"')
 
 
 def _number(value: float) -> str:
@@ -85,7 +91,7 @@ def render(families: Iterable[Family]) -> str:
     out: List[str] = []
     for name, kind, help_text, samples in families:
         if kind:
-            out.append(f"# HELP {name} {_escape(help_text)}")
+            out.append(f"# HELP {name} {_escape_help(help_text)}")
             out.append(f"# TYPE {name} {kind}")
         for labels, value in samples:
             out.append(f"{name}{_labels(labels)} {_number(value)}")
