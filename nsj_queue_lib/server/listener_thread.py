@@ -29,12 +29,14 @@ import time
 from typing import Callable, Optional
 
 from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.coordination.socket.legacy import looks_legacy, server_refusal, versions_text
 from nsj_queue_lib.exceptions import ProtocolError
 from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
 
 logger = logging.getLogger(__name__)
 
 _RECV_BYTES = 65536
+_LEGACY_LINGER = 1.0  # seconds a refused 1.2.2 client gets to read the refusal
 _MAX_SELECT_WAIT = 1.0
 _EVENT_LOCK_WAIT = 0.05  # seconds a wake-up waits for a write in progress to the same client
 _ping_ids = itertools.count(1)
@@ -173,12 +175,34 @@ class ListenerThread(threading.Thread):
                 return problem
         return self._reason
 
+    def _refuse_legacy(self, what: str) -> str:
+        logger.warning("Conexão %s (%s) %s: %s", self.session.conn_id, self.session.peer,
+                       what, versions_text())
+        try:
+            with self._send_mutex:
+                self.sock.sendall(server_refusal())
+            # Half-close and linger briefly: a 1.2.2 worker acknowledges every message
+            # before reading it, and an early close would turn our text into a broken pipe.
+            self.sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + _LEGACY_LINGER
+            while time.monotonic() < deadline:
+                readable, _, _ = select.select([self.sock], [], [], deadline - time.monotonic())
+                if readable and not self.sock.recv(_RECV_BYTES):
+                    break
+        except (OSError, ValueError):
+            pass
+        return f"protocolo incompatível: {what}"
+
     def _next_deadline(self) -> tuple[float, Optional[str]]:
         """Seconds until the next health event, or the reason the connection expired."""
         now = time.monotonic()
         deadlines: list[float] = []
         if not self.session.authenticated:
             if now - self._connected_at > self._handshake:
+                if self._decoder.buffered == 0:
+                    # Silent since it connected: a 1.2.2 worker waits like this for its
+                    # NOTIFY; tell it, in its own framing, why it will never get one.
+                    return 0.0, self._refuse_legacy("não enviou o 'hello' (cliente 1.2.2?)")
                 return 0.0, "'hello' não recebido a tempo"
             deadlines.append(self._connected_at + self._handshake)
         if self._partial_since is not None:
@@ -201,6 +225,8 @@ class ListenerThread(threading.Thread):
 
     def _received(self, data: bytes) -> Optional[str]:
         """Handle received bytes; return a reason to close the connection, or None."""
+        if not self.session.authenticated and looks_legacy(data):
+            return self._refuse_legacy("enviou mensagens do protocolo da 1.2.2")
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.compat.legacy import Legacy, install
+from tests.compat.mixed import Fleet
+
+LOG_DIR = Path(os.environ.get("NSJQ_TEST_LOG_DIR", "/tmp/nsjq-test-logs"))
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +24,24 @@ def legacy() -> Legacy:
             pytest.fail(f"{message} (CI definido: os testes de compatibilidade não podem ser "
                         "pulados)")
         pytest.skip(message)
+
+
+@pytest.fixture
+def legacy_queue(pg_server, legacy):
+    """A queue created by the real 1.2.2 db_gen, with an effects table."""
+    s = f"m_{uuid.uuid4().hex[:10]}"
+    fila = "fila_mista"
+    conn = pg_server.connect()
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE SCHEMA {s}")
+        cur.execute(legacy.db_gen(s, fila))
+        cur.execute(f"CREATE TABLE {s}.efeitos (id bigserial PRIMARY KEY, chave text, "
+                    "tipo text, pid int)")
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    fleet = Fleet(legacy, pg_server.env(), s, fila, LOG_DIR)
+    yield conn, fleet
+    fleet.stop()
+    with conn.cursor() as cur:
+        cur.execute(f"DROP SCHEMA IF EXISTS {s} CASCADE")
+    conn.close()

@@ -14,8 +14,8 @@ import pytest
 from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.queue_client import QueueClient
+from tests.compat.conftest import LOG_DIR
 from tests.compat.mixed import Fleet
-from tests.compat.test_mixed_fleet import LOG_DIR
 from tests.helpers import eventually
 
 DICT = {"pedido": 7, "cliente": "João", "quando": dt.datetime(2026, 11, 23, 10, 30, 5, 123)}

@@ -5,42 +5,15 @@ running, then 2.x workers with QUEUE_COMPAT_1_2_2 at its default)."""
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
-from pathlib import Path
-
-import pytest
 
 from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.queue_client import QueueClient
-from tests.compat.mixed import LEGACY_PLAIN, LEGACY_PUBSUB, Fleet
+from tests.compat.mixed import LEGACY_PLAIN, LEGACY_PUBSUB
 from tests.helpers import eventually
 
-LOG_DIR = Path(os.environ.get("NSJQ_TEST_LOG_DIR", "/tmp/nsjq-test-logs"))
 TOTAL = 2000
-
-
-@pytest.fixture
-def legacy_queue(pg_server, legacy):
-    """A queue created by the real 1.2.2 db_gen, with an effects table."""
-    s = f"m_{uuid.uuid4().hex[:10]}"
-    fila = "fila_mista"
-    conn = pg_server.connect()
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE SCHEMA {s}")
-        cur.execute(legacy.db_gen(s, fila))
-        cur.execute(f"CREATE TABLE {s}.efeitos (id bigserial PRIMARY KEY, chave text, "
-                    "tipo text, pid int)")
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    fleet = Fleet(legacy, pg_server.env(), s, fila, LOG_DIR)
-    yield conn, fleet
-    fleet.stop()
-    with conn.cursor() as cur:
-        cur.execute(f"DROP SCHEMA IF EXISTS {s} CASCADE")
-    conn.close()
 
 
 def _value(conn, sql):

@@ -17,6 +17,7 @@ between failed attempts.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -27,8 +28,9 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from nsj_queue_lib.coordination.socket import legacy
 from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.exceptions import CoordinationError, ProtocolError
+from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ProtocolError
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +214,10 @@ class SocketConnection:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise CoordinationError(f"servidor {self.address} não respondeu ao 'hello'")
+                raise CoordinationError(
+                    f"servidor {self.address} não respondeu ao 'hello' (um servidor da "
+                    f"nsj-queue-lib {legacy.LEGACY_VERSION} não responde: servidor e workers "
+                    "precisam da mesma versão)")
             sock.settimeout(remaining)
             try:
                 data = sock.recv(_RECV_BYTES)
@@ -221,6 +226,10 @@ class SocketConnection:
             if not data:
                 raise CoordinationError(
                     f"servidor {self.address} encerrou a conexão durante o handshake")
+            if legacy.looks_legacy(data):
+                with contextlib.suppress(OSError):
+                    sock.sendall(legacy.client_refusal())
+                raise ConfigError(legacy.client_error(self.address))
             frames = decoder.feed(data)
             for index, frame in enumerate(frames):
                 if p.is_reply(frame):
