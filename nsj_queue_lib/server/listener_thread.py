@@ -202,7 +202,8 @@ class ListenerThread(threading.Thread):
                 if self._decoder.buffered == 0:
                     # Silent since it connected: a 1.2.2 worker waits like this for its
                     # NOTIFY; tell it, in its own framing, why it will never get one.
-                    return 0.0, self._refuse_legacy("não enviou o 'hello' (cliente 1.2.2?)")
+                    return 0.0, ("'hello' não recebido a tempo; "
+                                 + self._refuse_legacy("não enviou o 'hello' (cliente 1.2.2?)"))
                 return 0.0, "'hello' não recebido a tempo"
             deadlines.append(self._connected_at + self._handshake)
         if self._partial_since is not None:
