@@ -33,7 +33,6 @@ from nsj_queue_lib.db.dialect import MYSQL, POSTGRES, Dialect
 from nsj_queue_lib.db.identifiers import resolve_identifier
 from nsj_queue_lib.db.names import object_name
 from nsj_queue_lib.db.queries import raw_queries, read_sql
-from nsj_queue_lib.exceptions import ConfigError
 
 # Bumped when the declared objects change meaning; the stamp also carries a digest of
 # the source text, so any edit of schema.sql/views.sql is seen by verify.
@@ -279,6 +278,10 @@ def _snapshot(cur: Any, schema: str, names: Optional[List[str]],
 @contextlib.contextmanager
 def _autocommit(conn: Any) -> Iterator[Any]:
     raw = getattr(conn, "conn", conn)
+    if not isinstance(getattr(type(raw), "autocommit", None), property) and callable(
+            getattr(raw, "autocommit", None)):  # pymysql: DDL commits implicitly anyway
+        yield raw
+        return
     previous = raw.autocommit
     if not previous:
         raw.rollback()  # the connection must not hold an open transaction of the caller
@@ -321,10 +324,66 @@ def _actual(raw: Any, schema: str, expected: _Snapshot) -> _Snapshot:
             cur.execute("ROLLBACK")
 
 
-def _require_postgres(dialect: Dialect) -> None:
-    if dialect is not POSTGRES:
-        raise ConfigError("verify/upgrade do schema: por enquanto só no PostgreSQL; no MySQL "
-                          "aplique a saída do db_gen (CREATE ... IF NOT EXISTS).")
+def _mysql_snapshot(cur: Any, schema: str, names: Optional[List[str]]) -> _Snapshot:
+    """MySQL/MariaDB catalog of database `schema` (index names as 'table.index')."""
+    sql = raw_queries(MYSQL, "catalog.sql")
+    prefix = f"`{schema}`."
+
+    def norm(text: Optional[str]) -> Optional[str]:
+        return None if text is None else text.replace(prefix, "{schema}.")
+
+    snap = _Snapshot()
+    for r in _rows(cur, sql["catalog_tables"], {"schema": schema}):
+        if names is not None and r["name"] not in names:
+            continue
+        kind = "v" if "VIEW" in str(r["kind"]).upper() else "r"
+        snap.relations[r["name"]] = {"kind": kind, "options": [],
+                                     "comment": (r["comment"] or None) if kind == "r" else None}
+    tables = [n for n, r in snap.relations.items() if r["kind"] == "r"]
+    for r in _rows(cur, sql["catalog_columns"], {"schema": schema}):
+        if r["table_name"] not in tables:
+            continue
+        default = r["default_expr"]
+        if default is not None and str(default).upper() == "NULL":
+            default = None
+        snap.columns.setdefault(r["table_name"], {})[r["name"]] = {
+            "type": str(r["type"]), "not_null": r["is_nullable"] == "NO",
+            "default": None if default is None else str(default)}
+    parts: Dict[str, List[str]] = {}
+    meta: Dict[str, dict] = {}
+    for r in _rows(cur, sql["catalog_indexes"], {"schema": schema}):
+        if r["table_name"] not in tables:
+            continue
+        key = f"{r['table_name']}.{r['name']}"
+        col = f"`{r['column_name']}`" + (f"({r['sub_part']})" if r["sub_part"] else "")
+        parts.setdefault(key, []).append(col + (" DESC" if r["collation"] == "D" else ""))
+        meta[key] = {"table": r["table_name"], "unique": not int(r["non_unique"]),
+                     "primary": r["name"] == "PRIMARY"}
+    for key, cols in parts.items():
+        m = meta[key]
+        definition = ("UNIQUE " if m["unique"] and not m["primary"] else "") + \
+            f"INDEX ({', '.join(cols)})"
+        snap.indexes[key] = {"table": m["table"], "definition": definition, "valid": True,
+                             "primary": m["primary"]}
+    for r in _rows(cur, sql["catalog_views"], {"schema": schema}):
+        if r["name"] in snap.relations:
+            snap.views[r["name"]] = norm(r["definition"])
+    return snap
+
+
+def _mysql_inspect(conn: Any, schema: str, fila: str) -> Tuple[_Snapshot, _Snapshot]:
+    raw = getattr(conn, "conn", conn)
+    scratch = f"nsjq_verify_{uuid.uuid4().hex[:10]}"
+    with contextlib.closing(raw.cursor()) as cur:
+        try:
+            for stmt in split_statements(render(MYSQL, _quoted(MYSQL, scratch),
+                                                _quoted(MYSQL, fila))):
+                cur.execute(stmt)
+            expected = _mysql_snapshot(cur, scratch, None)
+        finally:
+            cur.execute(f"DROP DATABASE IF EXISTS `{scratch}`")
+        actual = _mysql_snapshot(cur, schema, list(expected.relations))
+    return expected, actual
 
 
 def _compare(exp: _Snapshot, act: _Snapshot, fila: str) -> Tuple[List[Difference], List[str]]:
@@ -399,8 +458,10 @@ def _col_text(spec: dict) -> str:
 
 def _inspect(conn: Any, dialect: Dialect, schema: str, fila: str
              ) -> Tuple[_Snapshot, _Snapshot, str, str]:
-    _require_postgres(dialect)
     schema, fila = resolve_names(dialect, schema, fila)
+    if dialect is MYSQL:
+        expected, actual = _mysql_inspect(conn, schema, fila)
+        return expected, actual, schema, fila
     with _autocommit(conn) as raw:
         expected, _ = _expected(raw, dialect, fila)
         actual = _actual(raw, schema, expected)
@@ -428,6 +489,8 @@ def upgrade_statements(conn: Any, dialect: Dialect, schema: str, fila: str) -> L
     diffs, _ = _compare(expected, actual, fila_r)
     if not diffs:
         return []
+    if dialect is MYSQL:
+        return _mysql_upgrade(diffs, expected, actual, schema_r, fila_r)
     q = dialect.quote
     source = split_statements(render(dialect, _quoted(dialect, schema_r), _quoted(dialect, fila_r)))
     changed = {(d.kind, d.name.split(".")[0]) for d in diffs}
@@ -463,6 +526,59 @@ def upgrade_statements(conn: Any, dialect: Dialect, schema: str, fila: str) -> L
         else:
             out.append(code)  # unknown kinds are idempotent by contract: always re-run
     # The version is recorded last: only once everything else went through.
+    return out + stamps
+
+
+def _mysql_upgrade(diffs: List[Difference], expected: _Snapshot, actual: _Snapshot,
+                   schema: str, fila: str) -> List[str]:
+    """MySQL: missing tables and views from the source; per existing table one ALTER TABLE
+    with its column and index changes; the version comment last."""
+    q = MYSQL.quote
+    source = split_statements(render(MYSQL, q(schema), q(fila)))
+    changed = {(d.kind, d.name) for d in diffs}
+    out: List[str] = []
+    stamps: List[str] = []
+    for stmt in source:
+        kind, name = classify(stmt)
+        code = _code(stmt)
+        if kind == "table":
+            if ("table", name) in changed:
+                out.append(code)
+                continue
+            actions: List[str] = []
+            for col, spec in expected.columns.get(name, {}).items():
+                problem = next((d.problem for d in diffs if d.kind == "column"
+                                and d.name == f"{name}.{col}"), None)
+                if problem is None:
+                    continue
+                text = f"{q(col)} {spec['type']}" + (" NOT NULL" if spec["not_null"] else
+                                                    " NULL")
+                if spec["default"] is not None:
+                    text += f" DEFAULT {spec['default']}"
+                actions.append(("ADD COLUMN " if problem == "ausente" else "MODIFY COLUMN ")
+                               + text)
+            for key, ix in expected.indexes.items():
+                if ix["table"] != name or ix["primary"]:
+                    continue
+                if ("index", key) in changed:
+                    index = key.split(".", 1)[1]
+                    if key in actual.indexes:
+                        actions.append(f"DROP INDEX {q(index)}")
+                    unique, _, cols = ix["definition"].rpartition("INDEX ")
+                    actions.append(f"ADD {unique}INDEX {q(index)} {cols}")
+            if actions:
+                out.append(f"ALTER TABLE {q(schema)}.{q(name)}\n    "
+                           + ",\n    ".join(actions))
+        elif kind == "view":
+            if ("view", name) in changed:
+                out.append(code)
+        elif kind == "table_alter" and "COMMENT" in code.upper():
+            if ("version", name) in changed or ("table", name) in changed:
+                stamps.append(code)
+        elif kind == "other" and code.upper().startswith("CREATE DATABASE"):
+            continue
+        else:
+            out.append(code)
     return out + stamps
 
 

@@ -152,3 +152,34 @@ def test_mysql_ddl_applies_twice():
         with contextlib.closing(mysql_conn.cursor()) as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
         mysql_conn.close()
+
+
+@pytest.mark.mysql
+def test_mysql_verify_and_upgrade_repair_a_queue_in_place():
+    conn = require_mysql().connect(database=None)
+    db = f"s_{uuid.uuid4().hex[:10]}"
+    try:
+        schema.apply(conn, MYSQL, db, "fila")
+        assert schema.verify(conn, MYSQL, db, "fila").ok
+        with contextlib.closing(conn.cursor()) as cur:
+            cur.execute(f"INSERT INTO `{db}`.fila (payload) VALUES ('x')")
+            cur.execute(f"ALTER TABLE `{db}`.fila DROP INDEX ix_fila_claim, DROP COLUMN live_id, "
+                        "MODIFY COLUMN prioridade INT NOT NULL DEFAULT 10, COMMENT = ''")
+            cur.execute(f"DROP VIEW `{db}`.fila_resumo")
+        result = schema.verify(conn, MYSQL, db, "fila")
+        found = {(d.kind, d.name, d.problem) for d in result.differences}
+        assert {("index", "fila.ix_fila_claim", "ausente"), ("column", "fila.live_id", "ausente"),
+                ("column", "fila.prioridade", "diferente"), ("view", "fila_resumo", "ausente"),
+                ("version", "fila", "diferente")} <= found, found
+        ran = schema.upgrade(conn, MYSQL, db, "fila")
+        assert ran[-1].upper().startswith("ALTER TABLE") and "COMMENT" in ran[-1]
+        after = schema.verify(conn, MYSQL, db, "fila")
+        assert after.ok, after.differences
+        assert schema.upgrade_statements(conn, MYSQL, db, "fila") == []
+        with contextlib.closing(conn.cursor()) as cur:
+            cur.execute(f"SELECT payload, prioridade FROM `{db}`.fila")
+            assert cur.fetchall() == (("x", 50),)  # rows kept
+    finally:
+        with contextlib.closing(conn.cursor()) as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+        conn.close()
