@@ -20,7 +20,7 @@ import logging
 import re
 import time
 import zlib
-from typing import List, Set
+from typing import List, Optional, Set
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import (
@@ -94,7 +94,14 @@ class MysqlLocker:
 
 
 class MysqlGuard:
-    """The claim of the MySQL native backend (implements `TaskGuard`)."""
+    """The claim of the MySQL native backend (implements `TaskGuard`).
+
+    The next task is claimed inside the finishing task's transaction (after its
+    success mark), so one durable COMMIT serves both: MySQL has no per-transaction
+    asynchronous commit, and a separate claim transaction would double the log
+    flushes per task.  That claim is used only if that COMMIT succeeded; on
+    `close()` (a stop) a claimed task not yet run goes back to 'pendente'.
+    """
 
     def __init__(self, repo: TaskRepository, queue_table: str, prefix: str) -> None:
         self.repo = repo
@@ -104,32 +111,51 @@ class MysqlGuard:
         ns = task_lock_key(queue_table, 0)[0]
         self.task_prefix = f"{prefix}{ns}:"  # + task id (int32), as in lock_name()
         self._released: Set[int] = set()
+        self._next: Optional[dict] = None  # claimed with the last success, not run yet
+        self._next_commit = 0  # session.commits that makes it valid
 
     def _name(self, task_id: int) -> str:
         return lock_name(self.locker.prefix, task_lock_key(self.queue_table, task_id))
 
     def claim(self, limit: int = 1) -> List[dict]:
+        prefetched = self._take_next()
+        if prefetched is not None:
+            return [prefetched]
         session = self.session
         session.begin()
         try:
-            rows = self.repo.task_claim_skip_locked(limit, max(CANDIDATES, 4 * limit))
-            if not rows:
-                session.rollback()
-                return []
-            ids = [r["id"] for r in rows]
-            changed = self.repo.task_mark_processing_locked(ids, self.task_prefix)
-            if changed < len(ids):
-                # A row whose named lock another session holds (rare: a lock left by a
-                # rescue in progress) stays waiting; keep only the rows marked here.
-                mine = set(self.repo.task_list_processing(ids))
-                rows = [r for r in rows if r["id"] in mine]
+            rows = self._claim_in_transaction(limit)
             session.commit()
         except BaseException:
             session.rollback()
             raise
+        return rows
+
+    def _claim_in_transaction(self, limit: int) -> List[dict]:
+        rows = self.repo.task_claim_skip_locked(limit, max(CANDIDATES, 4 * limit))
+        if not rows:
+            return []
+        ids = [r["id"] for r in rows]
+        changed = self.repo.task_mark_processing_locked(ids, self.task_prefix)
+        if changed < len(ids):
+            # A row whose named lock another session holds (rare: a lock left by a
+            # rescue in progress) stays waiting; keep only the rows marked here.
+            mine = set(self.repo.task_list_processing(ids))
+            rows = [r for r in rows if r["id"] in mine]
         for row in rows:
             row["status"] = "processando"
         return rows
+
+    def _take_next(self) -> Optional[dict]:
+        tarefa, self._next = self._next, None
+        if tarefa is None:
+            return None
+        if self.session.commits >= self._next_commit:
+            return tarefa
+        # The transaction that claimed it rolled back: the row is waiting again, only
+        # the (non-transactional) named lock is left to release.
+        self._unlock_quietly(tarefa["id"])
+        return None
 
     def begin(self, tarefa: dict) -> bool:
         return True  # the lock is on this very session: nobody else can hold the task
@@ -138,6 +164,11 @@ class MysqlGuard:
         done = self.repo.task_finish_release(tarefa["id"], message, self._name(tarefa["id"]))
         if done:
             self._released.add(tarefa["id"])  # RELEASE_LOCK is not transactional
+            if self._next is None:
+                claimed = self._claim_in_transaction(1)
+                if claimed:
+                    self._next = claimed[0]
+                    self._next_commit = self.session.commits + 1
         return done
 
     def release(self, tarefa: dict) -> None:
@@ -145,13 +176,25 @@ class MysqlGuard:
         if task_id in self._released:
             self._released.discard(task_id)
             return
+        self._unlock_quietly(task_id)
+
+    def _unlock_quietly(self, task_id: int) -> None:
         try:
             self.locker.unlock(task_lock_key(self.queue_table, task_id))
         except DatabaseUnavailable:
             pass  # the session is gone, and its locks with it
 
     def close(self) -> None:
+        """Put a task claimed ahead but not run back to 'pendente' (a graceful stop)."""
         self._released.clear()
+        tarefa = self._take_next()
+        if tarefa is None:
+            return
+        try:
+            self.repo.task_unclaim(tarefa["id"])
+        except DatabaseUnavailable:
+            return  # the session is gone: the rescue will re-queue it
+        self._unlock_quietly(tarefa["id"])
 
 
 class ProbeNotifier:

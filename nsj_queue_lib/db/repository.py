@@ -173,6 +173,10 @@ class TaskRepository:
         sql = _expand_in(self.q["task_list_processing"], params, "ids")
         return [r["id"] for r in self.session.fetch_all(sql, params)]
 
+    def task_unclaim(self, task_id: int) -> bool:
+        """MySQL native: a task claimed ahead and not run goes back to 'pendente'."""
+        return self.session.execute(self.q["task_unclaim"], {"id": task_id}) == 1
+
     def task_finish_release(self, task_id: int, mensagem: str, lock_name: str) -> bool:
         """MySQL native: mark 'sucesso' and release the task's named lock."""
         params = {"id": task_id, "mensagem": self._message(mensagem), "lock_name": lock_name}

@@ -173,6 +173,8 @@ class DbSession:
         self.conn = conn
         self.dialect = dialect or detect_dialect(conn)
         self.in_transaction = False
+        self.commits = 0  # COMMITs that succeeded on this session (lets callers tell a
+        # transaction's outcome afterwards)
         self._prepared: Dict[str, List[str]] = {}
 
     @classmethod
@@ -255,6 +257,7 @@ class DbSession:
     def commit(self) -> None:
         self.execute("COMMIT")
         self.in_transaction = False
+        self.commits += 1
 
     def rollback(self) -> None:
         """Roll back; a lost connection is not an error here (the server rolled back)."""

@@ -3,8 +3,8 @@
 PostgreSQL: the suite's embedded server is restarted with pg_ctl every ~2.7 s
 (twice in the default run), alternately cleanly (-m fast) and as a crash
 (-m immediate, then crash recovery).
-MariaDB (client/server mode): the shared server is killed with SIGKILL and
-started again; marked `restarts_shared_db` because other sessions use it.
+MariaDB (client/server mode and MySQL native mode): the shared server is killed with
+SIGKILL and started again; marked `restarts_shared_db` because other sessions use it.
 """
 
 from __future__ import annotations
@@ -85,15 +85,19 @@ def _can_restart_mariadb() -> str:
 
 @pytest.mark.mysql
 @pytest.mark.restarts_shared_db
-def test_mariadb_restart_mid_run_client_server(make_queue):
+@pytest.mark.parametrize("mode", [pytest.param("cs", id="client-server"),
+                                  pytest.param("db", id="native")])
+def test_mariadb_restart_mid_run(make_queue, mode):
     problem = _can_restart_mariadb()
     if problem:
         if os.environ.get("CI"):
             pytest.fail(problem)
         pytest.skip(problem)
-    q = make_queue("mariadb", "cs")
-    q.start_server()
-    run = ChaosRun(q, "2. database restart (mariadbd SIGKILL + start)")
+    q = make_queue("mariadb", mode)
+    if mode == "cs":
+        q.start_server()
+    run = ChaosRun(q, "2. database restart (mariadbd SIGKILL + start)"
+                      + (" (MySQL nativo)" if mode == "db" else ""))
     run.start_workers(3)
     run.start_producer(run.items())
     for _ in run.faults(every=run.window / 2, jitter=0.0, max_faults=1):
@@ -102,5 +106,6 @@ def test_mariadb_restart_mid_run_client_server(make_queue):
         run.healed()
     outcome = run.finish()
     run.assert_workers_alive()
-    assert q.server.proc.poll() is None, q.server.log()
+    if mode == "cs":
+        assert q.server.proc.poll() is None, q.server.log()
     outcome.assert_clean()

@@ -11,7 +11,9 @@ TARGETS = [pytest.param("postgres", "db", {}, id="postgres"),
            pytest.param("postgres", "db", {"QUEUE_BATCH_SIZE": 5}, id="postgres-batch"),
            # Concurrency: a kill interrupts every task thread of the process at once.
            pytest.param("postgres", "db", {"QUEUE_CONCURRENCY": 4}, id="postgres-concurrency"),
-           pytest.param("mariadb", "cs", {}, id="mariadb-cs", marks=pytest.mark.mysql)]
+           pytest.param("mariadb", "cs", {}, id="mariadb-cs", marks=pytest.mark.mysql),
+           # MySQL native: the named lock dies with the killed connection.
+           pytest.param("mariadb", "db", {}, id="mariadb-native", marks=pytest.mark.mysql)]
 
 
 @pytest.mark.parametrize("kind,mode,extra", TARGETS)

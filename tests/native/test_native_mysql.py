@@ -155,3 +155,40 @@ def test_server_version_check(version, singlestore, accepted):
         return
     with pytest.raises(ConfigError, match="CLIENT_SERVER_MODE=true"):
         check_server_version(version, singlestore)
+
+
+def test_the_next_task_is_claimed_with_the_previous_success_and_returned_on_stop(nq):
+    from nsj_queue_lib.coordination.mysql import MysqlGuard
+    from nsj_queue_lib.db.repository import TaskRepository
+
+    settings = nq.settings()
+    first, second = nq.insert({"n": 1}, prioridade=90), nq.insert({"n": 2})
+    session = DbSession.open(settings)
+    repo = TaskRepository(session, settings.queue_table)
+    guard = MysqlGuard(repo, settings.queue_table, lock_prefix(settings))
+    try:
+        [tarefa] = guard.claim()
+        assert tarefa["id"] == first
+        session.begin()
+        assert guard.finish(tarefa, "feito")
+        session.commit()  # one COMMIT: the success of `first` and the claim of `second`
+        guard.release(tarefa)
+        assert nq.row(second)["status"] == "processando"
+        name = lock_name(lock_prefix(settings), nq.task_key(second))
+        assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is not None
+        guard.close()  # a stop before running it: back to waiting, lock released
+        assert nq.row(second)["status"] == "pendente"
+        assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is None
+        # A claim whose transaction rolled back is not used: the row is claimed anew.
+        third = nq.insert({"n": 3})
+        [again] = guard.claim()
+        assert again["id"] == second
+        session.begin()
+        assert guard.finish(again, "feito")  # claims `third` in this transaction
+        session.rollback()
+        guard.release(again)
+        assert nq.row(third)["status"] == "pendente"
+        [fresh] = guard.claim()
+        assert fresh["id"] == third and nq.row(third)["status"] == "processando"
+    finally:
+        session.close()

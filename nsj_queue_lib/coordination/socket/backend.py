@@ -27,7 +27,8 @@ class SocketBackend:
     """Backend of the client/server mode (see nsj_queue_lib.coordination.base.Backend)."""
 
     name = "socket"
-    capabilities = Capabilities(wakes_on_insert=False, notify_is_transactional=False,
+    # The server probes the queue every QUEUE_POLL_INTERVAL: an insert wakes the workers.
+    capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=False,
                                 batch_claim=False, lock_on_task_session=False)
 
     def __init__(self, settings: Settings) -> None:

@@ -1,0 +1,146 @@
+"""One contract for every coordination backend: the claim (TaskGuard), the wake-ups
+(Notifier) and the locks (Locker), run against PostgreSQL, MySQL native on MariaDB, and
+the socket server on PostgreSQL and on MariaDB (real databases, real server process).
+A difference between backends is skipped only through its `Capabilities` flag."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, List
+
+import pytest
+
+from nsj_queue_lib.coordination.backend import make_backend
+from nsj_queue_lib.coordination.base import Backend, task_lock_key
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from tests.client_server.cs_helpers import CsQueue
+from tests.mysql_server import require_mysql
+
+BACKENDS = [
+    pytest.param(("postgres", False), id="postgres"),
+    pytest.param(("mariadb", False), id="mysql-native", marks=pytest.mark.mysql),
+    pytest.param(("postgres", True), id="socket-postgres"),
+    pytest.param(("mariadb", True), id="socket-mariadb", marks=pytest.mark.mysql),
+]
+
+
+class Harness:
+    """A queue, its backend and the sessions/guards a test opens (closed at the end)."""
+
+    def __init__(self, q: CsQueue) -> None:
+        self.q = q
+        self.settings = q.settings()
+        self.backend: Backend = make_backend(self.settings)
+        self.sessions: List[DbSession] = []
+        self.closers: List[Any] = []
+
+    def session(self) -> DbSession:
+        s = DbSession.open(self.settings)
+        self.backend.check(s)
+        self.sessions.append(s)
+        return s
+
+    def guard(self) -> Any:
+        s = self.session()
+        guard = self.backend.guard(s, TaskRepository(s, self.settings.queue_table))
+        self.closers.append(guard)
+        return guard
+
+    def close(self) -> None:
+        for obj in self.closers:
+            obj.close()
+        for s in self.sessions:
+            s.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def h(request, tmp_path, pg_server) -> Iterator[Harness]:
+    kind, socket_mode = request.param
+    server = require_mysql() if kind == "mariadb" else pg_server
+    q = CsQueue.create(kind, server, tmp_path)
+    q.native = not socket_mode
+    if socket_mode:
+        q.start_server(CHECK_TASKS_INTERVAL="15")
+    harness = Harness(q)
+    yield harness
+    harness.close()
+    q.destroy()
+
+
+def _run(h: Harness, guard: Any, tarefa: dict, message: str = "ok") -> bool:
+    session = guard.repo.session
+    session.begin()
+    assert guard.begin(tarefa)
+    done = guard.finish(tarefa, message)
+    session.commit()
+    guard.release(tarefa)
+    return done
+
+
+def test_claim_follows_priority_then_age_and_never_hands_out_a_task_twice(h):
+    low = h.q.insert({"n": "low"}, prioridade=10)
+    high = h.q.insert({"n": "high"}, prioridade=90)
+    mid = h.q.insert({"n": "mid"})
+    one, two = h.guard(), h.guard()
+    [first] = one.claim()
+    [second] = two.claim()
+    assert (first["id"], second["id"]) == (high, mid)
+    assert first["status"] == "processando" and first["payload"] == '{"n": "high"}'
+    assert h.q.row(high)["status"] == "processando"
+    [third] = one.claim(5) if h.backend.capabilities.batch_claim else one.claim()
+    assert third["id"] == low and two.claim() == []
+    for guard, tarefa in ((one, first), (two, second), (one, third)):
+        assert _run(h, guard, tarefa)
+    assert h.q.count("status = 'sucesso'") == 3
+
+
+def test_claim_with_a_limit_returns_several_tasks_in_claim_order(h):
+    ids = [h.q.insert({"n": i}, prioridade=50 + i) for i in range(4)]
+    claimed = h.guard().claim(3)
+    assert [t["id"] for t in claimed] == [ids[3], ids[2], ids[1]]
+
+
+def test_the_task_lock_is_held_until_release_and_dies_with_the_session(h):
+    task_id = h.q.insert({"n": 1})
+    guard = h.guard()
+    [tarefa] = guard.claim()
+    admin = h.backend.admin_locker(h.session())
+    key = task_lock_key(h.settings.queue_table, task_id)
+    assert admin.try_lock(key) is False  # the rescue sees a live worker
+    guard.close()
+    guard.repo.session.close()  # the worker dies: its lock goes with its session
+    deadline = time.monotonic() + 5
+    while not admin.try_lock(key):
+        assert time.monotonic() < deadline, "lock não liberado com a sessão"
+        time.sleep(0.02)
+    assert admin.unlock(key)
+    assert tarefa["id"] == task_id
+
+
+def test_admin_locks_are_owned_by_their_session(h):
+    a = h.backend.admin_locker(h.session())
+    b = h.backend.admin_locker(h.session())
+    h.closers += [a, b]
+    key = (12345, 6)
+    assert a.try_lock(key) and a.try_lock(key)  # re-entrant
+    assert b.try_lock(key) is False and b.unlock(key) is False
+    assert a.unlock(key) and b.try_lock(key) is False  # one hold left
+    assert a.unlock(key) and b.try_lock(key) is True
+
+
+def test_an_idle_worker_is_woken_by_an_insert_without_producer_notify(h):
+    if not h.backend.capabilities.wakes_on_insert:
+        pytest.skip("backend sem aviso de inserção")
+    notifier = h.backend.notifier(h.session())
+    h.closers.append(notifier)
+    notifier.listen()
+    time.sleep(0.3)  # registered (socket) and any stale wake-up drained
+    notifier.wait(0.2)
+    started = time.monotonic()
+    h.q.insert({"n": "novo"})
+    woke = []
+    while not woke and time.monotonic() - started < 3:
+        woke = notifier.wait(0.5)
+    assert woke, "nenhum aviso"
+    assert time.monotonic() - started < 1.0
