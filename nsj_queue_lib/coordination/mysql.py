@@ -103,6 +103,8 @@ class MysqlGuard:
     `close()` (a stop) a claimed task not yet run goes back to 'pendente'.
     """
 
+    claim_ahead = True  # claim the next task inside the finishing task's transaction
+
     def __init__(self, repo: TaskRepository, queue_table: str, prefix: str) -> None:
         self.repo = repo
         self.session = repo.session
@@ -164,7 +166,7 @@ class MysqlGuard:
         done = self.repo.task_finish_release(tarefa["id"], message, self._name(tarefa["id"]))
         if done:
             self._released.add(tarefa["id"])  # RELEASE_LOCK is not transactional
-            if self._next is None:
+            if self.claim_ahead and self._next is None:
                 claimed = self._claim_in_transaction(1)
                 if claimed:
                     self._next = claimed[0]

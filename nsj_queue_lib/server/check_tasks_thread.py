@@ -1,11 +1,12 @@
 """The server's due-task probe: wakes the waiting workers when tasks become due.
 
-Every `probe_interval` seconds (QUEUE_POLL_INTERVAL, 0.1 s by default) it calls the
-injected `has_due_tasks()`, an index-only probe whose cost does not grow with the
-backlog.  Workers are woken when the answer turns from "nothing due" to "something
-due" (a new task, a retry or a scheduled task coming due), so a producer that does
-not call notify_server still gets its task picked up within about one interval;
-and again every CHECK_TASKS_INTERVAL seconds while tasks stay due (a lost wake-up).
+Every `probe_interval` seconds (QUEUE_POLL_INTERVAL, 0.1 s by default, at most
+CHECK_TASKS_INTERVAL) it calls the injected `has_due_tasks()`, an index-only probe
+whose cost does not grow with the backlog, and wakes the listening workers whenever
+tasks are due: a producer that does not call notify_server still gets its task
+picked up within about one interval.  (Waking only when the answer changes would
+miss tasks that arrive back to back.)  Busy workers merge the wake-ups they receive
+meanwhile into one.
 The probe is skipped while no worker listens.  A failing probe (database down) is
 logged and retried at the next round; it never blocks waiting for a worker.
 Runs on the shared BackgroundService lifecycle.
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Callable, Optional
 
 from nsj_queue_lib.runtime.service import BackgroundService
@@ -30,18 +30,14 @@ class CheckTasksThread(BackgroundService):
 
     def __init__(self, has_due_tasks: Callable[[], bool], wake_workers: Callable[[], int],
                  listeners: Callable[[], int], interval: float,
-                 stopping: threading.Event, probe_interval: Optional[float] = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 stopping: threading.Event, probe_interval: Optional[float] = None) -> None:
         super().__init__(stopping)
         self._has_due_tasks = has_due_tasks
         self._wake_workers = wake_workers
         self._listeners = listeners
         self._interval = interval
         self._probe_interval = min(probe_interval or interval, interval)
-        self._clock = clock
         self._failures = 0
-        self._was_due = False
-        self._last_wake: Optional[float] = None
 
     def next_delay(self) -> float:
         return self._probe_interval
@@ -52,7 +48,6 @@ class CheckTasksThread(BackgroundService):
     def check_once(self) -> bool:
         """One round; True when workers were woken."""
         if self._listeners() == 0:
-            self._was_due = False  # the next worker to listen is told at once
             return False
         try:
             due = bool(self._has_due_tasks())
@@ -64,12 +59,8 @@ class CheckTasksThread(BackgroundService):
         if self._failures:
             logger.info("Verificação de tarefas pendentes restabelecida.")
             self._failures = 0
-        was_due, self._was_due = self._was_due, due
-        now = self._clock()
-        periodic = self._last_wake is None or now - self._last_wake >= self._interval
-        if not due or (was_due and not periodic):
+        if not due:
             return False
-        self._last_wake = now
         woken = self._wake_workers()
         logger.debug("Há tarefas pendentes; %d worker(s) notificado(s).", woken)
         return woken > 0

@@ -16,7 +16,7 @@ PARAM = re.compile(r"%\((\w+)\)s")
 # Queries of one backend's own claim exist only in that dialect's file.
 POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch"}
 MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_list_processing",
-              "task_finish_release", "task_mark_processing_batch"}
+              "task_finish_release", "task_mark_processing_batch", "task_unclaim"}
 
 
 def test_mysql_and_postgres_have_the_same_query_names_but_their_backends_own():
