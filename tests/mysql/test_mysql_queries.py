@@ -14,7 +14,10 @@ from nsj_queue_lib.db.queries import Queries, raw_queries
 PARAM = re.compile(r"%\((\w+)\)s")
 
 # Queries of one backend's own claim exist only in that dialect's file.
-POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch"}
+POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch",
+                 # 1.2.2-compatible claim keys (coordination/keys.py)
+                 "task_claim_locked_compat", "task_claim_batch_compat",
+                 "task_promote_scheduled_compat", "subscriber_fanout_compat", "compat_evidence"}
 MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_list_processing",
               "task_finish_release", "task_mark_processing_batch", "task_unclaim"}
 
