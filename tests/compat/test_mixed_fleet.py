@@ -88,7 +88,10 @@ def test_plain_queue_mixed_fleet_with_sigkill_runs_every_task_once(legacy_queue)
     started = time.monotonic()
     _wait_done(conn, fleet, TOTAL, 150)
     _assert_exactly_once(conn, fleet, TOTAL)
-    print(f"mistura concluída {time.monotonic() - started:.1f} s após os SIGKILL")
+    rescued = _value(conn, f"SELECT count(*) FROM {fleet.schema}.{fleet.fila} "
+                           "WHERE status IN ('falha', 'falha_processando')")
+    print(f"mistura concluída {time.monotonic() - started:.1f} s após os SIGKILL; "
+          f"{rescued} tentativa(s) interrompida(s) e resgatada(s)")
 
 
 def test_pubsub_queue_mixed_fleet_with_sigkill_runs_every_delivery_once(legacy_queue):
