@@ -94,9 +94,10 @@ class WakeHub:
 class SharedNotifier:
     """The Notifier a task thread sees: wake-ups come from the process's listener."""
 
-    def __init__(self, hub: WakeHub, real: Any) -> None:
+    def __init__(self, hub: WakeHub, make_real: Any) -> None:
         self.hub = hub
-        self.real = real
+        self._make_real = make_real  # the backend's own notifier, made only if needed
+        self._real: Any = None
 
     def listen(self) -> None:
         """The listener thread listens for the whole process."""
@@ -105,14 +106,18 @@ class SharedNotifier:
         return self.hub.wait(timeout)
 
     def notify(self, payload: str = "") -> None:
-        self.real.notify(payload)
+        if self._real is None:
+            self._real = self._make_real()
+        self._real.notify(payload)
 
     def claimed(self) -> None:
         """Called by the consumer after a claim that found work."""
         self.hub.pass_on()
 
     def close(self) -> None:
-        """Nothing of its own to release."""
+        if self._real is not None:
+            self._real.close()
+            self._real = None
 
 
 class SharedBackend:
@@ -126,7 +131,7 @@ class SharedBackend:
         return getattr(self._backend, name)
 
     def notifier(self, session: DbSession) -> SharedNotifier:
-        return SharedNotifier(self.hub, self._backend.notifier(session))
+        return SharedNotifier(self.hub, lambda: self._backend.notifier(session))
 
 
 class Listener:

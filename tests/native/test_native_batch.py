@@ -38,3 +38,15 @@ def test_kill9_mid_batch_rolls_the_batch_back_and_each_task_runs_once(nq, tmp_pa
     eventually(lambda: nq.count("status = 'sucesso'") == 4, 30, message="batch ran again")
     assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)  # once each
     assert nq.count() == 4  # no failed attempt, no retry
+
+
+def test_concurrency_threads_on_mysql_native(nq):
+    """QUEUE_CONCURRENCY on MySQL native mode: 3 task threads run 3 slow tasks at once."""
+    ids = nq.insert_many([{"efeito": f"c{i}", "sleep": 1.0} for i in range(6)])
+    worker = nq.start_worker(QUEUE_CONCURRENCY="3")
+    wait_worker_ready(worker)
+    eventually(lambda: nq.count("status = 'processando'") == 3, 15,
+               message="3 tasks running at once")
+    nq.wait_idle()
+    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)
+    assert worker.proc.poll() is None
