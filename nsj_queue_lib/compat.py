@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 def legacy_signs(settings: Settings) -> List[str]:
     """What suggests that 1.2.2 workers use this queue now (PostgreSQL; [] elsewhere)."""
-    if settings.client_server_mode or settings.db_driver != "POSTGRES":
+    if settings.db_driver != "POSTGRES":
         return []
     from nsj_queue_lib.db.repository import TaskRepository
     from nsj_queue_lib.db.session import DbSession
@@ -41,8 +41,9 @@ def legacy_signs(settings: Settings) -> List[str]:
 
 
 def startup_check(settings: Settings) -> None:
-    """Log the compatibility mode; shout when it is off and 1.2.2 workers seem present."""
-    if settings.client_server_mode or settings.db_driver != "POSTGRES":
+    """Log the compatibility mode; shout when it is off (or impossible: client/server
+    mode) and 1.2.2 workers seem present."""
+    if settings.db_driver != "POSTGRES":
         return
     try:
         signs = legacy_signs(settings)
@@ -58,7 +59,19 @@ def startup_check(settings: Settings) -> None:
                         "padrão). Sem workers 1.2.2 nesta fila, QUEUE_COMPAT_1_2_2=false "
                         "dispensa um advisory lock por tarefa.")
         return
-    if signs:
+    # In client/server mode only live 1.2.2 sessions count: recent falha_processando rows
+    # may be left by a 1.2.2 client/server fleet that was just replaced as a whole.
+    live = [sign for sign in signs if "conexão" in sign]
+    if live and settings.client_server_mode:
+        signs = live
+        banner = "!" * 78
+        logger.error("%s\nINSEGURO: CLIENT_SERVER_MODE=true, mas há sinais de workers "
+                     "nsj-queue-lib 1.2.2 (modo PostgreSQL) na fila %s: %s.\nNo modo "
+                     "cliente/servidor o worker 2.x não segura as chaves da 1.2.2, e os dois "
+                     "podem executar a mesma tarefa duas vezes. Troque todos os workers da "
+                     "fila de modo juntos.\n%s", banner, settings.queue_table, "; ".join(signs),
+                     banner)
+    elif signs and not settings.client_server_mode:
         banner = "!" * 78
         logger.error("%s\nINSEGURO: QUEUE_COMPAT_1_2_2=false, mas há sinais de workers "
                      "nsj-queue-lib 1.2.2 na fila %s: %s.\nSem o modo de compatibilidade, "

@@ -186,3 +186,19 @@ def test_webhook_queue_mixed_fleet_delivers_each_publication_once(legacy_queue):
             assert by_v1 > 0 and by_v2 > 0, (by_v1, by_v2)
     finally:
         http.close()
+
+
+def test_client_server_worker_beside_native_1_2_2_workers_warns_loudly(legacy_queue):
+    """A 2.x worker in client/server mode cannot hold 1.2.2's keys: beside 1.2.2 workers
+    of the PostgreSQL mode it says so at start."""
+    conn, fleet = legacy_queue
+    fleet.start_legacy(LEGACY_PLAIN, "nativo")
+    fleet.produce_legacy("plain", 0, 2, "c")
+    eventually(lambda: _value(conn, f"SELECT count(*) FROM {fleet.schema}.efeitos") == 2, 30,
+               message="1.2.2 executou")
+    schema.upgrade(conn, POSTGRES, fleet.schema, fleet.fila)
+    worker = fleet.start_v2("tests.compat.worker_v2", "cs", CLIENT_SERVER_MODE="true",
+                            SERVER_HOST="127.0.0.1", NOTIFY_SERVICE_PORT="1",
+                            LOCK_SERVICE_PORT="2")
+    eventually(lambda: "INSEGURO: CLIENT_SERVER_MODE=true" in worker.log(), 30,
+               message="aviso de modo cliente/servidor ao lado da 1.2.2")
