@@ -125,37 +125,54 @@ def refusal(exc: BaseException, settings: Settings) -> Optional[DatabaseRefused]
     return None
 
 
-def connect(settings: Settings, *, connect_timeout: int = 5, application_name: str = "") -> Any:
-    """Open a raw DB-API connection in autocommit mode, as configured by `settings`."""
-    try:
-        if settings.db_driver == "POSTGRES":
-            import psycopg2
+def open_connection(driver: str, *, host: str, port: int, dbname: str, user: str,
+                    password: Optional[str], autocommit: bool, connect_timeout: float,
+                    application_name: str, queue_session: bool = True,
+                    keepalive_idle: int = 10) -> Any:
+    """Open a raw DB-API connection with psycopg2 (POSTGRES) or pymysql (MYSQL,
+    SINGLE_STORE); driver errors propagate as they are.
 
-            conn = psycopg2.connect(
-                host=settings.db_host, port=settings.db_port, dbname=settings.db_name,
-                user=settings.db_user, password=settings.db_pass or None,
-                connect_timeout=connect_timeout,
-                application_name=application_name or f"nsj_queue_lib:{settings.queue_name}",
-                # Detect a dead peer on an idle or half-open connection.
-                keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3,
-            )
-            conn.autocommit = True
+    The one place connections are opened: the queue's own sessions (`connect`) and the
+    multi-database tenant pool.  A queue session (`queue_session`) also gets
+    server-side keepalives (PostgreSQL) or a UTC session time zone (MySQL), which a
+    tenant connection handed to user code must not get.
+    """
+    if driver in ("POSTGRES", "POSTGRESQL"):
+        import psycopg2
+
+        conn = psycopg2.connect(
+            host=host, port=port, dbname=dbname, user=user, password=password or None,
+            connect_timeout=connect_timeout, application_name=application_name,
+            # Detect a dead peer on an idle or half-open connection.
+            keepalives=1, keepalives_idle=keepalive_idle,
+            keepalives_interval=5 if queue_session else 10, keepalives_count=3,
+        )
+        conn.autocommit = autocommit
+        if queue_session:
             with contextlib.closing(conn.cursor()) as cur:
                 # Server-side keepalives: if this worker's host vanishes without closing
                 # the connection, PostgreSQL ends the session (freeing its task lock for
                 # the rescue) in about a minute instead of the OS default of hours.
                 cur.execute("SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
                             "SET tcp_keepalives_count = 3")
-            return conn
-        import pymysql
-
-        conn = pymysql.connect(
-            host=settings.db_host, port=settings.db_port, database=settings.db_name,
-            user=settings.db_user, password=settings.db_pass or "",
-            connect_timeout=connect_timeout, autocommit=True, charset="utf8mb4",
-            init_command="SET time_zone = '+00:00'",
-        )
         return conn
+    import pymysql
+
+    extra = ({"init_command": "SET time_zone = '+00:00'"} if queue_session
+             else {"program_name": application_name})
+    return pymysql.connect(host=host, port=port, database=dbname, user=user,
+                           password=password or "", connect_timeout=connect_timeout,
+                           autocommit=autocommit, charset="utf8mb4", **extra)
+
+
+def connect(settings: Settings, *, connect_timeout: int = 5, application_name: str = "") -> Any:
+    """Open a raw DB-API connection in autocommit mode, as configured by `settings`."""
+    try:
+        return open_connection(
+            settings.db_driver, host=settings.db_host, port=settings.db_port,
+            dbname=settings.db_name, user=settings.db_user, password=settings.db_pass,
+            autocommit=True, connect_timeout=connect_timeout,
+            application_name=application_name or f"nsj_queue_lib:{settings.queue_name}")
     except _connection_errors() as exc:
         refused = refusal(exc, settings)
         if refused is not None:

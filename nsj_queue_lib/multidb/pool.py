@@ -37,6 +37,7 @@ import psycopg2
 import psycopg2.extensions
 import pymysql
 
+from nsj_queue_lib.db.session import open_connection
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.multidb.credentials import CredentialsClient, DbCredentials, Tenant
 from nsj_queue_lib.multidb.errors import MultiDatabaseError, scrub, short
@@ -65,16 +66,12 @@ class _Postgres(_Driver):
     errors = (psycopg2.Error, OSError)
 
     def connect(self, creds: DbCredentials, timeout: float, application_name: str) -> Any:
-        conn = psycopg2.connect(
-            host=creds.hostname, port=creds.port, dbname=creds.db_name, user=creds.user,
-            password=creds.password,
+        return open_connection(
+            self.name, host=creds.hostname, port=creds.port, dbname=creds.db_name,
+            user=creds.user, password=creds.password, autocommit=False,
             connect_timeout=max(2, round(timeout)),  # libpq: integer seconds, minimum 2
-            application_name=application_name,
-            # Let the kernel notice a dead peer on an idle pooled connection.
-            keepalives=1, keepalives_idle=60, keepalives_interval=10, keepalives_count=3,
-        )
-        conn.autocommit = False
-        return conn
+            application_name=application_name, queue_session=False,
+            keepalive_idle=60)  # let the kernel notice a dead peer on an idle pooled conn
 
     def is_closed(self, conn: Any) -> bool:
         return bool(conn.closed)
@@ -91,11 +88,10 @@ class _MySQL(_Driver):
     errors = (pymysql.Error, OSError)
 
     def connect(self, creds: DbCredentials, timeout: float, application_name: str) -> Any:
-        return pymysql.connect(
-            host=creds.hostname, port=creds.port, database=creds.db_name, user=creds.user,
-            password=creds.password, connect_timeout=timeout, autocommit=False,
-            charset="utf8mb4", program_name=application_name,
-        )
+        return open_connection(
+            self.name, host=creds.hostname, port=creds.port, dbname=creds.db_name,
+            user=creds.user, password=creds.password, autocommit=False,
+            connect_timeout=timeout, application_name=application_name, queue_session=False)
 
     def is_closed(self, conn: Any) -> bool:
         return not conn.open

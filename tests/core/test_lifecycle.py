@@ -1,5 +1,7 @@
-"""A task's life on a real PostgreSQL with worker subprocesses: commit, success, retries,
-dead letters, priorities, scheduling and wake-ups."""
+"""A task's life with worker subprocesses: commit, success, retries, dead letters,
+priorities, scheduling and wake-ups.  The tests taking `dq` run on every dialect
+(PostgreSQL, and MariaDB in MySQL native mode); those taking `queue` check what only
+PostgreSQL has (its trigger, its clock functions, a producer's transaction on it)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,11 @@ import hashlib
 import json
 import time
 
+import pytest
+
+from tests.client_server.cs_helpers import CsQueue
 from tests.helpers import eventually
+from tests.mysql_server import require_mysql
 
 TAREFA_KEYS = sorted([
     "id", "id_inicial", "data_hora_inicial", "data_hora", "origem", "destino", "processo",
@@ -17,6 +23,18 @@ TAREFA_KEYS = sorted([
     "grupo_empresarial", "payload", "payload_hash", "pub_sub", "publication_id",
     "subscriber_id", "dead", "live_id", "prioridade",
 ])
+
+
+@pytest.fixture(params=["postgres", pytest.param("mariadb-native", marks=pytest.mark.mysql)])
+def dq(request, tmp_path):
+    """A fresh queue on each dialect, served by workers in the database's own mode."""
+    if request.param == "postgres":
+        yield request.getfixturevalue("queue")
+        return
+    q = CsQueue.create("mariadb", require_mysql(), tmp_path)
+    q.native = True
+    yield q
+    q.destroy()
 
 
 def _seconds(delta: dt.timedelta) -> float:
@@ -42,17 +60,17 @@ def test_rolled_back_producer_transaction_never_runs(queue, pg_server):
     assert [(e["tarefa_id"], e["chave"]) for e in queue.effects()] == [(control_id, "control")]
 
 
-def test_success_commits_effect_with_status_and_passes_26_keys(queue):
+def test_success_commits_effect_with_status_and_passes_26_keys(dq):
     payload = json.dumps({"efeito": "s", "report": True})
-    task_id = queue.insert(payload, processo="proc", chave_externa="ch-1", tenant=7,
+    task_id = dq.insert(payload, processo="proc", chave_externa="ch-1", tenant=7,
                            grupo_empresarial="GE")
-    queue.start_worker()
-    row = queue.wait_status(task_id, "sucesso")
+    dq.start_worker()
+    row = dq.wait_status(task_id, "sucesso")
 
     assert row["mensagem"] == f"ok {task_id}"
     assert row["tentativa"] == 1
-    assert queue.count() == 1  # no retry row
-    effects = queue.effects()
+    assert dq.count() == 1  # no retry row
+    effects = dq.effects()
     assert [(e["tarefa_id"], e["tipo"]) for e in effects] == [(task_id, "execute"),
                                                               (task_id, "report")]
     report = json.loads(effects[1]["chave"])
@@ -62,14 +80,14 @@ def test_success_commits_effect_with_status_and_passes_26_keys(queue):
     assert report["payload"] == payload
 
 
-def test_retry_chain_columns(queue):
+def test_retry_chain_columns(dq):
     # 0.02 min = 1.2 s per tentativa: attempt 2 after 1.2 s, attempt 3 after 2.4 s.
-    queue.start_ready_worker(QUEUE_BASE_INTERVAL_RETRY="0.02", QUEUE_MAX_RETRY="5")
+    dq.start_ready_worker(QUEUE_BASE_INTERVAL_RETRY="0.02", QUEUE_MAX_RETRY="5")
     payload = json.dumps({"efeito": "r", "fail_until": 3, "report": True})
-    first = queue.insert(payload, prioridade=70)
-    eventually(lambda: any(r["status"] == "sucesso" for r in queue.chain(first)), timeout=30,
+    first = dq.insert(payload, prioridade=70)
+    eventually(lambda: any(r["status"] == "sucesso" for r in dq.chain(first)), timeout=30,
                message="chain succeeds")
-    r1, r2, r3 = queue.chain(first)
+    r1, r2, r3 = dq.chain(first)
 
     assert [r["tentativa"] for r in (r1, r2, r3)] == [1, 2, 3]
     assert [r["status"] for r in (r1, r2, r3)] == ["falha", "falha", "sucesso"]
@@ -99,7 +117,7 @@ def test_retry_chain_columns(queue):
 
     # Only the successful attempt's writes were committed, and it received the payload
     # of the first attempt although its own row stores none.
-    effects = queue.effects()
+    effects = dq.effects()
     assert [(e["tarefa_id"], e["tipo"]) for e in effects] == [(r3["id"], "execute"),
                                                               (r3["id"], "report")]
     report = json.loads(effects[1]["chave"])
@@ -108,15 +126,15 @@ def test_retry_chain_columns(queue):
     assert report["id_inicial"] == first
 
 
-def test_dead_letter_after_max_retry(queue):
+def test_dead_letter_after_max_retry(dq):
     payload = json.dumps({"efeito": "d", "fail": True})
-    first = queue.insert(payload, prioridade=80, chave_externa="k-dead", tenant=3)
-    queue.start_worker(QUEUE_MAX_RETRY="2")
-    dead = eventually(lambda: next((r for r in queue.rows("dead") if r["status"] == "sucesso"),
+    first = dq.insert(payload, prioridade=80, chave_externa="k-dead", tenant=3)
+    dq.start_worker(QUEUE_MAX_RETRY="2")
+    dead = eventually(lambda: next((r for r in dq.rows("dead") if r["status"] == "sucesso"),
                                    None), message="dead letter handled")
-    queue.wait_idle()
+    dq.wait_idle()
 
-    live = queue.chain(first)
+    live = dq.chain(first)
     assert [(r["tentativa"], r["status"]) for r in live] == [(1, "falha"), (2, "falha")]
     assert live[1]["estouro_tentativas"] is True
     assert live[1]["reenfileirado"] is False
@@ -129,46 +147,46 @@ def test_dead_letter_after_max_retry(queue):
     assert dead["chave_externa"] == "k-dead"
     assert dead["tenant"] == 3
     assert dead["mensagem"] == f"morta tratada {dead['id']} (original {first})"
-    assert queue.count() == 3
-    assert [(e["tarefa_id"], e["tipo"], e["chave"]) for e in queue.effects()] == [
+    assert dq.count() == 3
+    assert [(e["tarefa_id"], e["tipo"], e["chave"]) for e in dq.effects()] == [
         (dead["id"], "dead", "d")]
 
 
-def test_failing_dead_chain_ends_without_second_dead_chain(queue):
-    first = queue.insert({"fail": True, "fail_dead": True})
-    queue.start_worker(QUEUE_MAX_RETRY="2")
-    eventually(lambda: queue.count("dead AND tentativa = 2 AND status = 'falha'") == 1,
+def test_failing_dead_chain_ends_without_second_dead_chain(dq):
+    first = dq.insert({"fail": True, "fail_dead": True})
+    dq.start_worker(QUEUE_MAX_RETRY="2")
+    eventually(lambda: dq.count("dead AND tentativa = 2 AND status = 'falha'") == 1,
                message="dead chain exhausted")
-    queue.wait_idle()
+    dq.wait_idle()
     # The last dead attempt is marked 'falha' in the same transaction that would insert
     # another dead row, so the count is final here.
-    rows = queue.rows()
+    rows = dq.rows()
     assert [(r["dead"], r["tentativa"], r["status"]) for r in rows] == [
         (False, 1, "falha"), (False, 2, "falha"), (True, 1, "falha"), (True, 2, "falha")]
     assert rows[2]["live_id"] == first
     assert rows[3]["id_inicial"] == rows[2]["id"]
     assert rows[3]["estouro_tentativas"] is True
     assert "fila de mortos" in rows[3]["mensagem"]
-    assert queue.count("dead") == 2
-    assert queue.effects() == []  # every execute_dead rolled back
+    assert dq.count("dead") == 2
+    assert dq.effects() == []  # every execute_dead rolled back
 
 
-def test_priority_then_age_order(queue):
+def test_priority_then_age_order(dq):
     prios = [10, 90, 50, 90, 30, 50]
-    ids = [queue.insert({"efeito": f"p{i}"}, prioridade=p) for i, p in enumerate(prios)]
-    queue.start_worker()
-    queue.wait_idle()
+    ids = [dq.insert({"efeito": f"p{i}"}, prioridade=p) for i, p in enumerate(prios)]
+    dq.start_worker()
+    dq.wait_idle()
     expected = [i for _, i in sorted(zip(prios, ids), key=lambda t: (-t[0], t[1]))]
-    assert [e["tarefa_id"] for e in queue.effects()] == expected
-    assert queue.count("status = 'sucesso'") == len(ids)
+    assert [e["tarefa_id"] for e in dq.effects()] == expected
+    assert dq.count("status = 'sucesso'") == len(ids)
 
 
-def test_tasks_inserted_before_worker_starts_are_run(queue):
-    ids = [queue.insert({"efeito": f"pre{i}"}) for i in range(3)]
-    queue.start_worker()
+def test_tasks_inserted_before_worker_starts_are_run(dq):
+    ids = [dq.insert({"efeito": f"pre{i}"}) for i in range(3)]
+    dq.start_worker()
     for task_id in ids:
-        queue.wait_status(task_id, "sucesso")
-    assert sorted(e["tarefa_id"] for e in queue.effects()) == ids
+        dq.wait_status(task_id, "sucesso")
+    assert sorted(e["tarefa_id"] for e in dq.effects()) == ids
 
 
 def test_scheduled_task_runs_when_due_not_before(queue):
@@ -212,8 +230,8 @@ def test_mixed_case_queue_name_wakes_worker_on_insert(pg_server):
         q.destroy()
 
 
-def test_payload_hash_and_json_of_dict_payload(queue):
-    task_id = queue.client().insert_task("o", "d", "p", "c", {"a": 1, "b": "ç"})
-    row = queue.row(task_id)
+def test_payload_hash_and_json_of_dict_payload(dq):
+    task_id = dq.client().insert_task("o", "d", "p", "c", {"a": 1, "b": "ç"})
+    row = dq.row(task_id)
     assert json.loads(row["payload"]) == {"a": 1, "b": "ç"}
     assert row["payload_hash"] == hashlib.sha256(row["payload"].encode()).hexdigest()
