@@ -1,20 +1,16 @@
-"""A task's whole life on MariaDB, in process: SocketGuard + TaskRunner + admin services.
-
-No worker processes and no socket server: locks come from `DictLocker`, an in-process
-stand-in with the Locker contract (session-owned, non-blocking, released on close).  It
-is only for these unit-level tests; the real MySQL path uses the queue server's locks.
-"""
+"""A task's whole life on MariaDB in MySQL native mode, in process: MysqlGuard (SKIP
+LOCKED + real named locks) + TaskRunner + the admin services.  The same lifecycle with
+worker processes runs on every dialect in tests/core/test_lifecycle.py."""
 
 from __future__ import annotations
 
 import datetime as dt
-import threading
-from typing import Any, Dict, List
+from typing import Any, List
 
 import pytest
 
-from nsj_queue_lib.coordination.base import LockKey, task_lock_key
-from nsj_queue_lib.coordination.socket.guard import SocketGuard
+from nsj_queue_lib.coordination.base import task_lock_key
+from nsj_queue_lib.coordination.mysql import MysqlBackend, lock_name, lock_prefix
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
@@ -27,58 +23,29 @@ from tests.helpers import eventually
 from tests.mysql.conftest import make_settings
 
 
-class DictLocker:
-    """Locks in a dict shared by the 'sessions' of one test."""
+class RecordingBackend(MysqlBackend):
+    """The MySQL native backend (real named locks), recording the wake-ups it sends."""
 
-    def __init__(self, owners: Dict[LockKey, Any]) -> None:
-        self.owners = owners
-        self._mutex = threading.Lock()
-
-    def try_lock(self, key: LockKey) -> bool:
-        with self._mutex:
-            if self.owners.get(key, self) is not self:
-                return False
-            self.owners[key] = self
-            return True
-
-    def unlock(self, key: LockKey) -> bool:
-        with self._mutex:
-            if self.owners.get(key) is not self:
-                return False
-            del self.owners[key]
-            return True
-
-    def close(self) -> None:
-        with self._mutex:
-            for key in [k for k, v in self.owners.items() if v is self]:
-                del self.owners[key]
-
-
-class FakeBackend:
-    """Backend of the client/server mode, with DictLocker locks and recorded wake-ups."""
-
-    def __init__(self) -> None:
-        self.owners: Dict[LockKey, Any] = {}
+    def __init__(self, settings) -> None:
+        super().__init__(settings)
         self.wakes: List[str] = []
-
-    def admin_locker(self, session: DbSession) -> DictLocker:
-        return DictLocker(self.owners)
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         self.wakes.append(payload)
 
 
 class Worker:
-    """What the consumer loop wires in client/server mode: its own session, SocketGuard
-    (over DictLocker), TaskRunner."""
+    """What the consumer loop wires in MySQL native mode: its own session, MysqlGuard,
+    TaskRunner (claim-ahead off: these tests go one task at a time)."""
 
-    def __init__(self, settings, backend: FakeBackend, handler) -> None:
+    def __init__(self, settings, backend: RecordingBackend, handler) -> None:
         self.settings = settings
         self.session = DbSession.open(settings)
         self.repo = TaskRepository(self.session, settings.queue_table,
                                    settings.queue_subscriber_table)
-        self.locker = DictLocker(backend.owners)
-        self.guard = SocketGuard(self.repo, self.locker, settings.queue_table)
+        self.guard = backend.guard(self.session, self.repo)
+        self.guard.claim_ahead = False
+        self.locker = self.guard.locker
         self.runner = TaskRunner(settings, self.repo, self.guard, FunctionRouter(handler))
 
     def claim(self):
@@ -91,13 +58,19 @@ class Worker:
         return tarefa, self.runner.run(tarefa)
 
     def close(self) -> None:
-        self.locker.close()
+        self.guard.close()
         self.session.close()
 
 
+def lock_holder(q, task_id: int):
+    """CONNECTION_ID() of the session holding the task's named lock (None when free)."""
+    name = lock_name(lock_prefix(make_settings(q)), task_lock_key(q.table, task_id))
+    return q.sql("SELECT IS_USED_LOCK(%s) AS c", (name,))[0]["c"]
+
+
 @pytest.fixture
-def backend() -> FakeBackend:
-    return FakeBackend()
+def backend(myqueue) -> RecordingBackend:
+    return RecordingBackend(make_settings(myqueue))
 
 
 @pytest.fixture
@@ -147,21 +120,25 @@ def test_success_commits_effect_and_status_together(myqueue, workers, backend):
     tarefa = w.claim()
     assert tarefa["id"] == task_id and tarefa["status"] == "processando"
     assert tarefa["payload"] == '{"a": 1}' and tarefa["pub_sub"] is False
-    assert backend.owners[task_lock_key(myqueue.table, task_id)] is w.locker
+    assert lock_holder(myqueue, task_id) == w.session.fetch_value("SELECT CONNECTION_ID()")
     assert workers(handler_ok(myqueue)).claim() is None  # nothing else to take
     assert w.runner.run(tarefa) is True
     row = myqueue.row(task_id)
     assert (row["status"], row["mensagem"]) == ("sucesso", f'ok {task_id} {{"a": 1}}')
     assert [(e["tarefa_id"], e["chave"]) for e in myqueue.effects()] == [(task_id, "ok")]
-    assert backend.owners == {}  # lock released
+    assert lock_holder(myqueue, task_id) is None  # lock released
 
 
 def test_claim_skips_a_task_locked_by_another_worker(myqueue, workers):
     first = _enqueue(myqueue, prioridade=90)
     second = _enqueue(myqueue, prioridade=10)
     a, b = workers(handler_ok(myqueue)), workers(handler_ok(myqueue))
-    assert a.locker.try_lock(task_lock_key(myqueue.table, first))  # a is about to claim it
-    assert b.claim()["id"] == second
+    assert a.locker.try_lock(task_lock_key(myqueue.table, first))  # a holds its lock
+    # The waiting row whose lock another session holds is left as it is (the claim
+    # returns nothing this time; the consumer retries at once with a short back-off).
+    assert b.claim() is None and myqueue.row(first)["status"] == "pendente"
+    assert a.locker.unlock(task_lock_key(myqueue.table, first))
+    assert [b.claim()["id"], b.claim()["id"]] == [first, second]
     assert b.claim() is None
 
 
@@ -286,7 +263,9 @@ def test_retry_service_rescues_a_task_whose_worker_died(myqueue, workers, backen
     running = workers(handler_ok(myqueue))
     alive = running.claim()
     assert alive["id"] == alive_id
-    crashed.locker.close()  # the worker's lock session ends: it died
+    crashed.session.close()  # the worker's session ends: it died, its named lock too
+    eventually(lambda: lock_holder(myqueue, task_id) is None, 5, interval=0.02,
+               message="lock da sessão morta liberado")
     settings = make_settings(myqueue)
     result = RetryService(settings, backend, frozenset(range(60))).run_once()
     assert (result.skipped, result.count) == (False, 1)
@@ -302,10 +281,13 @@ def test_retry_service_rescues_a_task_whose_worker_died(myqueue, workers, backen
 def test_admin_service_skips_when_another_worker_holds_its_lock(myqueue, backend):
     from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
 
-    holder = DictLocker(backend.owners)
-    holder.try_lock(admin_lock_key(myqueue.table, ADMIN_PURGE))
-    result = PurgeService(make_settings(myqueue), backend, frozenset({0})).run_once()
-    assert result.skipped is True
+    holder = DbSession.open(make_settings(myqueue))
+    try:
+        assert backend.admin_locker(holder).try_lock(admin_lock_key(myqueue.table, ADMIN_PURGE))
+        result = PurgeService(make_settings(myqueue), backend, frozenset({0})).run_once()
+        assert result.skipped is True
+    finally:
+        holder.close()
 
 
 def test_purge_service_keeps_active_chains(myqueue, workers, backend):
