@@ -21,7 +21,7 @@ import pytest
 
 from tests.chaos import report
 from tests.chaos.harness import ChaosRun
-from tests.chaos.webhook import FlakyWebhook
+from tests.fixtures.http import FlakyWebhook
 
 TARGETS = [pytest.param("postgres", "db", id="postgres"),
            pytest.param("mariadb", "cs", id="mariadb-cs", marks=pytest.mark.mysql)]

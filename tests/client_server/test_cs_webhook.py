@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.http import RecordingServer
 from tests.helpers import eventually
-from tests.pubsub.httpserver import RecordingServer
 
 WEBHOOK = "nsj_queue_lib.worker_webhook"
 SECRET = "token-do-assinante-3f9a"

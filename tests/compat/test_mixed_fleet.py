@@ -138,7 +138,7 @@ def test_worker_with_compat_off_beside_1_2_2_warns_loudly(legacy_queue):
 def test_webhook_queue_mixed_fleet_delivers_each_publication_once(legacy_queue):
     """1.2.2's and 2.x's webhook workers on one queue: every publication reaches every
     webhook subscriber exactly once (counted at a local HTTP server)."""
-    from tests.pubsub.httpserver import RecordingServer
+    from tests.fixtures.http import RecordingServer
 
     conn, fleet = legacy_queue
     s, f = fleet.schema, fleet.fila

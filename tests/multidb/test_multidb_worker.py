@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.http import RecordingServer
 from tests.helpers import eventually
 from tests.multidb.conftest import (
     OAUTH_PASSWORD,
@@ -25,7 +26,6 @@ from tests.multidb.conftest import (
     tenant_items,
     tenant_sql,
 )
-from tests.pubsub.httpserver import RecordingServer
 
 WORKER = "tests.workers.multidb_worker"
 THREE_ARGS = "tests.workers.multidb_three_args"

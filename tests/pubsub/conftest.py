@@ -11,7 +11,7 @@ import pytest
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, TaskConnection
-from tests.pubsub.httpserver import RecordingServer
+from tests.fixtures.http import RecordingServer
 
 
 @pytest.fixture
