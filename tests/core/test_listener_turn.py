@@ -31,8 +31,8 @@ def _turn(queue) -> dict:
     return {"holder": out[True], "waiting": out[False]}
 
 
-def _sockets_of(pid: int) -> set:
-    """Local TCP ports of the sockets process `pid` holds open (from /proc)."""
+def _socket_inodes(pid: int) -> set:
+    """Inodes of the sockets process `pid` holds open (from /proc)."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
@@ -41,6 +41,17 @@ def _sockets_of(pid: int) -> set:
             continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
+    return inodes
+
+
+def _sessions_of(queue, pid: int) -> int:
+    """Database sessions process `pid` holds, over TCP or over a unix socket.
+
+    TCP: its local ports matched against pg_stat_activity.client_port.  Unix socket
+    (the embedded server): pg_stat_activity cannot name the client, so its connected
+    unix sockets are counted (a worker opens no other unix socket).
+    """
+    inodes = _socket_inodes(pid)
     ports = set()
     for table in ("tcp", "tcp6"):
         path = Path(f"/proc/{pid}/net/{table}")
@@ -50,11 +61,14 @@ def _sockets_of(pid: int) -> set:
             parts = line.split()
             if parts[9] in inodes:
                 ports.add(int(parts[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-def _sessions_of(queue, pid: int) -> int:
-    ports = _sockets_of(pid)
+    if queue.server.host.startswith("/"):
+        unix = 0
+        for line in Path(f"/proc/{pid}/net/unix").read_text().splitlines()[1:]:
+            parts = line.split()
+            # Num RefCount Protocol Flags Type St Inode [Path]; St 03 = connected.
+            if parts[6] in inodes and parts[5] == "03":
+                unix += 1
+        return unix
     if not ports:
         return 0
     return int(queue.value("SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%s)",
@@ -90,6 +104,8 @@ def test_one_idle_worker_listens_the_others_wait_in_one_statement(queue):
     # One database session per worker process (no separate heartbeat connection).
     for w in workers:
         assert _sessions_of(queue, w.pid) == 1, w.log()
+    assert queue.value("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                       (f"nsj_queue_lib:{queue.fila}",)) == IDLE
 
     # HALT reaches every idle worker, the waiting ones included (turn by turn).
     queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
