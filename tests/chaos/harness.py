@@ -39,16 +39,15 @@ from nsj_queue_lib.queue_client import QueueClient
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.schedule import retry_delay_seconds
 from tests.chaos import report
+from tests.fixtures.servers import QueueServerProc
 from tests.helpers import READY_MARK, WorkerProc, eventually
 from tests.mysql_server import split_statements
-from tests.server.socket_server_helpers import HOST, RawClient, free_port
+from tests.server.socket_server_helpers import HOST, free_port
 
 N = int(os.environ.get("NSJQ_CHAOS_N", "200"))
 SCALE = max(1.0, N / 200.0)  # a soak run (bigger N) stretches the fault window with it
 WINDOW = float(os.environ.get("NSJQ_CHAOS_WINDOW", "8")) * SCALE
 TOKEN = "segredo-chaos"
-SERVER_MODULE = "nsj_queue_lib.server.server_main"
-SERVER_READY = "no ar: notify em"
 WAITING = "status IN ('pendente', 'agendada', 'processando')"
 RETRY_BASE_MINUTES = 0.005
 LOG_DIR = Path(os.environ.get("NSJQ_TEST_LOG_DIR", "/tmp/nsjq-test-logs")) / "chaos"
@@ -165,28 +164,6 @@ class MyTarget:
 
 
 # -- the queue and its processes -----------------------------------------------------------
-class ServerProc(WorkerProc):
-    """The socket server (python -m nsj_queue_lib.server.server_main)."""
-
-    def wait_ready(self, ports: Sequence[int], timeout: float = 30.0) -> ServerProc:
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"servidor saiu com {self.proc.returncode}:\n{self.log()}")
-            if SERVER_READY not in self.log():
-                return False
-            for port in ports:
-                try:
-                    with RawClient(port) as raw:
-                        if raw.hello(TOKEN).get("ok") is not True:
-                            return False
-                except OSError:
-                    return False
-            return True
-
-        eventually(ready, timeout, interval=0.05, message="servidor pronto")
-        return self
-
-
 class ChaosQueue:
     """A fresh queue (schema or database) on a target, in DB or client/server mode."""
 
@@ -209,7 +186,7 @@ class ChaosQueue:
         self.worker_overrides: Dict[str, str] = {}  # e.g. DB_HOST of a proxy
         self.workers: List[WorkerProc] = []
         self.killed: List[WorkerProc] = []
-        self.servers: List[ServerProc] = []
+        self.servers: List[QueueServerProc] = []
         self.log_dir = LOG_DIR / self.schema
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._count = 0
@@ -327,14 +304,15 @@ class ChaosQueue:
         self.workers.remove(proc)
         self.killed.append(proc)
 
-    def start_server(self) -> ServerProc:
+    def start_server(self) -> QueueServerProc:
         n = len(self.servers)
-        srv = ServerProc(SERVER_MODULE, self.env(), self.log_dir / f"server{n}.log")
+        srv = QueueServerProc(self.env(), self.log_dir / f"server{n}.log", self.notify_port,
+                              self.lock_port, TOKEN)
         self.servers.append(srv)
-        return srv.wait_ready((self.notify_port, self.lock_port))
+        return srv.wait_ready()
 
     @property
-    def server(self) -> ServerProc:
+    def server(self) -> QueueServerProc:
         return self.servers[-1]
 
     def logs(self, tail: int = 60) -> str:

@@ -20,42 +20,14 @@ from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
 from nsj_queue_lib.db.schema import render_schema
 from nsj_queue_lib.queue_client import QueueClient
+from tests.fixtures.servers import QueueServerProc
 from tests.helpers import READY_MARK, WorkerProc, eventually
 from tests.mysql_server import split_statements
 from tests.server.socket_server_helpers import HOST, RawClient, free_port
 
 TOKEN = "segredo-cs-aceitacao"
-SERVER_MODULE = "nsj_queue_lib.server.server_main"
-SERVER_READY = "no ar: notify em"
 BOOL_COLUMNS = ("dead", "pub_sub", "reenfileirado", "estouro_tentativas", "ativo")
 WAITING = "status IN ('pendente', 'agendada', 'processando')"
-
-
-class ServerProc(WorkerProc):
-    """The queue server in a subprocess (same process helpers as a worker)."""
-
-    def __init__(self, env: Dict[str, str], log_path: Path, notify_port: int,
-                 lock_port: int) -> None:
-        super().__init__(SERVER_MODULE, env, log_path)
-        self.notify_port = notify_port
-        self.lock_port = lock_port
-
-    def wait_ready(self, timeout: float = 20.0) -> ServerProc:
-        """Until the server logged that it serves and answers a `hello` on both ports."""
-
-        def ready() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"servidor saiu com {self.proc.returncode}:\n{self.log()}")
-            if SERVER_READY not in self.log():
-                return False
-            for port in (self.notify_port, self.lock_port):
-                with RawClient(port) as raw:
-                    if raw.hello(TOKEN).get("ok") is not True:
-                        return False
-            return True
-
-        eventually(ready, timeout, interval=0.05, message="servidor pronto")
-        return self
 
 
 class CsQueue:
@@ -78,7 +50,7 @@ class CsQueue:
         # MySQL native mode (no socket server): CLIENT_SERVER_MODE=false on MariaDB.
         self.native = False
         self.workers: List[WorkerProc] = []
-        self.servers: List[ServerProc] = []
+        self.servers: List[QueueServerProc] = []
         self.lockers: List[SocketLocker] = []
 
     @property
@@ -249,16 +221,16 @@ class CsQueue:
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
-    def start_server(self, **extra: Any) -> ServerProc:
+    def start_server(self, **extra: Any) -> QueueServerProc:
         """Start the queue server on this queue's ports and wait until it answers."""
         n = len(self.servers)
-        srv = ServerProc(self.env(**extra), self.log_dir / f"{self.schema}-server{n}.log",
-                         self.notify_port, self.lock_port)
+        srv = QueueServerProc(self.env(**extra), self.log_dir / f"{self.schema}-server{n}.log",
+                              self.notify_port, self.lock_port, TOKEN)
         self.servers.append(srv)
         return srv.wait_ready()
 
     @property
-    def current_server(self) -> ServerProc:
+    def current_server(self) -> QueueServerProc:
         return self.servers[-1]
 
     def start_worker(self, module: str = "tests.workers.scripted", **extra: Any) -> WorkerProc:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.client_server.cs_helpers import ServerProc
+from tests.client_server.cs_helpers import TOKEN
 from tests.core.test_db_refused import assert_config_exit
+from tests.fixtures.servers import QueueServerProc
 
 
 @pytest.mark.parametrize("env,expected", [
@@ -21,8 +22,9 @@ def test_mariadb_refusal_at_start_exits_2_with_one_line(mariadb_csq, env, expect
 
 def test_queue_server_with_a_refused_password_exits_2_with_one_line(mariadb_csq):
     csq = mariadb_csq
-    server = ServerProc(csq.env(DB_PASS="senha-errada"), csq.log_dir / "server-refused.log",
-                        csq.notify_port, csq.lock_port)
+    server = QueueServerProc(csq.env(DB_PASS="senha-errada"),
+                             csq.log_dir / "server-refused.log", csq.notify_port,
+                             csq.lock_port, TOKEN)
     line = assert_config_exit(server, "recusou a conexão", "DB_PASS", "[MySQL 1045]")
     assert "senha-errada" not in line
 
