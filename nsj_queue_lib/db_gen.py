@@ -8,12 +8,11 @@ to the database read the DB_* variables.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from typing import List, Optional
 
-from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
 from nsj_queue_lib.db import schema as schema_mod
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
@@ -34,7 +33,7 @@ def _connect(mysql: bool):
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
         prog="python -m nsj_queue_lib.db_gen",
         description="Imprime o modelo de banco (DDL) de uma fila: tabela da fila, tabela de "

@@ -8,7 +8,6 @@ consumed; prints the count per status; stops everything.
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import tempfile
 import time
 from typing import Any, List, Optional
 
-from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.schema import render_schema
 from nsj_queue_lib.devdb import acquire
@@ -48,7 +47,7 @@ def _embedded_missing() -> bool:
 
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
         prog=prog or "python -m nsj_queue_lib.demo",
         description="Demonstração: usa o PostgreSQL de DB_* (ou .env) ou sobe um PostgreSQL "

@@ -23,7 +23,6 @@ exit 2: configuration error.  One line in Portuguese says why.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -34,7 +33,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.runtime.service import BackgroundService
@@ -311,7 +310,7 @@ def _check_server_from_probe(settings: Settings) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
         prog=prog or "python -m nsj_queue_lib.health",
         description="Verifica se um worker da fila está vivo e com conexões utilizáveis "

@@ -17,14 +17,13 @@ Exit codes: 0 ok, 1 database or table unavailable, 2 configuration error.
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.queries import Queries
@@ -210,7 +209,7 @@ def _settings(table: Optional[str]) -> Settings:
 
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
         prog=prog or "python -m nsj_queue_lib.status",
         description="Mostra o estado da fila configurada (DB_* e QUEUE_TABLE): tarefas por "

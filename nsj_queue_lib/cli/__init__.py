@@ -18,7 +18,13 @@ import pkgutil
 import sys
 from typing import List, Optional
 
-from nsj_queue_lib.cli.common import EXIT_CONFIG, HelpFormatter, load_env_file, portuguese
+from nsj_queue_lib.cli.common import (
+    EXIT_CONFIG,
+    ArgumentParser,
+    HelpFormatter,
+    load_env_file,
+    portuguese,
+)
 
 EPILOG = """\
 códigos de saída:
@@ -41,7 +47,7 @@ def _command_modules() -> List[object]:
 
 def build_parser(prog: str = "nsj-queue") -> argparse.ArgumentParser:
     """The parser with every subcommand of nsj_queue_lib.cli.commands."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=prog, formatter_class=HelpFormatter, epilog=EPILOG, add_help=False,
         description="Opera filas do nsj-queue-lib: schema, workers, servidor de filas, "
         "estado, tarefas (listar, ver, reenfileirar, cancelar) e pausa.")

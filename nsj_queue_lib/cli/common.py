@@ -8,10 +8,11 @@ import datetime as _dt
 import decimal
 import getpass
 import json
+import re
 import socket
 import sys
 import textwrap
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, NoReturn, Optional, Tuple
 
 from nsj_queue_lib.exceptions import (
     ConfigError,
@@ -44,12 +45,64 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         super().add_usage(usage, actions, groups, "uso: " if prefix is None else prefix)
 
 
-def portuguese(parser: argparse.ArgumentParser, version: bool = False) -> argparse.ArgumentParser:
-    """Portuguese -h/--help (and --version) and section title on a parser made with
+# argparse's own messages (English, formatted before error() sees them) and their
+# Portuguese; the same wording on every supported Python version.
+_MESSAGES: List[Tuple[str, str]] = [
+    (r"^argument ([^:]+): ", r"argumento \1: "),
+    (r"the following arguments are required: ", "argumentos obrigatórios ausentes: "),
+    (r"one of the arguments (.+) is required", r"informe um dos argumentos \1"),
+    (r"invalid choice: (.+) \(choose from (.+)\)$", r"valor inválido: \1 (valores aceitos: \2)"),
+    (r"unrecognized arguments: ", "argumentos não reconhecidos: "),
+    (r"expected one argument", "espera um valor"),
+    (r"expected at most one argument", "espera no máximo um valor"),
+    (r"expected at least one argument", "espera ao menos um valor"),
+    (r"expected (\d+) arguments?", r"espera \1 valor(es)"),
+    (r"invalid (\S+) value: (.+)$", r"valor inválido (\1): \2"),
+    (r"not allowed with argument (.+)$", r"não pode ser usado com o argumento \1"),
+    (r"ambiguous option: (\S+) could match (.+)$", r"opção ambígua: \1 pode ser \2"),
+    (r"ignored explicit argument (.+)$", r"valor ignorado: \1"),
+    (r"can't open '(.+)': ", r"não foi possível abrir '\1': "),
+]
+
+
+def translate_message(message: str) -> str:
+    """argparse's English error message in Portuguese (unknown ones unchanged)."""
+    for pattern, replacement in _MESSAGES:
+        message = re.sub(pattern, replacement, message)
+    return message
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with Portuguese help headings, -h/--help, --version and error messages.
+
+    Every parser of the package is one of these; subcommand parsers inherit the class.
+    `add_help=False` leaves the help option out (passthrough commands, or `portuguese()`
+    adds it later); `version=True` adds --version.
+    """
+
+    def __init__(self, *args: Any, add_help: bool = True, version: bool = False,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, add_help=False, **kwargs)
+        self._optionals.title = "opções"  # argparse has no public setter for these
+        self._positionals.title = "argumentos"
+        if add_help or version:
+            portuguese(self, version=version, with_help=add_help)
+
+    def error(self, message: str) -> NoReturn:
+        """Usage and `prog: erro: message` on stderr, exit code 2 (as argparse)."""
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_CONFIG, f"{self.prog}: erro: {translate_message(message)}\n")
+
+
+def portuguese(parser: argparse.ArgumentParser, version: bool = False,
+               with_help: bool = True) -> argparse.ArgumentParser:
+    """Portuguese -h/--help (and --version) and section titles on a parser made with
     add_help=False."""
     parser._optionals.title = "opções"  # argparse has no public setter for these
     parser._positionals.title = "argumentos"
-    parser.add_argument("-h", "--help", action="help", help="mostra esta ajuda e sai")
+    if with_help:
+        parser.add_argument("-h", "--help", action="help", help="mostra esta ajuda e sai")
     if version:
         from nsj_queue_lib.version import __version__
 

@@ -3,7 +3,6 @@ a worker).  Other arguments are left to the script, as in the original library."
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import sys
@@ -22,11 +21,11 @@ def handle_worker_argv(cls: type, argv: Sequence[str], prog: Optional[str] = Non
     """Print help or version and exit 0 when asked; otherwise return (start the worker)."""
     if not any(a in ("-h", "--help", "--version") for a in argv):
         return
-    from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+    from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
 
     doc = inspect.getdoc(cls) or ""
     summary = doc.split("\n\n")[0] if doc else ""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=prog or _prog(), formatter_class=HelpFormatter, add_help=False,
         description=f"Worker {cls.__qualname__} do nsj-queue-lib: executa as tarefas da fila "
         f"QUEUE_TABLE.\n{summary}".rstrip(), epilog=WORKER_HELP_EPILOG)

@@ -28,9 +28,9 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
-    from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+    from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
         prog=prog or "python -m nsj_queue_lib.dashboard",
         description="Painel web das filas do banco configurado (DB_*): contagens, vazão da "

@@ -130,11 +130,10 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Command-line entry point (also `nsj-queue server`)."""
-    import argparse
 
-    from nsj_queue_lib.cli.common import HelpFormatter, portuguese
+    from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
 
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
         prog="python -m nsj_queue_lib.server.server_main",
         description="Servidor de filas do modo cliente/servidor (MySQL, MariaDB, "
