@@ -309,6 +309,29 @@ def _check_server_from_probe(settings: Settings) -> Dict[str, Any]:
             "motivo": f"servidor de filas {where} " + ("respondeu" if ok else "não respondeu")}
 
 
+def check_url(url: str, timeout: float = 5.0) -> Dict[str, Any]:
+    """An HTTP probe (a worker's /healthz with METRICS_PORT, or the dashboard): healthy
+    when GET answers 200 within `timeout` seconds."""
+    from urllib.error import HTTPError, URLError
+    from urllib.request import urlopen
+
+    def first_line(body: bytes) -> str:
+        text = body.decode("utf-8", "replace").strip()
+        return text.splitlines()[0][:200] if text else ""
+
+    try:
+        with urlopen(url, timeout=timeout) as resp:  # scheme checked by main()
+            status, body = resp.status, resp.read(4096)
+    except HTTPError as exc:
+        status, body = exc.code, exc.read(4096)
+    except (URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return {"saudavel": False, "estado": None, "motivo": f"{url} não respondeu: {reason}"}
+    detail = first_line(body)
+    return {"saudavel": status == 200, "estado": None,
+            "motivo": f"{url} respondeu {status}" + (f" ({detail})" if detail else "")}
+
+
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
@@ -328,15 +351,23 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                         "ping com SERVER_AUTH_TOKEN) em vez de um worker")
     target.add_argument("--somente-banco", dest="only_db", action="store_true",
                         help="verifica só o banco (DB_*), sem worker")
+    target.add_argument("--url", metavar="URL",
+                        help="verifica um endpoint HTTP (saudável se GET responde 200): o "
+                        "/healthz de um worker com METRICS_PORT ou o painel")
     portuguese(parser, version=True)
     args = parser.parse_args(argv)
+    if args.url is not None and not args.url.startswith(("http://", "https://")):
+        parser.error(f"--url: use http:// ou https:// ({args.url!r})")
     try:
         settings = Settings.from_env(require=("db",) if args.db or args.only_db else ())
-        path = None if args.servidor or args.only_db else health_file_path(settings.queue_name)
+        probe_only = args.servidor or args.only_db or args.url
+        path = None if probe_only else health_file_path(settings.queue_name)
     except ConfigError as exc:
         print(f"Erro: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    if args.servidor:
+    if args.url:
+        result = check_url(args.url)
+    elif args.servidor:
         result = _check_server_from_probe(settings)
     elif args.only_db:
         problem = _check_db_from_probe(settings)

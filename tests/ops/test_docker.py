@@ -19,7 +19,8 @@ from tests.helpers import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
 SERVICES = {"postgres", "mariadb", "server", "worker", "worker_pubsub", "worker_webhook",
-            "tests"}
+            "dashboard", "tests"}
+WORKERS = ("worker", "worker_pubsub", "worker_webhook")
 APP_SERVICES = SERVICES - {"postgres", "mariadb"}
 # Variables of the test harness (tests/mysql_server.py), allowed in the tests service only.
 TEST_HARNESS = re.compile(r"^(NSJQ_TEST_[A-Z_]+|CI)$")
@@ -309,3 +310,34 @@ def test_dotenv_values_keep_their_quotes_meaning(tmp_path):
                       "print(repr((s.db_host, s.db_pass, s.db_user)))"], env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "('db.exemplo', 's3cr#t', 'nsj user')"
+
+
+def test_dashboard_service_is_optional_token_guarded_and_published_on_loopback(compose):
+    svc = compose["services"]["dashboard"]
+    assert svc["profiles"] == ["dashboard"]  # `docker compose up` alone does not start it
+    assert svc["command"] == ["python", "-m", "nsj_queue_lib.dashboard"]
+    env = svc["environment"]
+    assert env["DASHBOARD_TOKEN"] == "${DASHBOARD_TOKEN:-}"
+    # Inside the container it must listen on every interface (the published port goes to
+    # the container's address); outside compose the default stays loopback.
+    assert (env["DASHBOARD_BIND_HOST"], env["DASHBOARD_PORT"]) == ("0.0.0.0", "8090")
+    assert Settings.from_env({}, load_dotenv=False, require=()).dashboard_bind_host == "127.0.0.1"
+    # On the host: only through the mapping, and only on the host's loopback.
+    assert svc["ports"] == ["127.0.0.1:${DASHBOARD_PORT:-8090}:8090"]
+    dist = _dotenv((ROOT / ".env.dist").read_text())
+    assert _interpolate(svc["ports"][0], dist) == "127.0.0.1:8090:8090"
+    assert svc["healthcheck"]["test"][4:] == ["--url", "http://127.0.0.1:8090/"]
+    settings = Settings.from_env(dict(dist, **{k: _interpolate(v, dict(dist, DASHBOARD_TOKEN="t"))
+                                               for k, v in env.items()}), load_dotenv=False)
+    assert (settings.dashboard_bind_host, settings.dashboard_port) == ("0.0.0.0", 8090)
+    assert settings.dashboard_token == "t"
+
+
+def test_workers_serve_healthz_in_the_network_and_use_it_as_healthcheck(compose):
+    for name in WORKERS:
+        svc = compose["services"][name]
+        env = svc["environment"]
+        assert (env["METRICS_PORT"], env["METRICS_BIND_HOST"]) == ("9100", "0.0.0.0"), name
+        assert "ports" not in svc, f"{name}: /metrics não é publicado no host"
+        assert svc["healthcheck"]["test"][4:] == [
+            "--url", f"http://127.0.0.1:{env['METRICS_PORT']}/healthz"], name
