@@ -27,8 +27,12 @@ FILA = "fila_demo"
 
 
 def _bar(label: str, done: int, total: int, width: int = 40) -> None:
+    tty = sys.stdout.isatty()
+    if not tty and done < total:
+        return  # piped output (CI, a log file): only the final state, no carriage returns
     filled = int(width * done / total) if total else width
-    sys.stdout.write(f"\r{label:<22} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    start = "\r" if tty else ""
+    sys.stdout.write(f"{start}{label:<22} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
     sys.stdout.flush()
 
 

@@ -219,8 +219,8 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     parser.add_argument("--watch", nargs="?", type=float, const=5.0, default=None,
                         metavar="SEGUNDOS", help="repete a leitura a cada SEGUNDOS (padrão 5) "
                         "até Ctrl-C")
-    parser.add_argument("--tabela", help="tabela da fila ('tabela' ou 'schema.tabela'); "
-                        "padrão: QUEUE_TABLE")
+    parser.add_argument("--tabela", metavar="SCHEMA.FILA",
+                        help="tabela da fila ('tabela' ou 'schema.tabela'); padrão: QUEUE_TABLE")
     portuguese(parser, version=True)
     args = parser.parse_args(argv)
     if args.watch is not None and args.watch <= 0:

@@ -65,9 +65,11 @@ def register(subparsers: Any) -> None:
 
 
 def _add_target(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("schema", nargs="?", help="schema do banco (padrão: o de QUEUE_TABLE)")
-    parser.add_argument("fila", nargs="?", help="nome da fila = nome da tabela e do canal "
-                        "(padrão: a tabela de QUEUE_TABLE)")
+    parser.add_argument("schema", nargs="?", metavar="SCHEMA",
+                        help="schema do banco (padrão: o de QUEUE_TABLE)")
+    parser.add_argument("fila", nargs="?", metavar="FILA",
+                        help="nome da fila = nome da tabela e do canal (padrão: a tabela de "
+                        "QUEUE_TABLE)")
     parser.add_argument("--mysql", action="store_true",
                         help="dialeto MySQL/SingleStore (padrão: DB_DRIVER, ou PostgreSQL)")
 
