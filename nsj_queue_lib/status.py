@@ -23,7 +23,12 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import (
+    ArgumentParser,
+    HelpFormatter,
+    driver_error_text,
+    portuguese,
+)
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.queries import Queries
@@ -246,8 +251,7 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                 # Wrong DB_USER / DB_PASS / DB_BASE is a configuration error, not an outage.
                 code = EXIT_CONFIG if isinstance(exc, DatabaseRefused) else EXIT_UNAVAILABLE
             except Exception as exc:  # missing table, no privilege: a plain message
-                print(f"Erro ao ler a fila {settings.queue_table}: "
-                      f"{str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+                print(f"Erro ao ler a fila {settings.queue_table}: {driver_error_text(exc)}",
                       file=sys.stderr)
                 code = EXIT_UNAVAILABLE
             else:

@@ -194,6 +194,20 @@ def fmt_time(value: Any) -> str:
     return str(value)
 
 
+def driver_error_text(exc: BaseException) -> str:
+    """One Portuguese line for a driver error; a missing queue table says how to create it."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    mysql_missing = (type(exc).__module__.startswith("pymysql") and exc.args
+                     and exc.args[0] == 1146)
+    if mysql_missing and len(exc.args) > 1:
+        first = str(exc.args[1])
+    if getattr(exc, "pgcode", None) == "42P01" or mysql_missing:
+        return (f"a tabela não existe no banco ({first}); crie a fila com "
+                "'nsj-queue schema apply SCHEMA FILA'")
+    return first
+
+
 def guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Run a handler; turn the library's errors into one line on stderr and an exit code."""
 
@@ -210,9 +224,7 @@ def guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         except KeyboardInterrupt:
             return EXIT_FAILED
         except Exception as exc:  # a driver error: missing table, no privilege, ...
-            text = str(exc).strip()
-            first = text.splitlines()[0] if text else type(exc).__name__
-            print(f"Erro: {first}", file=sys.stderr)
+            print(f"Erro: {driver_error_text(exc)}", file=sys.stderr)
             return EXIT_FAILED
 
     wrapper.__name__ = func.__name__

@@ -15,10 +15,10 @@ ENGLISH = ("usage:", "error:", "the following arguments", "invalid choice", "cho
            "unrecognized arguments", "show this help", "positional arguments", "options:")
 
 
-def nsj_queue(*args: str) -> subprocess.CompletedProcess:
+def nsj_queue(*args: str, env=None) -> subprocess.CompletedProcess:
     script = Path(sys.executable).parent / "nsj-queue"
     assert script.exists(), f"{script}: instale o pacote (pip install -e .)"
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+    env = dict(env or {}, PATH=os.environ.get("PATH", ""), HOME=os.environ.get("HOME", "/tmp"))
     return subprocess.run([str(script), *args], env=env, cwd=str(ROOT), capture_output=True,
                           text=True, timeout=60)
 
@@ -70,3 +70,12 @@ def test_every_parser_of_the_package_is_the_portuguese_one():
                      re.M):
             plain.append(str(path.relative_to(ROOT)))
     assert plain == []
+
+
+def test_missing_queue_table_says_how_to_create_it(pg_server):
+    env = pg_server.env()
+    for args in (["tasks", "list"], ["status"]):
+        res = nsj_queue(*args, "--tabela", "public.fila_que_nao_existe", env=env)
+        assert res.returncode == 1, res.stderr
+        assert "a tabela não existe no banco" in res.stderr, res.stderr
+        assert "nsj-queue schema apply SCHEMA FILA" in res.stderr
