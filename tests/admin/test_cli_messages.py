@@ -33,7 +33,7 @@ def test_missing_argument_is_reported_in_portuguese_with_exit_2():
     assert res.stdout == ""
     assert res.stderr.startswith("uso: nsj-queue tasks show")
     assert res.stderr.splitlines()[-1] == \
-        "nsj-queue tasks show: erro: argumentos obrigatórios ausentes: id"
+        "nsj-queue tasks show: erro: argumentos obrigatórios ausentes: ID"
     _no_english(res.stderr)
 
 

@@ -14,6 +14,7 @@ from nsj_queue_lib.cli.common import (
     guarded,
     open_admin,
     operator,
+    positive_int,
     print_json,
 )
 
@@ -29,7 +30,8 @@ def register(subparsers: Any) -> None:
         "anterior (id_inicial, id_anterior). Para uma tarefa da fila de mortos, reenfileira "
         "a tarefa original (live_id), que roda execute de novo. Sai com 1 se a tarefa não "
         "existe ou ainda está pendente, agendada, em execução ou concluída com sucesso.")
-    retry.add_argument("id", type=int, help="id de qualquer tentativa da tarefa")
+    retry.add_argument("id", type=positive_int, metavar="ID",
+                       help="id de qualquer tentativa da tarefa")
     add_table_option(retry)
     add_json_option(retry)
     retry.set_defaults(handler=_retry)
@@ -40,7 +42,8 @@ def register(subparsers: Any) -> None:
         description="Cancela a tentativa pendente ou agendada da tarefa ID: ela fica "
         "'cancelada' e nenhum worker a executa (retry a reenfileira). Uma tarefa em "
         "execução não pode ser cancelada (sai com 1).")
-    cancel.add_argument("id", type=int, help="id de qualquer tentativa da tarefa")
+    cancel.add_argument("id", type=positive_int, metavar="ID",
+                        help="id de qualquer tentativa da tarefa")
     cancel.add_argument("--motivo", help="texto gravado na mensagem da tarefa")
     add_table_option(cancel)
     add_json_option(cancel)

@@ -60,7 +60,8 @@ def register(subparsers: Any) -> None:
         description="Mostra a cadeia da tarefa ID (qualquer tentativa dela): cada tentativa "
         "com status e mensagem, o payload, a fila de mortos e, numa publicação, as tarefas "
         "dos assinantes. Sai com 1 se a tarefa não existe.")
-    show.add_argument("id", type=int, help="id de qualquer tentativa da tarefa")
+    show.add_argument("id", type=positive_int, metavar="ID",
+                      help="id de qualquer tentativa da tarefa")
     add_table_option(show)
     add_json_option(show)
     show.set_defaults(handler=_show)
