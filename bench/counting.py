@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import threading
 import time
 from typing import Any, Dict
@@ -25,23 +26,30 @@ from typing import Any, Dict
 COUNTS: Dict[str, int] = {"round_trips": 0, "statements": 0, "connections_opened": 0,
                           "connections_open": 0, "connections_max": 0}
 _lock = threading.Lock()
+_DOLLAR = re.compile(r"\$[A-Za-z_][A-Za-z_0-9]*\$|\$\$")
 
 
 def statements_in(sql: Any) -> int:
-    """Statements in one query string (';'-separated, quotes respected)."""
+    """Statements in one query string (';'-separated, quotes and $tag$ quotes respected:
+    a DO block is one statement)."""
     text = sql.decode() if isinstance(sql, bytes) else str(sql)
-    count, current, quote = 0, "", ""
-    for ch in text:
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in ("'", '"'):
-            quote = ch
-        elif ch == ";":
+    count, current, i = 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        dollar = _DOLLAR.match(text, i) if ch == "$" else None
+        if ch in ("'", '"') or dollar:
+            tag = dollar.group(0) if dollar else ch
+            end = text.find(tag, i + len(tag))
+            end = len(text) if end < 0 else end + len(tag)
+            current += text[i:end]
+            i = end
+            continue
+        if ch == ";":
             count += bool(current.strip())
             current = ""
-            continue
-        current += ch
+        else:
+            current += ch
+        i += 1
     return count + bool(current.strip())
 
 

@@ -7,10 +7,10 @@ queue (the "listener turn"):
 
 * the holder of the turn probes the next due time once, then waits on its socket
   for a notification, the next due time or the periodic poll;
-* every other idle worker waits for the turn in ONE blocking statement
-  (`pg_advisory_lock`), costing nothing while it waits; if its turn does not
-  come within its QUEUE_WAIT_NOTIFY_INTERVAL it cancels the wait and claims once
-  by itself (the periodic poll every worker has always done), then queues again;
+* every other idle worker waits for the turn in a blocking `pg_advisory_lock`,
+  re-issued in server-side slices of at most TURN_SLICE seconds (see below); if
+  its turn does not come within its QUEUE_WAIT_NOTIFY_INTERVAL it claims once by
+  itself (the periodic poll every worker has always done), then queues again;
 * when the holder is woken it hands the turn to the next idle worker (the
   database grants the lock in request order) and claims.
 
@@ -20,8 +20,17 @@ idle worker sees it when its turn comes: HALT then spreads from turn to turn);
 the notifications that queue up while a worker waits for its turn are old news
 once it holds the turn and has probed, and are dropped (except HALT).
 
-The blocking statement runs in a helper thread, so the main thread keeps
-handling signals: a stop request cancels the statement (`connection.cancel()`).
+Why slices: a statement waiting on a lock holds its snapshot, so its session's
+backend_xmin holds back the xmin horizon of the whole database (VACUUM keeps
+every dead tuple younger than it, user tables included).  One statement waiting
+for the whole poll interval would pin it for up to 30 s per idle worker, for
+ever on an idle fleet.  Each slice is one statement (a DO block) whose `lock_timeout` is
+set for that statement only (`set_config(..., true)` in its own implicit
+transaction: nothing leaks into the consumer's other statements); the expired
+timeout is caught inside the block (no ERROR in the server log), and the worker
+checks its stop request and deadline and queues again.  So an idle wait never
+holds back VACUUM for more than about TURN_SLICE, costs one statement per slice
+and needs no cancel request; a stop request is seen within one slice.
 """
 
 from __future__ import annotations
@@ -33,15 +42,33 @@ from typing import Any, List, Optional
 
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification, admin_lock_key
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
 
 # Admin lock object id of the listener turn (beside ADMIN_RETRY/PURGE/NOTIFY = 1..3).
 ADMIN_LISTENER = 4
-STOP_CHECK = 0.5  # seconds between checks of the stop request while waiting for the turn
+# Seconds: the longest one statement waits for the turn, so the longest an idle
+# worker's snapshot holds back the xmin horizon (and its reaction time to a stop).
+TURN_SLICE = 1.0
 HELD, STOPPED, TIMEOUT = "held", "stopped", "timeout"
 WAITED = 0.005  # seconds: longer than an uncontended lock round trip
+
+# One slice: lock_timeout for this statement only (set_config(..., true) in its own
+# implicit transaction), the lock request, and a NOTICE when granted.  The expired
+# timeout is caught in the block, so no ERROR reaches the server log once a second
+# per idle worker; the NOTICE is the answer (a DO returns no row), sent whatever the
+# session's client_min_messages.  The key and the timeout are integers.
+_WAIT_SLICE = """DO $turn$
+BEGIN
+  PERFORM set_config('lock_timeout', '{ms}', true);
+  PERFORM pg_advisory_lock({a}, {b});
+  PERFORM set_config('client_min_messages', 'notice', true);
+  RAISE NOTICE '{marker}';
+EXCEPTION WHEN lock_not_available THEN
+  NULL;
+END
+$turn$"""
+GRANTED = "nsj_queue_lib: listener turn granted"
 
 
 class ListenerTurn:
@@ -52,63 +79,51 @@ class ListenerTurn:
         self.key = admin_lock_key(queue_table, ADMIN_LISTENER)
         self.held = False
         self.waited = False  # the last acquire() had to wait for another holder
+        self.slices = 0  # wait statements that expired (for tests and diagnostics)
 
     def acquire(self, stop: threading.Event, timeout: float) -> str:
-        """Block until this session holds the turn ("held"), `stop` is set ("stopped")
+        """Wait until this session holds the turn ("held"), `stop` is set ("stopped")
         or `timeout` seconds passed ("timeout": the caller then polls once by itself,
         so a worker whose turn does not come still honours its own poll interval).
 
-        Raises DatabaseUnavailable when the connection is lost meanwhile.
+        Waits in slices of at most TURN_SLICE seconds (see the module docstring).
+        The session must be outside an explicit transaction (autocommit), as the
+        consumer's idle loop is.  Raises DatabaseUnavailable when the connection is
+        lost meanwhile.
         """
         if self.held:
             return HELD
-        outcome: List[Any] = []
-        done = threading.Event()
-
-        def wait_turn() -> None:
-            try:
-                self.session.execute("SELECT pg_advisory_lock(%(a)s, %(b)s)",
-                                     {"a": self.key[0], "b": self.key[1]})
-                outcome.append(True)
-            except BaseException as exc:  # handed to the waiting thread
-                outcome.append(exc)
-            finally:
-                done.set()
-
-        helper = threading.Thread(target=wait_turn, name="listener_turn", daemon=True)
+        if self.session.in_transaction:
+            raise RuntimeError("a vez de escuta não pode ser aguardada dentro de uma transação")
         started = time.monotonic()
-        helper.start()
-        deadline = time.monotonic() + timeout
-        reason = ""
-        while not done.wait(min(STOP_CHECK, max(0.0, deadline - time.monotonic()))):
-            if reason:
-                continue
+        deadline = started + timeout
+        while True:
             if stop.is_set():
-                reason = STOPPED
-            elif time.monotonic() >= deadline:
-                reason = TIMEOUT
-            if reason:
-                self._cancel()
-        helper.join()
-        result = outcome[0] if outcome else DatabaseUnavailable("espera da vez interrompida")
-        if result is True:
+                return STOPPED
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return TIMEOUT
+            ms = max(1, int(min(TURN_SLICE, left) * 1000))  # 0 would mean "no timeout"
+            if not self._wait_slice(ms):
+                self.slices += 1
+                continue
             self.held = True
             self.waited = time.monotonic() - started > WAITED
-            if reason == STOPPED:
+            if stop.is_set():
                 self.release()
                 return STOPPED
-            return HELD  # granted before the cancel arrived
-        if isinstance(result, DatabaseUnavailable):
-            raise result
-        if reason and _is_cancel(result):
-            return reason
-        raise result
+            return HELD
 
-    def _cancel(self) -> None:
-        try:
-            self.session.conn.cancel()
-        except Exception as exc:  # the statement ends with the connection anyway
-            logger.debug("cancelamento da espera da vez falhou: %s", exc)
+    def _wait_slice(self, ms: int) -> bool:
+        """One statement waiting up to `ms` milliseconds; True when the turn was granted."""
+        conn = self.session.conn
+        self.session.execute(_WAIT_SLICE.format(ms=int(ms), a=int(self.key[0]),
+                                                b=int(self.key[1]), marker=GRANTED))
+        granted = False
+        for notice in [n for n in conn.notices if GRANTED in n]:
+            conn.notices.remove(notice)
+            granted = True
+        return granted
 
     def release(self) -> None:
         """Hand the turn to the next idle worker (no-op when not held)."""
@@ -120,12 +135,6 @@ class ListenerTurn:
     def forget(self) -> None:
         """The session is gone (and the lock with it)."""
         self.held = False
-
-
-def _is_cancel(exc: BaseException) -> bool:
-    import psycopg2.extensions
-
-    return isinstance(exc, psycopg2.extensions.QueryCanceledError)
 
 
 def take_stale(conn: Any) -> List[Notification]:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from nsj_queue_lib.coordination.base import admin_lock_key
-from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER
+from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER, TURN_SLICE
 from tests.helpers import eventually, wait_ready
 
 IDLE = 5
@@ -75,18 +75,20 @@ def _sessions_of(queue, pid: int) -> int:
                            (list(ports),)))
 
 
-def test_one_idle_worker_listens_the_others_wait_in_one_statement(queue):
+def test_one_idle_worker_listens_the_others_wait_on_the_lock(queue):
     workers = [queue.start_worker() for _ in range(IDLE)]
     for w in workers:
         wait_ready(w)
     eventually(lambda: _turn(queue) == {"holder": 1, "waiting": IDLE - 1},
                message="one holder of the listener turn, the others waiting for it")
-    # Waiting for the turn is one statement blocked on the lock, not a polling loop.
-    waiting = queue.sql("SELECT state, wait_event_type FROM pg_stat_activity "
-                        "WHERE application_name = %s AND wait_event_type = 'Lock'",
-                        (f"nsj_queue_lib:{queue.fila}",))
-    assert len(waiting) == IDLE - 1
-    assert {r["state"] for r in waiting} == {"active"}
+    # Waiting for the turn is a statement blocked on the lock (re-issued once per
+    # slice, see the next test), not a polling loop.
+    def blocked():
+        return queue.sql("SELECT state FROM pg_stat_activity "
+                         "WHERE application_name = %s AND wait_event_type = 'Lock'",
+                         (f"nsj_queue_lib:{queue.fila}",))
+    eventually(lambda: [r["state"] for r in blocked()] == ["active"] * (IDLE - 1),
+               message="the waiting workers blocked on the lock")
 
     # Tasks arriving one at a time: each runs exactly once, and the turn goes round.
     ids = []
@@ -112,6 +114,50 @@ def test_one_idle_worker_listens_the_others_wait_in_one_statement(queue):
     for w in workers:
         assert w.wait_exit(30) == 0, w.log()
     assert _turn(queue) == {"holder": 0, "waiting": 0}
+
+
+WORKER_XMIN = """
+SELECT backend_xmin::text::bigint AS x
+  FROM pg_stat_activity
+ WHERE application_name = %s AND backend_xmin IS NOT NULL
+"""
+# xid of 32 bits, as backend_xmin (a wraparound during the test is not expected).
+FRESH_XMIN = "SELECT txid_snapshot_xmin(txid_current_snapshot()) % 4294967296"
+
+
+def test_idle_workers_never_hold_back_xmin_for_long(queue):
+    """Waiting for the turn holds a snapshot (backend_xmin) for one slice at most, so an
+    idle fleet never holds back the xmin horizon (what VACUUM may remove) for long.
+
+    The age of a worker's snapshot is bounded below without trusting clocks: once a
+    fresh snapshot's xmin is past the worker's backend_xmin, the worker's snapshot is
+    older than that moment (another session pinning the horizon cannot fake an age).
+    """
+    workers = [queue.start_worker() for _ in range(3)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    app = f"nsj_queue_lib:{queue.fila}"
+    passed = []  # (time, fresh xmin): when the horizon of a new snapshot reached a value
+    seen, oldest = 0, 0.0
+    end = time.monotonic() + 4 * TURN_SLICE + 2
+    while time.monotonic() < end:
+        queue.value("SELECT txid_current()")  # xids move on, so fresh snapshots move on
+        rows = queue.sql(WORKER_XMIN, (app,))
+        now = time.monotonic()
+        fresh = queue.value(FRESH_XMIN)
+        passed.append((now, int(fresh)))
+        for r in rows:
+            seen += 1
+            since = next((t for t, f in passed if f > r["x"]), None)
+            if since is not None:
+                oldest = max(oldest, now - since)
+        time.sleep(0.05)
+    assert seen > 0, "the waiting workers showed no snapshot at all"
+    assert oldest < 2 * TURN_SLICE + 1, f"an idle worker held its snapshot for {oldest:.1f} s"
+    assert _turn(queue)["holder"] == 1
+    task = queue.insert({"efeito": "depois"})
+    queue.wait_status(task, "sucesso")
 
 
 def test_sigterm_stops_a_worker_waiting_for_the_turn_at_once(queue):
