@@ -262,6 +262,16 @@ class Settings:
                                     doc="conexões ainda não autenticadas ao mesmo tempo")
     server_max_locks_per_client: int = _v("SERVER_MAX_LOCKS_PER_CLIENT", parse=_positive_int,
                                           default=10000, doc="locks por conexão")
+    server_tls_cert_file: Optional[str] = _v(
+        "SERVER_TLS_CERT_FILE", parse=_opt_str,
+        doc="servidor: certificado PEM (TLS ativo com esta e SERVER_TLS_KEY_FILE)")
+    server_tls_key_file: Optional[str] = _v("SERVER_TLS_KEY_FILE", parse=_opt_str,
+                                            doc="servidor: chave privada PEM do certificado")
+    server_tls: bool = _v("SERVER_TLS", parse=_bool, default=False,
+                          doc="clientes: conectar ao servidor com TLS")
+    server_tls_ca_file: Optional[str] = _v(
+        "SERVER_TLS_CA_FILE", parse=_opt_str,
+        doc="clientes: CA PEM que valida o servidor (padrão: CAs do sistema)")
     notify_service_port: int = _v("NOTIFY_SERVICE_PORT", parse=_port, default=8770)
     lock_service_port: int = _v("LOCK_SERVICE_PORT", parse=_port, default=8970)
     timeout_socket_message: float = _v("TIMEOUT_SOCKET_MESSAGE", parse=_positive_float,
@@ -312,6 +322,7 @@ class Settings:
             except (ValueError, ConfigError) as exc:
                 shown = one_line(raw, 200)
                 problems.append(f"variável {name}='{shown}' inválida: {exc}")
+        problems.extend(_tls_problems(values))
         if not problems:
             dialect_name = "postgres" if values.get("db_driver") == "POSTGRES" else "mysql"
             for key, (var_name, is_table) in _RESOLVED.items():
@@ -348,6 +359,24 @@ class Settings:
         from dataclasses import replace
 
         return replace(self, **changes)
+
+
+def _tls_problems(values: Mapping[str, Any]) -> list[str]:
+    """Certificate and key go together; every TLS file must exist and be readable."""
+    problems = []
+    cert, key = values.get("server_tls_cert_file"), values.get("server_tls_key_file")
+    if bool(cert) != bool(key):
+        missing = "SERVER_TLS_KEY_FILE" if cert else "SERVER_TLS_CERT_FILE"
+        problems.append(f"variável {missing} não definida (SERVER_TLS_CERT_FILE e "
+                        "SERVER_TLS_KEY_FILE ativam o TLS juntas)")
+    for key_name, var in (("server_tls_cert_file", "SERVER_TLS_CERT_FILE"),
+                          ("server_tls_key_file", "SERVER_TLS_KEY_FILE"),
+                          ("server_tls_ca_file", "SERVER_TLS_CA_FILE")):
+        path = values.get(key_name)
+        if path and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            problems.append(f"variável {var}='{one_line(path, 200)}' inválida: arquivo não "
+                            "encontrado ou sem permissão de leitura")
+    return problems
 
 
 def _load_dotenv() -> None:

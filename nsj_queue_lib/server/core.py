@@ -11,11 +11,13 @@ import itertools
 import logging
 import select
 import socket
+import ssl
 import threading
 from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.coordination.socket.tls import server_tls_context
 from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
 from nsj_queue_lib.server.listener_thread import ListenerThread
 from nsj_queue_lib.server.lock_service_thread import AcceptThread
@@ -46,7 +48,8 @@ class Server:
                  heartbeat_interval: Optional[float] = None, channel: str = "",
                  max_frame: int = p.MAX_FRAME_BYTES, producer_token: Optional[str] = None,
                  max_handshakes: int = 8, max_locks_per_client: int = 10_000,
-                 handshake_timeout: Optional[float] = None) -> None:
+                 handshake_timeout: Optional[float] = None,
+                 tls_context: Optional[ssl.SSLContext] = None) -> None:
         if max_clients < 1:
             raise ValueError("max_clients deve ser maior que zero")
         self.host = host
@@ -60,6 +63,7 @@ class Server:
         self.heartbeat_interval = float(heartbeat_interval or timeout)
         self.channel = channel
         self.max_clients = max_clients
+        self.tls_context = tls_context
         self.locks = LockTable()
         self._has_due_tasks = has_due_tasks
         self._ports = {SERVICE_NOTIFY: notify_port, SERVICE_LOCK: lock_port}
@@ -95,7 +99,8 @@ class Server:
                    channel=settings.queue_name or "",
                    producer_token=settings.server_producer_token,
                    max_handshakes=settings.server_max_handshakes,
-                   max_locks_per_client=settings.server_max_locks_per_client)
+                   max_locks_per_client=settings.server_max_locks_per_client,
+                   tls_context=server_tls_context(settings))
 
     # -- life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -122,9 +127,10 @@ class Server:
         for thread in self._threads:
             thread.start()
         logger.info("Servidor da fila '%s' no ar: notify em %s:%d, locks em %s:%d, até %d "
-                    "clientes, autenticação %s.", self.channel, self.host, self.notify_port,
-                    self.host, self.lock_port, self.max_clients,
-                    "ativa" if self.token else "DESATIVADA (defina SERVER_AUTH_TOKEN)")
+                    "clientes, autenticação %s, TLS %s.", self.channel, self.host,
+                    self.notify_port, self.host, self.lock_port, self.max_clients,
+                    "ativa" if self.token else "DESATIVADA (defina SERVER_AUTH_TOKEN)",
+                    "ativo" if self.tls_context else "desativado")
 
     def _bind(self, port: int) -> socket.socket:
         family, kind, proto, _, address = socket.getaddrinfo(
@@ -208,7 +214,8 @@ class Server:
                                         timeout=self.timeout,
                                         heartbeat_interval=self.heartbeat_interval,
                                         on_closed=self._closed, max_frame=self._max_frame,
-                                        handshake_timeout=self.handshake_timeout)
+                                        handshake_timeout=self.handshake_timeout,
+                                        tls_context=self.tls_context)
                 self._clients[conn_id] = client
                 self._pending.add(conn_id)
         if refusal is not None:

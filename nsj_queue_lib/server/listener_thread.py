@@ -24,11 +24,13 @@ import logging
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from typing import Callable, Optional
 
 from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.coordination.socket import tls
 from nsj_queue_lib.coordination.socket.legacy import looks_legacy, server_refusal, versions_text
 from nsj_queue_lib.exceptions import ProtocolError
 from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
@@ -38,6 +40,7 @@ logger = logging.getLogger(__name__)
 _RECV_BYTES = 65536
 _LEGACY_LINGER = 1.0  # seconds a refused 1.2.2 client gets to read the refusal
 _MAX_SELECT_WAIT = 1.0
+_REFUSE_LINGER = 0.2  # seconds a refused plain-text client gets to read the refusal
 _EVENT_LOCK_WAIT = 0.05  # seconds a wake-up waits for a write in progress to the same client
 _ping_ids = itertools.count(1)
 
@@ -49,7 +52,8 @@ class ListenerThread(threading.Thread):
                  timeout: float, heartbeat_interval: float,
                  on_closed: Callable[[ListenerThread, str], None],
                  max_frame: int = p.MAX_FRAME_BYTES,
-                 handshake_timeout: Optional[float] = None) -> None:
+                 handshake_timeout: Optional[float] = None,
+                 tls_context: Optional[ssl.SSLContext] = None) -> None:
         super().__init__(name=f"nsj-queue-client-{session.conn_id}", daemon=True)
         self.sock = sock
         self.session = session
@@ -59,6 +63,9 @@ class ListenerThread(threading.Thread):
         # Budget of an unauthenticated connection: it holds no client slot meanwhile.
         self._handshake = min(handshake_timeout or timeout, timeout)
         self._on_closed = on_closed
+        # TLS: the socket is wrapped in this thread (a slow handshake never blocks the
+        # accept loop); from then on `_send_mutex` guards reads too (see coordination.socket.tls).
+        self._tls_context = tls_context
         self._decoder = p.FrameDecoder(max_frame)
         self._send_mutex = threading.Lock()
         self._reason: Optional[str] = None
@@ -105,6 +112,17 @@ class ListenerThread(threading.Thread):
         if not self._send_mutex.acquire(timeout=_EVENT_LOCK_WAIT):
             self.abort("cliente lento: escrita anterior ainda pendente")
             return False
+        if tls.is_tls(self.sock):
+            try:
+                delivered = tls.try_send_locked(self.sock, data, self._timeout)
+            except OSError as exc:
+                self._send_mutex.release()
+                self.abort(f"falha ao enviar: {exc}")
+                return False
+            self._send_mutex.release()
+            if not delivered:
+                self.abort("cliente lento: não lê o que o servidor envia")
+            return delivered
         try:
             # The descriptor is non-blocking (the socket has a timeout, which CPython
             # implements with O_NONBLOCK + poll): a direct write never waits, where
@@ -127,10 +145,7 @@ class ListenerThread(threading.Thread):
         with self._reason_mutex:
             if self._reason is None:
                 self._reason = reason
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        tls.shutdown(self.sock)
 
     # -- connection thread ---------------------------------------------------------
     def run(self) -> None:
@@ -152,18 +167,31 @@ class ListenerThread(threading.Thread):
             self._on_closed(self, final)
 
     def _serve(self) -> str:
+        if self._tls_context is not None:
+            problem = self._start_tls(self._tls_context)
+            if problem:
+                return problem
         while self._reason is None:
             wait, expired = self._next_deadline()
             if expired:
                 return expired
+            secure = tls.is_tls(self.sock)
+            if not (secure and tls.has_pending(self.sock, self._send_mutex)):
+                try:
+                    readable, _, _ = select.select([self.sock], [], [],
+                                                   min(wait, _MAX_SELECT_WAIT))
+                except (OSError, ValueError) as exc:
+                    return f"erro no socket: {exc}"
+                if not readable:
+                    continue
             try:
-                readable, _, _ = select.select([self.sock], [], [], min(wait, _MAX_SELECT_WAIT))
-            except (OSError, ValueError) as exc:
-                return f"erro no socket: {exc}"
-            if not readable:
-                continue
-            try:
-                data = self.sock.recv(_RECV_BYTES)
+                if secure:
+                    data = tls.recv_locked(self.sock, self._send_mutex, _RECV_BYTES,
+                                           self._timeout)
+                    if data is None:
+                        continue  # an incomplete TLS record
+                else:
+                    data = self.sock.recv(_RECV_BYTES)
             except socket.timeout:
                 continue
             except OSError as exc:
@@ -174,6 +202,44 @@ class ListenerThread(threading.Thread):
             if problem:
                 return problem
         return self._reason
+
+    def _start_tls(self, context: ssl.SSLContext) -> Optional[str]:
+        """TLS handshake within the handshake budget; a reason to close, or None.
+
+        A client that speaks plain text gets a plain-text error frame saying that
+        the server requires TLS (instead of an opaque handshake failure).
+        """
+        self.sock.settimeout(self._handshake)
+        try:
+            first = self.sock.recv(1, socket.MSG_PEEK)
+            if not first:
+                return "conexão encerrada pelo cliente"
+            if first[0] != tls.TLS_RECORD_HANDSHAKE:
+                message = ("este servidor exige TLS: configure SERVER_TLS=true no cliente "
+                           "(e SERVER_TLS_CA_FILE se o certificado não for de uma CA do sistema)")
+                self._reject_plaintext(message)
+                return "cliente sem TLS recusado (o servidor exige TLS)"
+            self.sock = context.wrap_socket(self.sock, server_side=True,
+                                            do_handshake_on_connect=False)
+            self.sock.do_handshake()
+        except (socket.timeout, ssl.SSLError, OSError, ValueError) as exc:
+            return f"falha no handshake TLS: {exc}"
+        finally:
+            self.sock.settimeout(self._timeout)
+        return None
+
+    def _reject_plaintext(self, message: str) -> None:
+        """Error frame to a plain-text client; its unread input is consumed first and the
+        connection half-closed, so the peer reads our frame instead of a reset."""
+        try:
+            self.sock.recv(_RECV_BYTES)
+            self.sock.sendall(p.encode(p.reply_error(None, p.ERR_TLS_REQUIRED, message)))
+            self.sock.shutdown(socket.SHUT_WR)
+            readable, _, _ = select.select([self.sock], [], [], _REFUSE_LINGER)
+            if readable:
+                self.sock.recv(_RECV_BYTES)
+        except (OSError, ValueError):
+            pass
 
     def _refuse_legacy(self, what: str) -> str:
         logger.warning("Conexão %s (%s) %s: %s", self.session.conn_id, self.session.peer,
@@ -226,6 +292,11 @@ class ListenerThread(threading.Thread):
 
     def _received(self, data: bytes) -> Optional[str]:
         """Handle received bytes; return a reason to close the connection, or None."""
+        if not self.session.authenticated and data[:1] == bytes([tls.TLS_RECORD_HANDSHAKE]):
+            logger.warning("Sessão %s (%s): o cliente usa TLS (SERVER_TLS=true), mas este "
+                           "servidor está sem TLS (defina SERVER_TLS_CERT_FILE e "
+                           "SERVER_TLS_KEY_FILE)", self.session.conn_id, self.session.peer)
+            return "cliente TLS recusado (servidor sem TLS)"
         if not self.session.authenticated and looks_legacy(data):
             return self._refuse_legacy("enviou mensagens do protocolo da 1.2.2")
         try:

@@ -108,7 +108,13 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
                        "alcance as portas pode pegar locks ou enviar HALT", address)
     if isinstance(check, DatabaseDueCheck) and not _database_accepts(check):
         return 2
-    server = Server.from_settings(settings, check)
+    try:
+        server = Server.from_settings(settings, check)
+    except ConfigError as exc:  # e.g. an unreadable TLS certificate or key
+        logger.error("%s", exc)
+        if isinstance(check, DatabaseDueCheck):
+            check.close()
+        return 2
     endpoint = None
     try:
         if settings.metrics_port:  # opt-in /metrics and /healthz

@@ -24,11 +24,12 @@ import os
 import random
 import select
 import socket
+import ssl
 import threading
 import time
 from typing import Any, Callable, Optional
 
-from nsj_queue_lib.coordination.socket import legacy
+from nsj_queue_lib.coordination.socket import legacy, tls
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ProtocolError
 
@@ -72,7 +73,7 @@ class _Link:
 
     def send(self, message: p.Message) -> None:
         data = p.encode(message)
-        with self.send_mutex:
+        with self.send_mutex:  # with TLS, it also guards reads (see coordination.socket.tls)
             self.sock.sendall(data)
 
 
@@ -83,8 +84,10 @@ class SocketConnection:
                  timeout: float = 5.0, *, role: str = "client", queue: Optional[str] = None,
                  on_event: Optional[Callable[[p.Message], None]] = None,
                  on_disconnect: Optional[Callable[[int, str], None]] = None,
-                 backoff_initial: float = 0.2, backoff_max: float = 5.0) -> None:
+                 backoff_initial: float = 0.2, backoff_max: float = 5.0,
+                 tls_context: Optional[ssl.SSLContext] = None) -> None:
         self.host = host
+        self._tls = tls_context
         self.port = int(port)
         self.timeout = float(timeout)
         self._token = token or None
@@ -183,6 +186,8 @@ class SocketConnection:
             sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
         except OSError as exc:
             raise CoordinationError(f"não foi possível conectar a {self.address}: {exc}") from None
+        if self._tls is not None:
+            sock = self._start_tls(sock)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             hello = p.request(p.OP_HELLO, 0, version=p.PROTOCOL_VERSION, token=self._token,
@@ -193,6 +198,8 @@ class SocketConnection:
             reply, leftovers = self._read_hello(sock, decoder)
             if not reply.get("ok"):
                 code, message = p.error_of(reply)
+                if code == p.ERR_TLS_REQUIRED:
+                    raise ConfigError(f"servidor {self.address} recusou a conexão: {message}")
                 raise CoordinationError(
                     f"servidor {self.address} recusou a conexão: {message} ({code})")
             self.channel = str(reply.get("channel") or "")
@@ -207,6 +214,32 @@ class SocketConnection:
         except BaseException:
             sock.close()
             raise
+
+    def _start_tls(self, sock: socket.socket) -> ssl.SSLSocket:
+        """TLS handshake verifying the server's certificate and host name (SERVER_HOST).
+
+        A certificate that does not verify, or a server without TLS, is a configuration
+        error (ConfigError): retrying cannot fix it.
+        """
+        assert self._tls is not None
+        try:
+            return self._tls.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise ConfigError(
+                f"certificado TLS do servidor {self.address} recusado: "
+                f"{exc.verify_message or exc}; confira SERVER_TLS_CA_FILE e se SERVER_HOST é "
+                "um nome do certificado") from None
+        except ssl.SSLError as exc:
+            sock.close()
+            raise ConfigError(
+                f"falha na negociação TLS com o servidor {self.address} ({exc.reason or exc}): "
+                "o servidor está com TLS ativo (SERVER_TLS_CERT_FILE/SERVER_TLS_KEY_FILE)? "
+                "Sem TLS no servidor, use SERVER_TLS=false") from None
+        except OSError as exc:
+            sock.close()
+            raise CoordinationError(
+                f"falha na negociação TLS com o servidor {self.address}: {exc}") from None
 
     def _read_hello(self, sock: socket.socket,
                     decoder: p.FrameDecoder) -> tuple[p.Message, list[p.Message]]:
@@ -223,6 +256,10 @@ class SocketConnection:
                 data = sock.recv(_RECV_BYTES)
             except socket.timeout:
                 continue
+            except ssl.SSLError as exc:
+                raise CoordinationError(
+                    f"falha de TLS com o servidor {self.address} durante o handshake: "
+                    f"{exc}") from None
             if not data:
                 raise CoordinationError(
                     f"servidor {self.address} encerrou a conexão durante o handshake")
@@ -294,16 +331,27 @@ class SocketConnection:
         reason = "conexão encerrada pelo servidor"
         silence_limit = link.heartbeat + 2 * self.timeout
         try:
+            secure = tls.is_tls(link.sock)
             while link.alive:
-                readable, _, _ = select.select([link.sock], [], [], min(1.0, silence_limit))
-                if not link.alive:
-                    break
-                if not readable:
-                    if time.monotonic() - link.last_recv > silence_limit:
-                        reason = "servidor não responde (heartbeat)"
+                if not (secure and tls.has_pending(link.sock, link.send_mutex)):
+                    readable, _, _ = select.select([link.sock], [], [],
+                                                   min(1.0, silence_limit))
+                    if not link.alive:
                         break
-                    continue
-                data = link.sock.recv(_RECV_BYTES)
+                    if not readable:
+                        if time.monotonic() - link.last_recv > silence_limit:
+                            reason = "servidor não responde (heartbeat)"
+                            break
+                        continue
+                if secure:
+                    # Read under the write lock, without blocking: one SSL object is
+                    # never used by two threads at once.
+                    data = tls.recv_locked(link.sock, link.send_mutex, _RECV_BYTES,
+                                           self.timeout)
+                    if data is None:
+                        continue
+                else:
+                    data = link.sock.recv(_RECV_BYTES)
                 if not data:
                     break
                 link.last_recv = time.monotonic()
@@ -348,10 +396,7 @@ class SocketConnection:
             closing = self._closed
         for waiter in waiters:
             waiter.fail(reason)
-        try:
-            link.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        tls.shutdown(link.sock)
         link.sock.close()
         if closing:
             return

@@ -14,6 +14,7 @@ protected.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from typing import Optional
 
@@ -21,6 +22,7 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.connection import SocketConnection
+from nsj_queue_lib.coordination.socket.tls import client_tls_context
 from nsj_queue_lib.exceptions import CoordinationError
 
 logger = logging.getLogger(__name__)
@@ -35,13 +37,14 @@ class SocketLocker:
 
     def __init__(self, host: str, port: int, token: Optional[str] = None,
                  timeout: float = 5.0, *, queue: Optional[str] = None,
-                 role: str = "locker") -> None:
+                 role: str = "locker", tls_context: Optional[ssl.SSLContext] = None) -> None:
         self._mutex = threading.Lock()
         self._held: dict[LockKey, int] = {}
         self._held_generation = 0
         self._lost: set[LockKey] = set()
         self._conn = SocketConnection(host, port, token, timeout, role=role, queue=queue,
-                                      on_disconnect=self._on_disconnect)
+                                      on_disconnect=self._on_disconnect,
+                                      tls_context=tls_context)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, admin: bool = False) -> SocketLocker:
@@ -49,7 +52,8 @@ class SocketLocker:
         port = settings.lock_service_port if admin else settings.notify_service_port
         return cls(settings.server_host, port, settings.server_auth_token,
                    settings.timeout_socket_message, queue=settings.queue_name,
-                   role="admin" if admin else "locker")
+                   role="admin" if admin else "locker",
+                   tls_context=client_tls_context(settings))
 
     # -- Locker --------------------------------------------------------------------
     def try_lock(self, key: LockKey) -> bool:

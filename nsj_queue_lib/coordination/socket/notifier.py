@@ -14,6 +14,7 @@ wake-up so the worker looks for tasks.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from typing import Optional, Tuple, Union
@@ -22,6 +23,7 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import Notification
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.connection import SocketConnection
+from nsj_queue_lib.coordination.socket.tls import client_tls_context
 from nsj_queue_lib.exceptions import CoordinationError
 
 logger = logging.getLogger(__name__)
@@ -34,7 +36,8 @@ class SocketNotifier:
     """Wake-ups through the socket server (implements `Notifier`)."""
 
     def __init__(self, host: str, port: int, token: Optional[str] = None,
-                 timeout: float = 5.0, *, queue: Optional[str] = None) -> None:
+                 timeout: float = 5.0, *, queue: Optional[str] = None,
+                 tls_context: Optional[ssl.SSLContext] = None) -> None:
         self._cond = threading.Condition()
         self._pending: list[Notification] = []
         self._listening = False
@@ -43,13 +46,14 @@ class SocketNotifier:
         self._queue = queue or ""
         self._conn = SocketConnection(host, port, token, timeout, role="worker", queue=queue,
                                       on_event=self._on_event,
-                                      on_disconnect=self._on_disconnect)
+                                      on_disconnect=self._on_disconnect,
+                                      tls_context=tls_context)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> SocketNotifier:
         return cls(settings.server_host, settings.notify_service_port,
                    settings.server_auth_token, settings.timeout_socket_message,
-                   queue=settings.queue_name)
+                   queue=settings.queue_name, tls_context=client_tls_context(settings))
 
     # -- Notifier ------------------------------------------------------------------
     def listen(self) -> None:
@@ -175,7 +179,8 @@ Target = Union[Settings, Tuple[str, int], str]
 
 def notify_server(target: Target, token: Optional[str] = None, *, port: Optional[int] = None,
                   payload: str = "", timeout: Optional[float] = None,
-                  queue: Optional[str] = None) -> int:
+                  queue: Optional[str] = None,
+                  tls_context: Optional[ssl.SSLContext] = None) -> int:
     """Send one "work available" (or HALT) to the server; return how many workers got it.
 
     `target` is a `Settings` (SERVER_HOST, NOTIFY_SERVICE_PORT, SERVER_AUTH_TOKEN,
@@ -189,12 +194,13 @@ def notify_server(target: Target, token: Optional[str] = None, *, port: Optional
         token = token if token is not None else target.server_auth_token
         timeout = timeout or target.timeout_socket_message
         queue = queue or target.queue_name
+        tls_context = tls_context or client_tls_context(target)
     elif isinstance(target, tuple):
         host, port = target[0], int(target[1])
     else:
         host = target
     conn = SocketConnection(host, port or DEFAULT_NOTIFY_PORT, token, timeout or 5.0,
-                            role="producer", queue=queue)
+                            role="producer", queue=queue, tls_context=tls_context)
     try:
         result, _ = conn.request(p.OP_NOTIFY, payload=p.check_payload(payload))
         return int(result or 0)

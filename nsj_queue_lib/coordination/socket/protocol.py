@@ -46,6 +46,7 @@ ERR_WRONG_QUEUE = "wrong_queue"
 ERR_TOO_MANY_CLIENTS = "too_many_clients"
 ERR_SERVER_STOPPING = "server_stopping"
 ERR_TOO_MANY_LOCKS = "too_many_locks"
+ERR_TLS_REQUIRED = "tls_required"
 
 # Session roles: a producer (SERVER_PRODUCER_TOKEN) may only ping and notify (not HALT).
 ROLE_PRODUCER = "producer"

@@ -1,0 +1,205 @@
+"""Optional TLS of the client/server mode, with the real server and real workers on
+PostgreSQL: certificates of a throwaway CA made with the `openssl` command line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.coordination.socket.connection import SocketConnection
+from nsj_queue_lib.coordination.socket.tls import client_context
+from nsj_queue_lib.exceptions import ConfigError
+from tests.client_server.cs_helpers import TOKEN, CsQueue
+from tests.fixtures.servers import SERVER_READY, QueueServerProc
+from tests.helpers import eventually
+from tests.server.socket_server_helpers import HOST
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=30)
+
+
+def _make_ca(directory: Path, name: str) -> None:
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+             f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.pem", cwd=directory)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory) -> Path:
+    """ca.pem signs server.pem (SAN 127.0.0.1 and localhost); other-ca.pem signs nothing."""
+    if shutil.which("openssl") is None:
+        if os.environ.get("CI"):
+            pytest.fail("comando openssl ausente (necessário para os testes de TLS)")
+        pytest.skip("comando openssl ausente")
+    directory = tmp_path_factory.mktemp("tls")
+    _make_ca(directory, "ca")
+    _make_ca(directory, "other-ca")
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+             "-keyout", "server.key", "-out", "server.csr", cwd=directory)
+    (directory / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.pem",
+             cwd=directory)
+    return directory
+
+
+@pytest.fixture
+def pgq(pg_server, tmp_path):
+    q = CsQueue.create("postgres", pg_server, tmp_path)
+    yield q
+    q.destroy()
+
+
+def _tls_server(q: CsQueue, certs: Path, **extra: str) -> QueueServerProc:
+    """The real server with TLS (the plain-text readiness probe of QueueServerProc cannot
+    talk to it: ready = its log line plus a TLS client that gets a pong)."""
+    srv = QueueServerProc(q.env(SERVER_TLS_CERT_FILE=certs / "server.pem",
+                                SERVER_TLS_KEY_FILE=certs / "server.key", **extra),
+                          q.log_dir / f"{q.schema}-tls-server.log", q.notify_port, q.lock_port,
+                          TOKEN)
+    q.servers.append(srv)
+
+    def ready() -> bool:
+        if srv.proc.poll() is not None:
+            raise AssertionError(f"servidor saiu com {srv.proc.returncode}:\n{srv.log()}")
+        return SERVER_READY in srv.log()
+
+    eventually(ready, 20, message="servidor TLS pronto")
+    assert "TLS ativo" in srv.log()
+    return srv
+
+
+class _Tap:
+    """A tiny TCP proxy that records every byte going through it (both directions)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.listener = socket.create_server((HOST, 0))
+        self.port = self.listener.getsockname()[1]
+        self.target_port = target_port
+        self.seen: List[bytes] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def data(self) -> bytes:
+        with self._lock:
+            return b"".join(self.seen)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection((HOST, self.target_port))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                chunk = src.recv(65536)
+                if not chunk:
+                    break
+                with self._lock:
+                    self.seen.append(chunk)
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_workers_run_tasks_over_tls_and_the_token_never_travels_in_clear(pgq, certs):
+    _tls_server(pgq, certs)
+    tap = _Tap(pgq.notify_port)
+    try:
+        # The worker's task locks and wake-ups go through the recording proxy.
+        worker = pgq.start_ready_worker(SERVER_TLS="true", SERVER_TLS_CA_FILE=certs / "ca.pem",
+                                        NOTIFY_SERVICE_PORT=tap.port)
+        ids = pgq.insert_many([{"efeito": f"tls-{n}"} for n in range(4)])
+        for task_id in ids:
+            pgq.wait_status(task_id, "sucesso", timeout=15)
+        assert [r["status"] for r in pgq.rows()] == ["sucesso"] * 4
+        effects = pgq.effects()
+        assert sorted(e["tarefa_id"] for e in effects) == ids
+        assert {e["pid"] for e in effects} == {worker.pid}
+        captured = tap.data()
+        assert captured[:1] == b"\x16"  # a TLS handshake record, not a JSON frame
+        assert len(captured) > 2000
+        assert TOKEN.encode() not in captured
+        assert b'"hello"' not in captured and b"try_lock" not in captured
+    finally:
+        tap.close()
+
+
+def test_plaintext_client_and_wrong_ca_are_refused_with_clear_errors(pgq, certs):
+    srv = _tls_server(pgq, certs)
+    plain = SocketConnection(HOST, pgq.notify_port, TOKEN, 2.0)
+    with pytest.raises(ConfigError, match="este servidor exige TLS: configure SERVER_TLS=true"):
+        plain.request(p.OP_PING)
+    plain.close()
+    wrong = SocketConnection(HOST, pgq.notify_port, TOKEN, 2.0,
+                             tls_context=client_context(str(certs / "other-ca.pem")))
+    with pytest.raises(ConfigError, match=r"certificado TLS do servidor .* recusado: "
+                                          r".*confira SERVER_TLS_CA_FILE"):
+        wrong.request(p.OP_PING)
+    wrong.close()
+    # The right CA, checked against the host name "localhost" too.
+    good = SocketConnection("localhost", pgq.notify_port, TOKEN, 2.0,
+                            tls_context=client_context(str(certs / "ca.pem")))
+    try:
+        assert good.request(p.OP_PING)[0] == "pong"
+    finally:
+        good.close()
+    log = srv.log()
+    assert "cliente sem TLS recusado (o servidor exige TLS)" in log
+    assert "falha no handshake TLS" in log
+    # A worker process without TLS stops with the same clear message.
+    worker = pgq.start_worker()
+    eventually(lambda: worker.proc.poll() is not None, 20, message="worker sem TLS encerrado")
+    assert worker.proc.returncode == 2, worker.log()
+    assert "este servidor exige TLS" in worker.log()
+
+
+def test_tls_client_against_a_plaintext_server(pgq, certs):
+    srv = pgq.start_server()
+    conn = SocketConnection(HOST, pgq.notify_port, TOKEN, 2.0,
+                            tls_context=client_context(str(certs / "ca.pem")))
+    with pytest.raises(ConfigError, match=r"falha na negociação TLS .*Sem TLS no servidor, "
+                                          r"use SERVER_TLS=false"):
+        conn.request(p.OP_PING)
+    conn.close()
+    eventually(lambda: "o cliente usa TLS (SERVER_TLS=true), mas este servidor está sem TLS"
+               in srv.log(), 5, message="aviso do servidor")
+
+
+@pytest.mark.parametrize("variables, named", [
+    ({"SERVER_TLS_CERT_FILE": "/nao/existe.pem", "SERVER_TLS_KEY_FILE": "/nao/existe.key"},
+     "variável SERVER_TLS_CERT_FILE='/nao/existe.pem' inválida: arquivo não encontrado"),
+    ({"SERVER_TLS_CERT_FILE": "server.pem"}, "variável SERVER_TLS_KEY_FILE não definida"),
+    ({"SERVER_TLS_CERT_FILE": "ca.key", "SERVER_TLS_KEY_FILE": "server.key"},
+     "certificado/chave TLS inválidos (SERVER_TLS_CERT_FILE="),
+])
+def test_invalid_tls_files_stop_the_server_with_exit_2(pgq, certs, variables, named):
+    env = {k: (v if v.startswith("/") else str(certs / v)) for k, v in variables.items()}
+    srv = QueueServerProc(pgq.env(**env), pgq.log_dir / "bad-tls.log", pgq.notify_port,
+                          pgq.lock_port, TOKEN)
+    pgq.servers.append(srv)
+    eventually(lambda: srv.proc.poll() is not None, 20, message="servidor encerrado")
+    assert srv.proc.returncode == 2
+    assert named in srv.log()
