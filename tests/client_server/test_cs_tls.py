@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import List
 
@@ -15,6 +16,7 @@ import pytest
 
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.connection import SocketConnection
+from nsj_queue_lib.coordination.socket.notifier import SocketNotifier
 from nsj_queue_lib.coordination.socket.tls import client_context
 from nsj_queue_lib.exceptions import ConfigError
 from tests.client_server.cs_helpers import TOKEN, CsQueue
@@ -203,3 +205,36 @@ def test_invalid_tls_files_stop_the_server_with_exit_2(pgq, certs, variables, na
     eventually(lambda: srv.proc.poll() is not None, 20, message="servidor encerrado")
     assert srv.proc.returncode == 2
     assert named in srv.log()
+
+
+def test_a_tls_client_that_stops_reading_is_dropped_without_delaying_wake_ups(pgq, certs):
+    """The never-block wake-up path with SSLSocket (SSLWantWriteError = slow client), while
+    the healthy worker's reader and the server's writers share each TLS connection."""
+    srv = _tls_server(pgq, certs, TIMEOUT_SOCKET_MESSAGE="5")
+    context = client_context(str(certs / "ca.pem"))
+    stuck = context.wrap_socket(socket.create_connection((HOST, pgq.notify_port), timeout=5),
+                                server_hostname=HOST)
+    stuck.sendall(p.encode(p.request(p.OP_HELLO, 1, version=p.PROTOCOL_VERSION, token=TOKEN,
+                                     role="worker", queue=pgq.fila))
+                  + p.encode(p.request(p.OP_LISTEN, 2)))
+    decoder, replies = p.FrameDecoder(), []
+    while len(replies) < 2:
+        replies += decoder.feed(stuck.recv(65536))
+    assert all(r.get("ok") for r in replies), replies  # from now on it never reads
+    with SocketNotifier(HOST, pgq.notify_port, TOKEN, 5.0, queue=pgq.fila,
+                        tls_context=context) as worker, \
+            SocketNotifier(HOST, pgq.lock_port, TOKEN, 5.0, queue=pgq.fila,
+                           tls_context=context) as producer:
+        worker.listen()
+        payload = "x" * 7900
+        slowest = 0.0
+        for i in range(4000):  # up to ~32 MB towards a client that reads nothing
+            started = time.monotonic()
+            producer.notify(payload)
+            slowest = max(slowest, time.monotonic() - started)
+            assert worker.wait(2.0), "o worker saudável deixou de receber"
+            if i % 100 == 99 and "cliente lento" in srv.log():
+                break
+        assert slowest < 0.5, slowest
+    eventually(lambda: "cliente lento" in srv.log(), 5, message="cliente lento desconectado")
+    stuck.close()
