@@ -3,6 +3,7 @@
 -- PostgreSQL file; times are DATETIME(6) in UTC; no literal percent sign may appear here.
 -- A chain is a task's first attempt (its "root") and its retries (id_inicial = root);
 -- its current state is its one attempt not re-queued (NOT reenfileirado).
+-- Blocks whose text is the same in every dialect live in sql/common/admin.sql.
 
 -- name: admin_task_list
 -- Newest first.  %(all_attempts)s false: only the current attempt of each chain.
@@ -20,43 +21,6 @@ SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, 
    AND (%(before_id)s IS NULL OR t.id < %(before_id)s)
  ORDER BY t.id DESC
  LIMIT %(limit)s
-
--- name: admin_task_root
-SELECT t.id, coalesce(t.id_inicial, t.id) AS raiz, t.dead, t.live_id, t.pub_sub
-  FROM {table} t
- WHERE t.id = %(id)s
-
--- name: admin_chain_attempts
--- Every attempt of a chain, in order; the payload lives in the first attempt only.
-SELECT t.id, t.id_inicial, t.tentativa, t.status, t.data_hora_inicial, t.data_hora,
-       t.proxima_tentativa, t.origem, t.destino, t.processo, t.chave_externa, t.mensagem,
-       t.id_anterior, t.data_hora_anterior, t.status_anterior, t.mensagem_anterior,
-       t.reenfileirado, t.estouro_tentativas, t.tenant, t.grupo_empresarial, t.payload,
-       t.payload_hash, t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id,
-       t.prioridade
-  FROM {table} t
- WHERE t.id = %(root)s OR t.id_inicial = %(root)s
- ORDER BY t.tentativa, t.id
-
--- name: admin_dead_chains
--- Dead-letter chains created from a live chain (their first attempts).
-SELECT t.id FROM {table} t
- WHERE t.live_id = %(root)s AND t.dead AND t.id_inicial IS NULL
- ORDER BY t.id
-
--- name: admin_subscriber_chains
--- Current state of the subscriber tasks a publication fanned out into.
-SELECT coalesce(t.id_inicial, t.id) AS id, t.subscriber_id, t.status, t.tentativa
-  FROM {table} t
- WHERE t.publication_id = %(root)s AND NOT t.dead AND NOT t.reenfileirado
- ORDER BY 1
-
--- name: admin_last_attempt
-SELECT t.id, t.tentativa, t.status, t.dead, t.live_id
-  FROM {table} t
- WHERE (t.id = %(root)s OR t.id_inicial = %(root)s) AND NOT t.reenfileirado
- ORDER BY t.id DESC
- LIMIT 1
 
 -- name: admin_redrive_mark
 -- Claims the right to redrive: only one caller turns reenfileirado on (the row lock
@@ -79,15 +43,6 @@ SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, UTC_TIMESTAMP(6), t.or
        t.prioridade
   FROM {table} t
  WHERE t.id = %(id)s
-
--- name: admin_cancel
--- Only a waiting attempt: a running one belongs to its worker (it holds the row).
-UPDATE {table}
-   SET status = 'cancelada', mensagem = %(mensagem)s
- WHERE id = %(id)s AND status IN ('pendente', 'agendada')
-
--- name: queue_pause_get
-SELECT pausada, motivo, alterado_por, alterado_em FROM {control_table} WHERE id = 1
 
 -- name: queue_pause_set
 INSERT INTO {control_table} (id, pausada, motivo, alterado_por, alterado_em)

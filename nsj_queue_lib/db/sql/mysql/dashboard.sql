@@ -1,5 +1,6 @@
 -- Named queries of the web dashboard (nsj_queue_lib.dashboard), MySQL/MariaDB.  Same names
 -- and parameters as the PostgreSQL file; columns hold UTC (UTC_TIMESTAMP(6)).
+-- Blocks whose text is the same in every dialect live in sql/common/dashboard.sql.
 
 -- name: dash_queues
 SELECT c.table_schema AS esquema, c.table_name AS tabela
@@ -35,32 +36,6 @@ SELECT FLOOR(TIMESTAMPDIFF(SECOND, data_hora, UTC_TIMESTAMP(6)) / 60) AS minuto,
  WHERE data_hora > UTC_TIMESTAMP(6) - INTERVAL 1 HOUR AND data_hora <= UTC_TIMESTAMP(6)
    AND status IN ('sucesso', 'falha', 'cancelada')
  GROUP BY 1, 2
-
--- name: dash_dead_letters
-SELECT coalesce(t.id_inicial, t.id) AS id, t.id AS ultimo_id, t.live_id, t.processo,
-       t.status, t.tentativa, t.data_hora_inicial, t.data_hora, t.mensagem
-  FROM {table} t
- WHERE t.live_id IS NOT NULL AND t.dead AND NOT t.reenfileirado AND t.status <> 'sucesso'
-   AND NOT EXISTS (SELECT 1 FROM {table} l
-                    WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
-                      AND NOT l.reenfileirado AND l.status <> 'falha')
- ORDER BY t.id DESC
- LIMIT %(limit)s
-
--- name: dash_dead_count
-SELECT count(*) FROM (SELECT 1 FROM {table} t
- WHERE t.live_id IS NOT NULL AND t.dead AND NOT t.reenfileirado AND t.status <> 'sucesso'
-   AND NOT EXISTS (SELECT 1 FROM {table} l
-                    WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
-                      AND NOT l.reenfileirado AND l.status <> 'falha')
- LIMIT %(cap)s) s
-
--- name: dash_live_last_error
-SELECT t.id, t.status, t.mensagem
-  FROM {table} t
- WHERE (t.id = %(root)s OR t.id_inicial = %(root)s) AND NOT t.reenfileirado
- ORDER BY t.id DESC
- LIMIT 1
 
 -- name: dash_now
 SELECT UTC_TIMESTAMP(6) AS agora

@@ -1,17 +1,9 @@
 -- Named queries of `python -m nsj_queue_lib.status` (MySQL/MariaDB/SingleStore).  Same
 -- names as the PostgreSQL file; columns hold UTC, so the clock is UTC_TIMESTAMP(6).
+-- Blocks whose text is the same in every dialect live in sql/common/status.sql.
 
 -- name: status_now
 SELECT UTC_TIMESTAMP(6) AS agora
-
--- name: status_counts
-SELECT status, count(*) AS n FROM {table} GROUP BY status
-
--- name: status_counts_chains
-SELECT status, count(*) AS n FROM {table} WHERE NOT reenfileirado AND NOT dead GROUP BY status
-
--- name: status_counts_dead_chains
-SELECT status, count(*) AS n FROM {table} WHERE NOT reenfileirado AND dead GROUP BY status
 
 -- name: status_oldest_due
 SELECT id, processo, status, tentativa, data_hora,
@@ -49,30 +41,11 @@ SELECT id, processo, tentativa, data_hora,
  ORDER BY id
  LIMIT %(limit)s
 
--- name: status_running_count
-SELECT count(*) FROM {table} WHERE status = 'processando'
-
 -- name: status_lock_holders
 -- Locks live in the queue server, not in MySQL: no rows (running times are estimated).
 SELECT NULL AS objid, NULL AS inicio, NULL AS segundos, NULL AS sessao
   FROM DUAL
  WHERE %(ns)s IS NULL
-
--- name: metrics_depth
--- Metrics: tasks waiting or running, per status (index ranges on status).
-SELECT status, count(*) AS n FROM {table} WHERE status IN ('pendente', 'agendada')
- GROUP BY status
-UNION ALL
-SELECT 'processando', count(*) FROM {table} WHERE status = 'processando'
-
--- name: metrics_dead_waiting
--- Metrics: dead-letter chains not resolved (last attempt not 'sucesso', live chain not
--- redriven) (index on live_id).
-SELECT count(*) FROM {table} t
- WHERE t.live_id IS NOT NULL AND t.dead AND NOT t.reenfileirado AND t.status <> 'sucesso'
-   AND NOT EXISTS (SELECT 1 FROM {table} l
-                    WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
-                      AND NOT l.reenfileirado AND l.status <> 'falha')
 
 -- name: metrics_oldest_due
 -- The oldest due task: one short index range per status (ix_due), then the earlier of two.

@@ -1,6 +1,7 @@
 -- Named queries of the web dashboard (nsj_queue_lib.dashboard), PostgreSQL.  Same names
 -- and parameters as the MySQL file.  Each one reads an index range (or the catalog):
 -- its cost depends on the backlog, the dead letters or the last hour, never on the table.
+-- Blocks whose text is the same in every dialect live in sql/common/dashboard.sql.
 
 -- name: dash_queues
 -- Tables that have the columns of a queue, in every schema the user can see.
@@ -39,35 +40,6 @@ SELECT floor(extract(epoch FROM (now() - data_hora)) / 60)::int AS minuto, statu
  WHERE data_hora > now() - interval '1 hour' AND data_hora <= now()
    AND status IN ('sucesso', 'falha', 'cancelada')
  GROUP BY 1, 2
-
--- name: dash_dead_letters
--- Dead-letter chains whose last attempt did not succeed and whose live chain was not
--- redriven since (its current attempt is still 'falha'), newest first (index on live_id).
-SELECT coalesce(t.id_inicial, t.id) AS id, t.id AS ultimo_id, t.live_id, t.processo,
-       t.status, t.tentativa, t.data_hora_inicial, t.data_hora, t.mensagem
-  FROM {table} t
- WHERE t.live_id IS NOT NULL AND t.dead AND NOT t.reenfileirado AND t.status <> 'sucesso'
-   AND NOT EXISTS (SELECT 1 FROM {table} l
-                    WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
-                      AND NOT l.reenfileirado AND l.status <> 'falha')
- ORDER BY t.id DESC
- LIMIT %(limit)s
-
--- name: dash_dead_count
-SELECT count(*) FROM (SELECT 1 FROM {table} t
- WHERE t.live_id IS NOT NULL AND t.dead AND NOT t.reenfileirado AND t.status <> 'sucesso'
-   AND NOT EXISTS (SELECT 1 FROM {table} l
-                    WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
-                      AND NOT l.reenfileirado AND l.status <> 'falha')
- LIMIT %(cap)s) s
-
--- name: dash_live_last_error
--- The error of the live chain's last attempt (the one that sent it to the dead letters).
-SELECT t.id, t.status, t.mensagem
-  FROM {table} t
- WHERE (t.id = %(root)s OR t.id_inicial = %(root)s) AND NOT t.reenfileirado
- ORDER BY t.id DESC
- LIMIT 1
 
 -- name: dash_now
 SELECT now() AS agora

@@ -1,18 +1,9 @@
 -- Named queries of `python -m nsj_queue_lib.status` (PostgreSQL).  Same names as the
 -- MySQL file; ages are computed by the database clock.
+-- Blocks whose text is the same in every dialect live in sql/common/status.sql.
 
 -- name: status_now
 SELECT now() AS agora
-
--- name: status_counts
-SELECT status, count(*) AS n FROM {table} GROUP BY status
-
--- name: status_counts_chains
--- A failed attempt that was re-queued has a successor: the other rows are chain states.
-SELECT status, count(*) AS n FROM {table} WHERE NOT reenfileirado AND NOT dead GROUP BY status
-
--- name: status_counts_dead_chains
-SELECT status, count(*) AS n FROM {table} WHERE NOT reenfileirado AND dead GROUP BY status
 
 -- name: status_oldest_due
 SELECT id, processo, status, tentativa, data_hora,
@@ -48,9 +39,6 @@ SELECT id, processo, tentativa, data_hora, extract(epoch FROM (now() - data_hora
  ORDER BY id
  LIMIT %(limit)s
 
--- name: status_running_count
-SELECT count(*) FROM {table} WHERE status = 'processando'
-
 -- name: status_lock_holders
 -- Task id (mod 2**32) -> start of the transaction of the session holding its advisory lock.
 SELECT l.objid::int8 AS objid, a.xact_start AS inicio,
@@ -59,23 +47,6 @@ SELECT l.objid::int8 AS objid, a.xact_start AS inicio,
   FROM pg_locks l
   JOIN pg_stat_activity a ON a.pid = l.pid
  WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = %(ns)s
-
--- name: metrics_depth
--- Metrics: tasks waiting or running, per status. Index ranges only (the partial indexes
--- of pendente/agendada and of processando): cost grows with the backlog, not the table.
-SELECT status, count(*) AS n FROM {table} WHERE status IN ('pendente', 'agendada')
- GROUP BY status
-UNION ALL
-SELECT 'processando', count(*) FROM {table} WHERE status = 'processando'
-
--- name: metrics_dead_waiting
--- Metrics: dead-letter chains not resolved (last attempt not 'sucesso', live chain not
--- redriven) (partial index on live_id).
-SELECT count(*) FROM {table} t
- WHERE t.live_id IS NOT NULL AND t.dead AND NOT t.reenfileirado AND t.status <> 'sucesso'
-   AND NOT EXISTS (SELECT 1 FROM {table} l
-                    WHERE (l.id = t.live_id OR l.id_inicial = t.live_id)
-                      AND NOT l.reenfileirado AND l.status <> 'falha')
 
 -- name: metrics_oldest_due
 -- The oldest due task: one short index range per status (ix_due), then the earlier of two.

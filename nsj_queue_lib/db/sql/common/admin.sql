@@ -1,0 +1,50 @@
+-- Named queries of the operator's commands (nsj_queue_lib.admin.QueueAdmin) whose text
+-- is the same in every dialect; the loader adds them to each dialect's admin.sql.
+-- {table} and {control_table} are identifiers rendered once; values are %(name)s
+-- parameters; no literal percent sign (pymysql would read it as a placeholder).
+
+-- name: admin_task_root
+SELECT t.id, coalesce(t.id_inicial, t.id) AS raiz, t.dead, t.live_id, t.pub_sub
+  FROM {table} t
+ WHERE t.id = %(id)s
+
+-- name: admin_chain_attempts
+-- Every attempt of a chain, in order; the payload lives in the first attempt only.
+SELECT t.id, t.id_inicial, t.tentativa, t.status, t.data_hora_inicial, t.data_hora,
+       t.proxima_tentativa, t.origem, t.destino, t.processo, t.chave_externa, t.mensagem,
+       t.id_anterior, t.data_hora_anterior, t.status_anterior, t.mensagem_anterior,
+       t.reenfileirado, t.estouro_tentativas, t.tenant, t.grupo_empresarial, t.payload,
+       t.payload_hash, t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id,
+       t.prioridade
+  FROM {table} t
+ WHERE t.id = %(root)s OR t.id_inicial = %(root)s
+ ORDER BY t.tentativa, t.id
+
+-- name: admin_dead_chains
+-- Dead-letter chains created from a live chain (their first attempts).
+SELECT t.id FROM {table} t
+ WHERE t.live_id = %(root)s AND t.dead AND t.id_inicial IS NULL
+ ORDER BY t.id
+
+-- name: admin_subscriber_chains
+-- Current state of the subscriber tasks a publication fanned out into.
+SELECT coalesce(t.id_inicial, t.id) AS id, t.subscriber_id, t.status, t.tentativa
+  FROM {table} t
+ WHERE t.publication_id = %(root)s AND NOT t.dead AND NOT t.reenfileirado
+ ORDER BY 1
+
+-- name: admin_last_attempt
+SELECT t.id, t.tentativa, t.status, t.dead, t.live_id
+  FROM {table} t
+ WHERE (t.id = %(root)s OR t.id_inicial = %(root)s) AND NOT t.reenfileirado
+ ORDER BY t.id DESC
+ LIMIT 1
+
+-- name: admin_cancel
+-- Only a waiting attempt: a running one belongs to its worker (it holds the row).
+UPDATE {table}
+   SET status = 'cancelada', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status IN ('pendente', 'agendada')
+
+-- name: queue_pause_get
+SELECT pausada, motivo, alterado_por, alterado_em FROM {control_table} WHERE id = 1
