@@ -12,7 +12,13 @@ import contextlib
 import sys
 from typing import List, Optional
 
-from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import (
+    ArgumentParser,
+    HelpFormatter,
+    connect_db,
+    portuguese,
+    print_verify,
+)
 from nsj_queue_lib.db import schema as schema_mod
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
@@ -20,16 +26,6 @@ from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
 EXIT_CONFIG = 2
-
-
-def _connect(mysql: bool):
-    from nsj_queue_lib.config import Settings
-    from nsj_queue_lib.db.session import connect
-
-    settings = Settings.from_env(require=("db",))
-    if mysql and not settings.is_mysql:
-        settings = settings.replace(db_driver="MYSQL")
-    return connect(settings, application_name="nsj_queue_lib:db_gen")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -62,7 +58,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if not (args.verify or args.upgrade or args.apply):
             sys.stdout.write(schema_mod.render(dialect, args.schema, args.fila))
             return EXIT_OK
-        with contextlib.closing(_connect(args.mysql)) as conn:
+        with contextlib.closing(connect_db(args.mysql, "nsj_queue_lib:db_gen")) as conn:
             if args.verify:
                 return _verify(conn, dialect, args.schema, args.fila)
             if args.upgrade:
@@ -86,18 +82,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _verify(conn, dialect, schema: str, fila: str) -> int:
     result = schema_mod.verify(conn, dialect, schema, fila)
-    where = f"{result.schema}.{result.fila}"
-    for note in result.notes:
-        print(f"aviso: {note}")
-    if result.ok:
-        print(f"{where}: igual à versão atual ({schema_mod.version_stamp(dialect)}).")
-        return EXIT_OK
-    print(f"{where}: {len(result.differences)} diferença(s) da versão atual "
-          f"(gravada no banco: {result.version or 'nenhuma, 1.2.2?'}):")
-    for diff in result.differences:
-        print(f"  - {diff}")
-    print(f"Para corrigir: python -m nsj_queue_lib.db_gen {schema} {fila} --upgrade --apply")
-    return EXIT_DIFFERENT
+    ok = print_verify(result, schema_mod.version_stamp(dialect),
+                      f"python -m nsj_queue_lib.db_gen {schema} {fila} --upgrade --apply")
+    return EXIT_OK if ok else EXIT_DIFFERENT
 
 
 def __getattr__(name: str) -> str:

@@ -253,3 +253,59 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError("deve ser maior que zero")
     return value
+
+
+def add_queue_options(parser: argparse.ArgumentParser) -> None:
+    """--tabela and --json: the options of every command that reads or changes a queue."""
+    add_table_option(parser)
+    add_json_option(parser)
+
+
+def emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    """The result of a command: `data` as JSON with --json, else the line(s) `text`."""
+    if args.json:
+        print_json(data)
+    else:
+        print(text)
+
+
+def add_passthrough(subparsers: Any, name: str, module: str, help: str) -> None:
+    """Subcommand `name` run by `nsj_queue_lib.<module>.main`, which parses the rest of the
+    line with its own options (`nsj-queue NAME --help` shows them)."""
+
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        return importlib.import_module(f"nsj_queue_lib.{module}").main(
+            args.extra, prog=f"nsj-queue {name}")
+
+    parser = subparsers.add_parser(name, add_help=False, help=help)
+    parser.set_defaults(handler=handler, passthrough=True)
+
+
+def connect_db(mysql: bool, application_name: str) -> Any:
+    """A connection from the DB_* settings; `mysql` forces the MySQL driver."""
+    from nsj_queue_lib.config import Settings
+    from nsj_queue_lib.db.session import connect
+
+    settings = Settings.from_env(require=("db",))
+    if mysql and not settings.is_mysql:
+        settings = settings.replace(db_driver="MYSQL")
+    return connect(settings, application_name=application_name)
+
+
+def print_verify(result: Any, stamp: str, fix: str) -> bool:
+    """The text of a schema verification (notes, then equal or the differences and the
+    command `fix` that corrects them); True when the queue is at the current version."""
+    where = f"{result.schema}.{result.fila}"
+    for note in result.notes:
+        print(f"aviso: {note}")
+    if result.ok:
+        print(f"{where}: igual à versão atual ({stamp}).")
+        return True
+    print(f"{where}: {len(result.differences)} diferença(s) da versão atual "
+          f"(gravada no banco: {result.version or 'nenhuma, 1.2.2?'}):")
+    for diff in result.differences:
+        print(f"  - {diff}")
+    print(f"Para corrigir: {fix}")
+    return False

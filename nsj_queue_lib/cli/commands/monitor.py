@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
+
+from nsj_queue_lib.cli.common import add_passthrough
 
 ORDER = 30
 
@@ -11,24 +12,10 @@ ORDER = 30
 def register(subparsers: Any) -> None:
     # Their options are those of the modules (python -m nsj_queue_lib.status / .health),
     # which parse the rest of the line: `nsj-queue status --help` shows them.
-    status = subparsers.add_parser(
-        "status", add_help=False,
+    add_passthrough(
+        subparsers, "status", "status",
         help="estado da fila: tarefas por status, atrasos, em execução, mortas, pausa "
         "(--json, --watch)")
-    status.set_defaults(handler=_status, passthrough=True)
-    health = subparsers.add_parser(
-        "health", add_help=False,
+    add_passthrough(
+        subparsers, "health", "health",
         help="verificação de saúde do worker para containers (saída 0 saudável, 1 não)")
-    health.set_defaults(handler=_health, passthrough=True)
-
-
-def _status(args: argparse.Namespace) -> int:
-    from nsj_queue_lib import status
-
-    return status.main(args.extra, prog="nsj-queue status")
-
-
-def _health(args: argparse.Namespace) -> int:
-    from nsj_queue_lib import health
-
-    return health.main(args.extra, prog="nsj-queue health")

@@ -8,14 +8,13 @@ from typing import Any
 from nsj_queue_lib.cli.common import (
     EXIT_OK,
     HelpFormatter,
-    add_json_option,
     add_parser,
-    add_table_option,
+    add_queue_options,
+    emit,
     fmt_time,
     guarded,
     open_admin,
     operator,
-    print_json,
 )
 
 ORDER = 60
@@ -30,30 +29,27 @@ def register(subparsers: Any) -> None:
         "e dizem isso no status e no health. Produtores continuam enfileirando. "
         "Desfaça com nsj-queue resume.")
     pause.add_argument("--motivo", help="por que a fila foi pausada (aparece no status)")
-    add_table_option(pause)
-    add_json_option(pause)
+    add_queue_options(pause)
     pause.set_defaults(handler=_pause)
 
     resume = add_parser(
         subparsers, "resume", help="retoma uma fila pausada", formatter_class=HelpFormatter,
         description="Retoma a fila pausada: os workers voltam a pegar tarefas em até 1 s.")
-    add_table_option(resume)
-    add_json_option(resume)
+    add_queue_options(resume)
     resume.set_defaults(handler=_resume)
 
 
 def _report(admin: Any, args: argparse.Namespace) -> int:
     state = admin.pause_state()
-    if args.json:
-        print_json({"fila": admin.queue_table, "pausada": state["pausada"],
-                    "motivo": state["motivo"], "por": state["alterado_por"],
-                    "desde": state["alterado_em"]})
-    elif state["pausada"]:
-        print(f"Fila {admin.queue_table} pausada em {fmt_time(state['alterado_em'])}"
-              + (f" ({state['motivo']})" if state["motivo"] else "")
-              + ": os workers param de pegar tarefas em até 1 s.")
+    if state["pausada"]:
+        text = (f"Fila {admin.queue_table} pausada em {fmt_time(state['alterado_em'])}"
+                + (f" ({state['motivo']})" if state["motivo"] else "")
+                + ": os workers param de pegar tarefas em até 1 s.")
     else:
-        print(f"Fila {admin.queue_table} retomada: os workers voltam a pegar tarefas.")
+        text = f"Fila {admin.queue_table} retomada: os workers voltam a pegar tarefas."
+    emit(args, {"fila": admin.queue_table, "pausada": state["pausada"],
+                "motivo": state["motivo"], "por": state["alterado_por"],
+                "desde": state["alterado_em"]}, text)
     return EXIT_OK
 
 

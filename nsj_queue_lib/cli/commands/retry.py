@@ -8,14 +8,13 @@ from typing import Any
 from nsj_queue_lib.cli.common import (
     EXIT_OK,
     HelpFormatter,
-    add_json_option,
     add_parser,
-    add_table_option,
+    add_queue_options,
+    emit,
     guarded,
     open_admin,
     operator,
     positive_int,
-    print_json,
 )
 
 ORDER = 50
@@ -32,8 +31,7 @@ def register(subparsers: Any) -> None:
         "existe ou ainda está pendente, agendada, em execução ou concluída com sucesso.")
     retry.add_argument("id", type=positive_int, metavar="ID",
                        help="id de qualquer tentativa da tarefa")
-    add_table_option(retry)
-    add_json_option(retry)
+    add_queue_options(retry)
     retry.set_defaults(handler=_retry)
 
     cancel = add_parser(
@@ -45,8 +43,7 @@ def register(subparsers: Any) -> None:
     cancel.add_argument("id", type=positive_int, metavar="ID",
                         help="id de qualquer tentativa da tarefa")
     cancel.add_argument("--motivo", help="texto gravado na mensagem da tarefa")
-    add_table_option(cancel)
-    add_json_option(cancel)
+    add_queue_options(cancel)
     cancel.set_defaults(handler=_cancel)
 
 
@@ -55,12 +52,10 @@ def _retry(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         new_id = admin.retry(args.id, por=operator())
         chain = admin.show(new_id)
-    if args.json:
-        print_json({"id_inicial": chain["id_inicial"], "nova_tentativa": new_id,
-                    "status": chain["status"]})
-    else:
-        print(f"Tarefa {chain['id_inicial']} reenfileirada: nova tentativa #{new_id} "
-              f"({chain['status']})")
+    emit(args, {"id_inicial": chain["id_inicial"], "nova_tentativa": new_id,
+                "status": chain["status"]},
+         f"Tarefa {chain['id_inicial']} reenfileirada: nova tentativa #{new_id} "
+         f"({chain['status']})")
     return EXIT_OK
 
 
@@ -69,8 +64,6 @@ def _cancel(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         attempt = admin.cancel(args.id, motivo=args.motivo, por=operator())
         root = admin.show(attempt)["id_inicial"]
-    if args.json:
-        print_json({"id_inicial": root, "tentativa_cancelada": attempt, "status": "cancelada"})
-    else:
-        print(f"Tarefa {root} cancelada (tentativa #{attempt})")
+    emit(args, {"id_inicial": root, "tentativa_cancelada": attempt, "status": "cancelada"},
+         f"Tarefa {root} cancelada (tentativa #{attempt})")
     return EXIT_OK

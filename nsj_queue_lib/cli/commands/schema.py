@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Any, Tuple
+from typing import Any, Iterator, Tuple
 
 from nsj_queue_lib.cli.common import (
     EXIT_FAILED,
@@ -14,8 +14,10 @@ from nsj_queue_lib.cli.common import (
     HelpFormatter,
     add_json_option,
     add_parser,
+    connect_db,
     guarded,
     print_json,
+    print_verify,
 )
 
 ORDER = 10
@@ -99,14 +101,16 @@ def _target(args: argparse.Namespace) -> Tuple[Any, str, str]:
     return dialect, schema, fila
 
 
-def _connect(dialect: Any) -> Any:
-    from nsj_queue_lib.config import Settings
-    from nsj_queue_lib.db.session import connect
+@contextlib.contextmanager
+def _target_connection(args: argparse.Namespace) -> Iterator[Tuple[Any, Any, str, str]]:
+    """(connection, dialect, schema, fila) of the command's queue; names checked first."""
+    from nsj_queue_lib.db import schema as schema_mod
 
-    settings = Settings.from_env(require=("db",))
-    if dialect.name == "mysql" and not settings.is_mysql:
-        settings = settings.replace(db_driver="MYSQL")
-    return connect(settings, application_name="nsj_queue_lib:schema")
+    dialect, schema, fila = _target(args)
+    schema_mod.resolve_names(dialect, schema, fila)
+    with contextlib.closing(connect_db(dialect.name == "mysql",
+                                       "nsj_queue_lib:schema")) as conn:
+        yield conn, dialect, schema, fila
 
 
 @guarded
@@ -122,9 +126,7 @@ def _print(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     from nsj_queue_lib.db import schema as schema_mod
 
-    dialect, schema, fila = _target(args)
-    schema_mod.resolve_names(dialect, schema, fila)
-    with contextlib.closing(_connect(dialect)) as conn:
+    with _target_connection(args) as (conn, dialect, schema, fila):
         schema_mod.apply(conn, dialect, schema, fila)
     print(f"Modelo da fila {schema}.{fila} aplicado.")
     return EXIT_OK
@@ -134,9 +136,7 @@ def _apply(args: argparse.Namespace) -> int:
 def _upgrade(args: argparse.Namespace) -> int:
     from nsj_queue_lib.db import schema as schema_mod
 
-    dialect, schema, fila = _target(args)
-    schema_mod.resolve_names(dialect, schema, fila)
-    with contextlib.closing(_connect(dialect)) as conn:
+    with _target_connection(args) as (conn, dialect, schema, fila):
         stmts = (schema_mod.upgrade_statements(conn, dialect, schema, fila) if args.imprimir
                  else schema_mod.upgrade(conn, dialect, schema, fila))
     if not stmts:
@@ -152,9 +152,7 @@ def _upgrade(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from nsj_queue_lib.db import schema as schema_mod
 
-    dialect, schema, fila = _target(args)
-    schema_mod.resolve_names(dialect, schema, fila)
-    with contextlib.closing(_connect(dialect)) as conn:
+    with _target_connection(args) as (conn, dialect, schema, fila):
         result = schema_mod.verify(conn, dialect, schema, fila)
     where = f"{result.schema}.{result.fila}"
     if args.json:
@@ -164,14 +162,6 @@ def _verify(args: argparse.Namespace) -> int:
                                     "esperado": d.expected, "encontrado": d.actual}
                                    for d in result.differences]})
         return EXIT_OK if result.ok else EXIT_FAILED
-    for note in result.notes:
-        print(f"aviso: {note}")
-    if result.ok:
-        print(f"{where}: igual à versão atual ({schema_mod.version_stamp(dialect)}).")
-        return EXIT_OK
-    print(f"{where}: {len(result.differences)} diferença(s) da versão atual "
-          f"(gravada no banco: {result.version or 'nenhuma, 1.2.2?'}):")
-    for diff in result.differences:
-        print(f"  - {diff}")
-    print(f"Para corrigir: nsj-queue schema upgrade {schema} {fila}")
-    return EXIT_FAILED
+    ok = print_verify(result, schema_mod.version_stamp(dialect),
+                      f"nsj-queue schema upgrade {schema} {fila}")
+    return EXIT_OK if ok else EXIT_FAILED

@@ -9,9 +9,9 @@ from typing import Any, Dict
 from nsj_queue_lib.cli.common import (
     EXIT_OK,
     HelpFormatter,
-    add_json_option,
     add_parser,
-    add_table_option,
+    add_queue_options,
+    emit,
     fmt_time,
     guarded,
     open_admin,
@@ -50,8 +50,7 @@ def register(subparsers: Any) -> None:
     lst.add_argument("--limite", type=positive_int, default=50, help="máximo de linhas (padrão 50)")
     lst.add_argument("--antes-de", dest="before_id", type=int, metavar="ID",
                      help="só ids menores que ID (paginação)")
-    add_table_option(lst)
-    add_json_option(lst)
+    add_queue_options(lst)
     lst.set_defaults(handler=_list)
 
     show = add_parser(
@@ -62,8 +61,7 @@ def register(subparsers: Any) -> None:
         "dos assinantes. Sai com 1 se a tarefa não existe.")
     show.add_argument("id", type=positive_int, metavar="ID",
                       help="id de qualquer tentativa da tarefa")
-    add_table_option(show)
-    add_json_option(show)
+    add_queue_options(show)
     show.set_defaults(handler=_show)
 
 
@@ -127,8 +125,5 @@ def _render_chain(chain: Dict[str, Any]) -> str:
 def _show(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         chain = admin.show(args.id)
-    if args.json:
-        print_json(chain)
-    else:
-        print(_render_chain(chain))
+    emit(args, chain, "" if args.json else _render_chain(chain))
     return EXIT_OK
