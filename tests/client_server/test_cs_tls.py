@@ -176,6 +176,12 @@ def test_plaintext_client_and_wrong_ca_are_refused_with_clear_errors(pgq, certs)
     eventually(lambda: worker.proc.poll() is not None, 20, message="worker sem TLS encerrado")
     assert worker.proc.returncode == 2, worker.log()
     assert "este servidor exige TLS" in worker.log()
+    # And so does a TLS worker that does not trust the server's CA.
+    doubter = pgq.start_worker(SERVER_TLS="true", SERVER_TLS_CA_FILE=certs / "other-ca.pem")
+    eventually(lambda: doubter.proc.poll() is not None, 20, message="worker com CA errada")
+    assert doubter.proc.returncode == 2, doubter.log()
+    assert "certificado TLS do servidor" in doubter.log()
+    assert "confira SERVER_TLS_CA_FILE" in doubter.log()
 
 
 def test_tls_client_against_a_plaintext_server(pgq, certs):
