@@ -26,7 +26,7 @@ FROM runtime AS test
 USER root
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-       make postgresql-client mariadb-client chromium chromium-driver \
+       make postgresql-client mariadb-client chromium chromium-driver openssl \
     && rm -rf /var/lib/apt/lists/*
 COPY . /app
 RUN pip install -e "/app[dev]" && chown -R nsjq /app
