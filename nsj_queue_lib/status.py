@@ -28,8 +28,9 @@ from nsj_queue_lib.cli.common import (
     HelpFormatter,
     driver_error_text,
     portuguese,
+    queue_settings,
 )
-from nsj_queue_lib.config import Settings, validate_table_name
+from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
@@ -202,17 +203,6 @@ def read_status(settings: Settings, session: Optional[DbSession] = None) -> Dict
             session.close()
 
 
-def _settings(table: Optional[str]) -> Settings:
-    settings = Settings.from_env(require=("db",))
-    if table:
-        settings = settings.replace(queue_table=validate_table_name(
-            table, "--tabela", "postgres" if settings.db_driver == "POSTGRES" else "mysql"))
-    if not settings.queue_table:
-        raise ConfigError("Configuração inválida: variável QUEUE_TABLE não definida "
-                          "(ou use --tabela)")
-    return settings
-
-
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     parser = ArgumentParser(
         add_help=False, formatter_class=HelpFormatter,
@@ -231,7 +221,7 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     if args.watch is not None and args.watch <= 0:
         parser.error("--watch precisa de um intervalo maior que zero")
     try:
-        settings = _settings(args.tabela)
+        settings = queue_settings(args)
     except ConfigError as exc:
         print(f"Erro: {exc}", file=sys.stderr)
         return EXIT_CONFIG

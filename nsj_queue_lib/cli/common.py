@@ -138,6 +138,11 @@ def add_table_option(parser: argparse.ArgumentParser) -> None:
                         help="tabela da fila ('tabela' ou 'schema.tabela'); padrão: QUEUE_TABLE")
 
 
+def add_task_id_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", type=positive_int, metavar="ID",
+                        help="id de qualquer tentativa da tarefa")
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="saída em JSON, para scripts")
 

@@ -10,11 +10,11 @@ from nsj_queue_lib.cli.common import (
     HelpFormatter,
     add_parser,
     add_queue_options,
+    add_task_id_argument,
     emit,
     guarded,
     open_admin,
     operator,
-    positive_int,
 )
 
 ORDER = 50
@@ -29,8 +29,7 @@ def register(subparsers: Any) -> None:
         "anterior (id_inicial, id_anterior). Para uma tarefa da fila de mortos, reenfileira "
         "a tarefa original (live_id), que roda execute de novo. Sai com 1 se a tarefa não "
         "existe ou ainda está pendente, agendada, em execução ou concluída com sucesso.")
-    retry.add_argument("id", type=positive_int, metavar="ID",
-                       help="id de qualquer tentativa da tarefa")
+    add_task_id_argument(retry)
     add_queue_options(retry)
     retry.set_defaults(handler=_retry)
 
@@ -40,8 +39,7 @@ def register(subparsers: Any) -> None:
         description="Cancela a tentativa pendente ou agendada da tarefa ID: ela fica "
         "'cancelada' e nenhum worker a executa (retry a reenfileira). Uma tarefa em "
         "execução não pode ser cancelada (sai com 1).")
-    cancel.add_argument("id", type=positive_int, metavar="ID",
-                        help="id de qualquer tentativa da tarefa")
+    add_task_id_argument(cancel)
     cancel.add_argument("--motivo", help="texto gravado na mensagem da tarefa")
     add_queue_options(cancel)
     cancel.set_defaults(handler=_cancel)

@@ -11,6 +11,7 @@ from nsj_queue_lib.cli.common import (
     HelpFormatter,
     add_parser,
     add_queue_options,
+    add_task_id_argument,
     emit,
     fmt_time,
     guarded,
@@ -59,8 +60,7 @@ def register(subparsers: Any) -> None:
         description="Mostra a cadeia da tarefa ID (qualquer tentativa dela): cada tentativa "
         "com status e mensagem, o payload, a fila de mortos e, numa publicação, as tarefas "
         "dos assinantes. Sai com 1 se a tarefa não existe.")
-    show.add_argument("id", type=positive_int, metavar="ID",
-                      help="id de qualquer tentativa da tarefa")
+    add_task_id_argument(show)
     add_queue_options(show)
     show.set_defaults(handler=_show)
 
