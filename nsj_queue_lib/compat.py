@@ -33,7 +33,8 @@ def legacy_signs(settings: Settings) -> List[str]:
     signs = []
     if found.get("sessoes"):
         signs.append(f"{found['sessoes']} conexão(ões) de outro programa com comandos da "
-                     "1.2.2 (LISTEN do canal ou advisory lock de um número)")
+                     "1.2.2 (LISTEN do canal, advisory lock de um número ou a consulta da fila "
+                     "\"as tarefa\")")
     if found.get("falha_processando"):
         signs.append(f"{found['falha_processando']} tarefa(s) com status falha_processando "
                      "(só a 1.2.2 grava) nas últimas 24 h")

@@ -423,7 +423,7 @@ def _compare(exp: _Snapshot, act: _Snapshot, fila: str) -> Tuple[List[Difference
         elif not got["valid"]:
             diffs.append(Difference("index", name, "inválido"))
     legacy = _LEGACY_INDEX.format(fila=fila)
-    for name, ix in act.indexes.items():
+    for name, ix in sorted(act.indexes.items()):  # catalog order varies: keep output stable
         if name in exp.indexes:
             continue
         if name.startswith(legacy):

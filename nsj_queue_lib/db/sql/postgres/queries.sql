@@ -235,7 +235,8 @@ UPDATE {table}
 -- Signs that nsj-queue-lib 1.2.2 workers use this queue: status 'falha_processando'
 -- (written only by 1.2.2's rescue) in the last day, and sessions of other programs
 -- whose last statement is one 1.2.2 sends (LISTEN on the channel, one-bigint advisory
--- locks); the 2.x sessions are recognised by their application_name.
+-- locks, or its scan of the queue aliased "as tarefa": an idle 1.2.2 worker's last
+-- statement is often that scan); the 2.x sessions are recognised by their application_name.
 SELECT (SELECT count(*) FROM {table}
          WHERE status = 'falha_processando'
            AND data_hora > now() - interval '1 day') AS falha_processando,
@@ -244,7 +245,8 @@ SELECT (SELECT count(*) FROM {table}
            AND pid <> pg_backend_pid()
            AND coalesce(application_name, '') NOT LIKE 'nsj_queue_lib%%'
            AND (query ~* ('^\s*listen\s+"?' || %(channel)s || '"?\s*$')
-                OR query ~* 'pg_(try_)?advisory_(un)?lock\(\s*\d+\s*\)')
+                OR query ~* 'pg_(try_)?advisory_(un)?lock\(\s*\d+\s*\)'
+                OR query ~* ('\mfrom\s+("?\w+"?\.)?"?' || %(channel)s || '"?\s+as\s+tarefa\M'))
        ) AS sessoes
 
 -- name: task_has_lost_pending
