@@ -7,15 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import textwrap
-import uuid
 
 import pytest
 
 from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.queue_client import QueueClient
-from tests.compat.conftest import LOG_DIR
-from tests.compat.mixed import Fleet
 from tests.helpers import eventually
 
 DICT = {"pedido": 7, "cliente": "João", "quando": dt.datetime(2026, 11, 23, 10, 30, 5, 123)}
@@ -33,22 +30,9 @@ PRODUCE_DICT = textwrap.dedent('''
 
 
 @pytest.fixture
-def legacy_setup(pg_server, legacy):
-    s = f"r_{uuid.uuid4().hex[:10]}"
-    fila = "fila_linhas"
-    conn = pg_server.connect()
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f"CREATE SCHEMA {s}")
-        cur.execute(legacy.db_gen(s, fila))
-        cur.execute(f"CREATE TABLE {s}.efeitos (id bigserial PRIMARY KEY, chave text, "
-                    "tipo text, pid int)")
-    fleet = Fleet(legacy, pg_server.env(), s, fila, LOG_DIR)
-    yield conn, fleet
-    fleet.stop()
-    with conn.cursor() as cur:
-        cur.execute(f"DROP SCHEMA IF EXISTS {s} CASCADE")
-    conn.close()
+def legacy_setup(legacy_queue):
+    """A queue made by the real 1.2.2 db_gen (the shared compat fixture)."""
+    return legacy_queue
 
 
 def test_dict_payload_of_a_1_2_2_producer_is_found_by_list_equivalent_task(legacy_setup):
