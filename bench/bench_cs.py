@@ -115,6 +115,14 @@ class Target:
         conn.close()
         return None if row is None else row[0]
 
+    def settle(self) -> None:
+        """Statistics after the bulk load, as bench.py does: without them the planner of
+        either database plans the claim for the empty table it last analysed."""
+        if self.kind == "postgres":
+            self._run(f'VACUUM ANALYZE "{SCHEMA}"."{FILA}"')
+        else:
+            self._run(f"ANALYZE TABLE `{SCHEMA}`.`{FILA}`")
+
     def effects(self) -> str:
         return f"{self.q}{SCHEMA}{self.q}.efeitos"
 
@@ -197,6 +205,7 @@ def processing_rate(target: Target, n: int, workers: int, server: bool = True) -
                              for _ in range(min(1000, n - first))])
         conn.commit()
     conn.close()
+    target.settle()
     run = ClientServerRun(target, server)
     try:
         run.start_server()
