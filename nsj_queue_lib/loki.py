@@ -3,9 +3,10 @@
 `install_loki_handler(settings)` (called by `log.configure_logging` when
 GRAFANA_URL is set) adds a `LokiHandler` to the root logger.  `emit()` only
 formats the record and appends it to a bounded in-memory buffer; a daemon
-thread sends the buffer to Loki's push API (GRAFANA_URL is the full push URL,
-e.g. http://loki:3100/loki/api/v1/push) every `flush_interval` seconds or as
-soon as `batch_size` records are waiting, with an HTTP timeout.  So a slow,
+thread (`LokiSender`, on the shared BackgroundService lifecycle) sends the
+buffer to Loki's push API (GRAFANA_URL is the full push URL, e.g.
+http://loki:3100/loki/api/v1/push) every `flush_interval` seconds or as soon as
+`batch_size` records are waiting, with an HTTP timeout.  So a slow,
 hanging or dead Loki never blocks a task:
 
 * when the buffer is full, new records are dropped and counted;
@@ -41,6 +42,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.logfields import ContextFilter, JsonFormatter, loki_metadata
 from nsj_queue_lib.logsafe import protect_handler
+from nsj_queue_lib.runtime.service import BackgroundService
 from nsj_queue_lib.text import redact_url, without_credentials
 
 logger = logging.getLogger(__name__)
@@ -84,8 +86,6 @@ class LokiHandler(logging.Handler):
         self.setFormatter(logging.Formatter(LINE_FORMAT.format(host=socket.gethostname())))
         self._buf: Deque[Entry] = collections.deque()
         self._mutex = threading.Lock()
-        self._wake = threading.Event()
-        self._closing = threading.Event()
         self._dropped = 0  # not yet reported to Loki
         self.dropped_total = 0
         self.sent_batches = 0
@@ -93,12 +93,12 @@ class LokiHandler(logging.Handler):
         self.failed_batches = 0
         self._failing = False
         self.structured_metadata = True
-        self._thread = threading.Thread(target=self._run, name="loki_push", daemon=True)
-        self._thread.start()
+        self._sender = LokiSender(self)
+        self._sender.start()
 
     # -- producer side (any thread; never blocks on the network) ----------------
     def emit(self, record: logging.LogRecord) -> None:
-        if threading.current_thread() is self._thread:
+        if threading.current_thread() is self._sender.thread:
             return
         try:
             line = self.format(record)
@@ -115,19 +115,17 @@ class LokiHandler(logging.Handler):
             self._buf.append(entry)
             full = len(self._buf) >= self.batch_size
         if full:
-            self._wake.set()
+            self._sender.wake()
 
     def flush(self) -> None:
         """Ask the thread to send now (does not wait)."""
-        self._wake.set()
+        self._sender.wake()
 
     def close(self) -> None:
         """Send what is buffered, waiting at most `close_timeout` seconds."""
-        if not self._closing.is_set():
-            self._closing.set()
-            self._wake.set()
-            if self._thread is not threading.current_thread():
-                self._thread.join(self.close_timeout)
+        if not self._sender.stopped:
+            self._sender.stop()
+            self._sender.join(self.close_timeout)
         super().close()
 
     # -- sender thread ------------------------------------------------------------
@@ -137,28 +135,6 @@ class LokiHandler(logging.Handler):
             batch = [self._buf.popleft() for _ in range(n)]
             dropped, self._dropped = self._dropped, 0
         return batch, dropped
-
-    def _run(self) -> None:
-        fail_delay = 0.0
-        while True:
-            if fail_delay:
-                # Loki is failing: wait the whole back-off (a full buffer must not make
-                # this thread hammer it), unless the handler is closing.
-                self._closing.wait(fail_delay)
-            else:
-                self._wake.wait(self.flush_interval)
-            self._wake.clear()
-            closing = self._closing.is_set()
-            while True:
-                batch, dropped = self._take()
-                if not batch and not dropped:
-                    break
-                if not self._send(batch, dropped):
-                    fail_delay = min(self.backoff_max, fail_delay * 2 or 1.0)
-                    break
-                fail_delay = 0.0
-            if closing:
-                return
 
     def _payload(self, batch: List[Entry], dropped: int) -> bytes:
         streams: Dict[str, List[List[Any]]] = {}
@@ -223,6 +199,41 @@ class LokiHandler(logging.Handler):
                            "(até %s) e os excedentes são descartados e contados",
                            self.shown_url, reason, self.capacity)
         return False
+
+
+class LokiSender(BackgroundService):
+    """Sends the handler's buffer every `flush_interval` seconds, or at once when woken
+    (buffer full, flush); while Loki fails it waits the whole back-off (a full buffer
+    must not make it hammer Loki); after stop it sends what is left once more."""
+
+    name = "loki_push"
+    final_run = True
+    announce = False  # its own records are not sent; keep the local log quiet too
+
+    def __init__(self, handler: LokiHandler) -> None:
+        super().__init__()
+        self.handler = handler
+        self.fail_delay = 0.0
+
+    @property
+    def thread(self) -> Optional[threading.Thread]:
+        return self._thread
+
+    def next_delay(self) -> float:
+        return self.fail_delay or self.handler.flush_interval
+
+    def wakeable(self) -> bool:
+        return not self.fail_delay
+
+    def run_once(self) -> None:
+        while True:
+            batch, dropped = self.handler._take()
+            if not batch and not dropped:
+                return
+            if not self.handler._send(batch, dropped):
+                self.fail_delay = min(self.handler.backoff_max, self.fail_delay * 2 or 1.0)
+                return
+            self.fail_delay = 0.0
 
 
 def install_loki_handler(settings: Settings, **options: Any) -> Optional[LokiHandler]:

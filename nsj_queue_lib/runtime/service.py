@@ -64,13 +64,20 @@ class BackgroundService:
     goes on (policy: background jobs never take the worker down); a database
     or queue server that is unavailable is an outage, not a bug: one line
     without traceback, repeats rate-limited (OutageReport).
+
+    `wake()` ends the current delay early while `wakeable()` is true (a sender
+    whose buffer filled up); with `final_run` the job runs once more after
+    `stop()` (a sender flushing what is left).
     """
 
     name = "service"
     outage_every = 900.0  # seconds between two lines of one outage
+    final_run = False
+    announce = True  # log start and end (off for the Loki sender: no feedback)
 
     def __init__(self, stop_event: Optional[threading.Event] = None) -> None:
         self._stop = stop_event or threading.Event()
+        self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self.runs = 0
@@ -83,6 +90,13 @@ class BackgroundService:
     def next_delay(self) -> float:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def wakeable(self) -> bool:
+        """Whether `wake()` may end the current delay (no by default)."""
+        return False
+
+    def wake(self) -> None:
+        self._wake.set()
+
     def start(self) -> None:
         with self._lock:
             if self._thread is not None:
@@ -92,6 +106,7 @@ class BackgroundService:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
 
     def join(self, timeout: Optional[float] = None) -> None:
         thread = self._thread
@@ -108,21 +123,36 @@ class BackgroundService:
                                         every=self.outage_every)
         return self._outage
 
+    def _sleep(self, delay: float) -> bool:
+        """Wait `delay` seconds (less after `wake()` when wakeable); True once stopped."""
+        if self.wakeable():
+            self._wake.wait(delay)
+            self._wake.clear()
+            return self._stop.is_set()
+        return self._stop.wait(delay)
+
+    def _run_guarded(self) -> None:
+        try:
+            result = self.run_once()
+        except (DatabaseUnavailable, CoordinationError) as exc:
+            self._outage_report().failed(str(exc))
+            result = None
+        except Exception:
+            logger.exception("%s: falha na execução", self.name)
+            result = None
+        else:
+            if self._outage is not None:
+                self._outage.recovered()
+        self.runs += 1
+        if self.after_run is not None:
+            self.after_run(result)
+
     def _loop(self) -> None:
-        logger.info("%s: iniciado", self.name)
-        while not self._stop.wait(self.next_delay()):
-            try:
-                result = self.run_once()
-            except (DatabaseUnavailable, CoordinationError) as exc:
-                self._outage_report().failed(str(exc))
-                result = None
-            except Exception:
-                logger.exception("%s: falha na execução", self.name)
-                result = None
-            else:
-                if self._outage is not None:
-                    self._outage.recovered()
-            self.runs += 1
-            if self.after_run is not None:
-                self.after_run(result)
-        logger.info("%s: finalizado", self.name)
+        if self.announce:
+            logger.info("%s: iniciado", self.name)
+        while not self._sleep(self.next_delay()):
+            self._run_guarded()
+        if self.final_run:
+            self._run_guarded()
+        if self.announce:
+            logger.info("%s: finalizado", self.name)
