@@ -2,7 +2,10 @@
 
 `Server` is independent of the database: it receives the `has_due_tasks`
 callable used by the periodic check, so it can run with any implementation
-(the real SQL check in `server_main`, a fake in the tests).
+(the real SQL check in `server_main`, a fake in the tests).  Given also
+`due_candidates` (and the queue table, for the lock keys), it answers the
+workers' `claim` with due ids locked for them (`ClaimPool`); without it, `claim`
+answers null and the workers use their own candidates query.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.tls import server_tls_context
 from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
+from nsj_queue_lib.server.claim_pool import MAX_AGE as CLAIM_MAX_AGE
+from nsj_queue_lib.server.claim_pool import ClaimPool
 from nsj_queue_lib.server.listener_thread import ListenerThread
 from nsj_queue_lib.server.lock_service_thread import AcceptThread
 from nsj_queue_lib.server.locks import LockTable
@@ -49,7 +54,9 @@ class Server:
                  max_frame: int = p.MAX_FRAME_BYTES, producer_token: Optional[str] = None,
                  max_handshakes: int = 8, max_locks_per_client: int = 10_000,
                  handshake_timeout: Optional[float] = None,
-                 tls_context: Optional[ssl.SSLContext] = None) -> None:
+                 tls_context: Optional[ssl.SSLContext] = None,
+                 due_candidates: Optional[Callable[[int], list[int]]] = None,
+                 queue_table: str = "", claim_max_age: float = CLAIM_MAX_AGE) -> None:
         if max_clients < 1:
             raise ValueError("max_clients deve ser maior que zero")
         self.host = host
@@ -66,6 +73,12 @@ class Server:
         self.tls_context = tls_context
         self.locks = LockTable()
         self._has_due_tasks = has_due_tasks
+        self.claims: Optional[ClaimPool] = None
+        if due_candidates is not None and queue_table:
+            self.claims = ClaimPool(due_candidates, queue_table, self.locks,
+                                    max_age=claim_max_age)
+            # The probe reads the candidates themselves: one query serves both.
+            self._has_due_tasks = self.claims.refresh
         self._ports = {SERVICE_NOTIFY: notify_port, SERVICE_LOCK: lock_port}
         self._check_interval = check_interval
         self._probe_interval = probe_interval
@@ -86,7 +99,8 @@ class Server:
         self._started = False
 
     @classmethod
-    def from_settings(cls, settings: Settings, has_due_tasks: Callable[[], bool]) -> Server:
+    def from_settings(cls, settings: Settings, has_due_tasks: Callable[[], bool],
+                      due_candidates: Optional[Callable[[int], list[int]]] = None) -> Server:
         """Server configured from the client/server variables of `settings`."""
         return cls(has_due_tasks, host=settings.server_bind_address,
                    notify_port=settings.notify_service_port,
@@ -100,7 +114,8 @@ class Server:
                    producer_token=settings.server_producer_token,
                    max_handshakes=settings.server_max_handshakes,
                    max_locks_per_client=settings.server_max_locks_per_client,
-                   tls_context=server_tls_context(settings))
+                   tls_context=server_tls_context(settings),
+                   due_candidates=due_candidates, queue_table=settings.queue_table or "")
 
     # -- life cycle ----------------------------------------------------------------
     def start(self) -> None:
@@ -289,6 +304,15 @@ class Server:
         # Never blocks: a client that does not read is dropped, not waited for.
         return sum(1 for client in targets if client.send_event(message))
 
+    def claim_tasks(self, conn_id: int, namespace: Any, limit: int) -> Optional[list[int]]:
+        """Due task ids locked for session `conn_id` ([] when none is known); None when
+        this server does not hand out tasks for that key namespace (no database, or
+        another queue table): the worker then claims on its own."""
+        pool = self.claims
+        if pool is None or namespace != pool.namespace:
+            return None
+        return pool.take(conn_id, limit, self.max_locks_per_client)
+
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring and tests."""
         with self._mutex:
@@ -297,4 +321,6 @@ class Server:
         return {"clients": clients, "handshaking": pending, "listeners": listening,
                 "locks": len(self.locks),
                 "lock_owners": self.locks.owners(), "max_clients": self.max_clients,
-                "threads": threading.active_count(), "channel": self.channel}
+                "threads": threading.active_count(), "channel": self.channel,
+                "requests": self._interpreter.request_counts(),
+                "claimed": self.claims.handed_out if self.claims else 0}

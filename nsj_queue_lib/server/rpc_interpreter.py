@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hmac
 import logging
+import threading
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
@@ -47,6 +49,9 @@ class ServerContext(Protocol):
 
     def stats(self) -> dict[str, Any]: ...
 
+    def claim_tasks(self, conn_id: int, namespace: Any, limit: int) -> Optional[list[int]]:
+        """Due task ids locked for the session, or None when claims are not served."""
+
 
 @dataclass
 class Session:
@@ -60,6 +65,7 @@ class Session:
     client_name: str = ""
     listening: bool = False
     producer: bool = False  # authenticated with the producer token
+    version: int = 0  # protocol version of the hello
 
 
 def _valid_name(name: str) -> bool:
@@ -90,7 +96,15 @@ class RpcInterpreter:
             p.OP_UNLISTEN: self._unlisten,
             p.OP_NOTIFY: self._notify,
             p.OP_STATUS: lambda s, m: self._server.stats(),
+            p.OP_CLAIM: self._claim,
         }
+        # Requests handled per op (status 'requests'): tests count the round trips.
+        self._counts: Counter[str] = Counter()
+        self._counts_mutex = threading.Lock()
+
+    def request_counts(self) -> dict[str, int]:
+        with self._counts_mutex:
+            return dict(self._counts)
 
     def handle(self, session: Session, message: p.Message) -> Outcome:
         """Handle one request frame (a frame with 'op')."""
@@ -105,6 +119,8 @@ class RpcInterpreter:
             return Outcome(p.reply_error(msg_id, p.ERR_NOT_AUTHENTICATED,
                                          "envie 'hello' antes de qualquer outra mensagem"), True)
         handler = self._handlers.get(op)
+        if handler is not None and op == p.OP_CLAIM and session.version < 2:
+            handler = None  # a version 1 session never sends it
         if handler is None:
             return Outcome(p.reply_error(msg_id, p.ERR_UNKNOWN_OP,
                                          f"operação desconhecida: {log_safe(op, 40)}"))
@@ -114,6 +130,8 @@ class RpcInterpreter:
                            session.conn_id, session.peer, log_safe(op, 40))
             return Outcome(p.reply_error(msg_id, p.ERR_UNAUTHORIZED,
                                          "o token de produtor só permite notify (sem HALT)"))
+        with self._counts_mutex:
+            self._counts[op] += 1
         try:
             return Outcome(p.reply_ok(msg_id, handler(session, message)))
         except LockLimitExceeded as exc:
@@ -127,11 +145,11 @@ class RpcInterpreter:
         if session.authenticated:
             return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST, "'hello' repetido"))
         version = message.get("version")
-        if version != p.PROTOCOL_VERSION or isinstance(version, bool):
+        if version not in p.SUPPORTED_VERSIONS or isinstance(version, bool):
             return Outcome(p.reply_error(
                 msg_id, p.ERR_UNSUPPORTED_VERSION,
-                f"versão de protocolo {version!r} não suportada "
-                f"(o servidor usa a versão {p.PROTOCOL_VERSION})"), True)
+                f"versão de protocolo {log_safe(version, 20)} não suportada (o servidor "
+                f"aceita as versões {', '.join(map(str, p.SUPPORTED_VERSIONS))})"), True)
         producer = self._token_is(message.get("token"), self._server.producer_token)
         if not producer and not self._token_ok(message.get("token")):
             logger.warning("Cliente %s recusado: token de autenticação inválido ou ausente.",
@@ -162,13 +180,14 @@ class RpcInterpreter:
             return Outcome(p.reply_error(msg_id, p.ERR_TOO_MANY_CLIENTS, refusal), True)
         session.authenticated = True
         session.producer = producer
+        session.version = int(version)
         session.role = p.ROLE_PRODUCER if producer else role[:32]
         session.client_name = name[:128]
         logger.debug("Sessão %s (%s, %s) autenticada: papel=%s cliente=%s", session.conn_id,
                      session.peer, session.service, log_safe(session.role, 40),
                      log_safe(session.client_name))
         return Outcome(p.reply_ok(
-            msg_id, "welcome", session=str(session.conn_id), version=p.PROTOCOL_VERSION,
+            msg_id, "welcome", session=str(session.conn_id), version=session.version,
             server=f"nsj_queue_lib/{__version__}", channel=channel,
             heartbeat=self._server.heartbeat_interval, timeout=self._server.timeout))
 
@@ -188,6 +207,13 @@ class RpcInterpreter:
 
     def _unlock(self, session: Session, message: p.Message) -> bool:
         return self._server.locks.unlock(session.conn_id, p.check_key(message.get("key")))
+
+    def _claim(self, session: Session, message: p.Message) -> Optional[list[int]]:
+        namespace = message.get("ns")
+        limit = message.get("limit", 1)
+        if not p.is_int32(namespace) or not p.is_int32(limit) or not 1 <= limit <= p.CLAIM_MAX:
+            raise ValueError(f"'claim' exige ns int32 e limit de 1 a {p.CLAIM_MAX}")
+        return self._server.claim_tasks(session.conn_id, namespace, limit)
 
     def _listen(self, session: Session, message: p.Message) -> bool:
         session.listening = True

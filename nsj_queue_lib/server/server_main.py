@@ -25,24 +25,35 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class DatabaseDueCheck:
-    """`has_due_tasks` backed by the queue repository; reopens it after a failure."""
+    """`has_due_tasks` and `due_candidates` backed by the queue repository (one
+    connection, one statement at a time); reopens it after a failure."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._repository: Any = None
+        self._mutex = threading.Lock()
 
     def __call__(self) -> bool:
-        if self._repository is None:
-            from nsj_queue_lib.db.repository import open_repository
+        return bool(self._query(lambda repo: repo.task_has_due()))
 
-            self._repository = open_repository(self._settings)
-        try:
-            return bool(self._repository.task_has_due())
-        except Exception:
-            self.close()
-            raise
+    def candidates(self, limit: int) -> List[int]:
+        """Ids of due tasks in claim order (the workers' own candidates query)."""
+        return self._query(lambda repo: repo.task_claim_candidates(limit))
+
+    def _query(self, run: Callable[[Any], Any]) -> Any:
+        with self._mutex:
+            if self._repository is None:
+                from nsj_queue_lib.db.repository import open_repository
+
+                self._repository = open_repository(self._settings)
+            try:
+                return run(self._repository)
+            except Exception:
+                self.close()
+                raise
 
     def close(self) -> None:
+        # Called under the mutex by _query, and alone at the end.
         repository, self._repository = self._repository, None
         if repository is not None:
             repository.session.close()
@@ -109,7 +120,9 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
     if isinstance(check, DatabaseDueCheck) and not _database_accepts(check):
         return 2
     try:
-        server = Server.from_settings(settings, check)
+        server = Server.from_settings(
+            settings, check,
+            due_candidates=check.candidates if isinstance(check, DatabaseDueCheck) else None)
     except ConfigError as exc:  # e.g. an unreadable TLS certificate or key
         logger.error("%s", exc)
         if isinstance(check, DatabaseDueCheck):

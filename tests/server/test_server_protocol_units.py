@@ -127,7 +127,7 @@ def test_interpreter_requires_hello_and_token() -> None:
     assert outcome.close and outcome.reply["error"]["code"] == p.ERR_NOT_AUTHENTICATED
     assert _hello(rpc, session).close  # no token
     assert _hello(rpc, session, token="abd").reply["error"]["code"] == p.ERR_UNAUTHORIZED
-    assert _hello(rpc, session, token="abc", version=2).reply["error"]["code"] == (
+    assert _hello(rpc, session, token="abc", version=3).reply["error"]["code"] == (
         p.ERR_UNSUPPORTED_VERSION)
     outcome = _hello(rpc, session, token="abc")
     assert not outcome.close and outcome.reply["ok"] and session.authenticated

@@ -106,6 +106,8 @@ class SocketConnection:
         self._last_error = ""
         self._closed = False
         self.channel = ""
+        # Protocol version spoken: the newest, or 1 once an older server refused it.
+        self.version = p.PROTOCOL_VERSION
 
     @property
     def address(self) -> str:
@@ -190,7 +192,7 @@ class SocketConnection:
             sock = self._start_tls(sock)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hello = p.request(p.OP_HELLO, 0, version=p.PROTOCOL_VERSION, token=self._token,
+            hello = p.request(p.OP_HELLO, 0, version=self.version, token=self._token,
                               role=self._role, queue=self._queue,
                               client=f"{socket.gethostname()}:{os.getpid()}")
             sock.sendall(p.encode(hello))
@@ -200,6 +202,13 @@ class SocketConnection:
                 code, message = p.error_of(reply)
                 if code == p.ERR_TLS_REQUIRED:
                     raise ConfigError(f"servidor {self.address} recusou a conexão: {message}")
+                if code == p.ERR_UNSUPPORTED_VERSION and self.version > 1:
+                    # A server of an earlier 2.x release: speak version 1 (no `claim`).
+                    logger.info("Servidor %s não aceita o protocolo versão %d; usando a "
+                                "versão 1.", self.address, self.version)
+                    self.version = 1
+                    sock.close()
+                    return self._open()
                 raise CoordinationError(
                     f"servidor {self.address} recusou a conexão: {message} ({code})")
             self.channel = str(reply.get("channel") or "")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, List, Optional
 
-from nsj_queue_lib.coordination.base import Locker, LockKey, task_lock_key
+from nsj_queue_lib.coordination.base import LockKey, task_lock_key
+from nsj_queue_lib.coordination.socket.locker import SocketLocker
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 
@@ -17,15 +18,19 @@ CANDIDATES = 8  # ids read per claim; a handful of index entries whatever the ba
 class SocketGuard:
     """Implements `TaskGuard` with a server-side `Locker` (any database).
 
-    Claim: read a few candidate ids, lock one on the server, then move it to
-    'processando' only if it is still waiting.  The lock lives on the server,
+    Claim: the server hands out due ids already locked for this session (`claim`,
+    protocol version 2: one round trip, no candidates query here); each is moved to
+    'processando' only if it is still waiting, else unlocked and skipped.  When the
+    server hands out nothing usable (none known, all taken meanwhile, a version 1
+    server, a server without database), the guard falls back to reading a few
+    candidate ids itself and locking one on the server.  The lock lives on the server,
     not on the task's DB session, so `begin` fences the row (SELECT ... FOR
     UPDATE) for the task transaction: a rescuer that took the lock after this
     worker lost its socket skips the row (FOR UPDATE SKIP LOCKED) instead of
     re-queueing a task that is still running.
     """
 
-    def __init__(self, repo: TaskRepository, locker: Locker, queue_table: str,
+    def __init__(self, repo: TaskRepository, locker: SocketLocker, queue_table: str,
                  unlock: Optional[Callable[[LockKey], object]] = None) -> None:
         self.repo = repo
         self.locker = locker
@@ -35,7 +40,9 @@ class SocketGuard:
         self._unlock = unlock or locker.unlock
 
     def claim(self, limit: int = 1) -> List[dict]:
-        claimed: List[dict] = []
+        claimed = self._claim_served(limit)
+        if claimed:
+            return claimed
         for task_id in self.repo.task_claim_candidates(max(CANDIDATES, limit)):
             key = task_lock_key(self.queue_table, task_id)
             if not self.locker.try_lock(key):
@@ -47,6 +54,18 @@ class SocketGuard:
             claimed.append(tarefa)
             if len(claimed) >= limit:
                 break
+        return claimed
+
+    def _claim_served(self, limit: int) -> List[dict]:
+        """The tasks among the ids the server handed out locked that are still waiting."""
+        served = self.locker.claim(self.queue_table, limit)
+        claimed: List[dict] = []
+        for task_id in served or ():
+            tarefa = self.repo.task_mark_processing(task_id)
+            if tarefa is None:  # taken (and maybe finished) since the server read it
+                self._unlock(task_lock_key(self.queue_table, task_id))
+                continue
+            claimed.append(tarefa)
         return claimed
 
     def begin(self, tarefa: dict) -> bool:

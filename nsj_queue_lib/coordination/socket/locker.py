@@ -20,6 +20,7 @@ from typing import Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
+from nsj_queue_lib.coordination.keys import task_lock_key
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.connection import SocketConnection
 from nsj_queue_lib.coordination.socket.tls import client_tls_context
@@ -74,6 +75,33 @@ class SocketLocker:
                 self._held.clear()
                 return False
         return True
+
+    def claim(self, queue_table: str, limit: int = 1) -> Optional[list[int]]:
+        """Ask the server for due task ids of `queue_table`, each already locked by this
+        session with its task key (protocol version 2).  None when the server does not
+        hand out tasks (version 1, no database, another queue table): claim on your own
+        then.  The ids are hints: the caller still checks each row is waiting."""
+        self._conn.ensure_connected()
+        if self._conn.version < 2:
+            return None
+        namespace = task_lock_key(queue_table, 0)[0]
+        result, generation = self._conn.request(p.OP_CLAIM, ns=namespace,
+                                                limit=min(limit, p.CLAIM_MAX))
+        if not isinstance(result, list):
+            return None
+        ids = [int(v) for v in result]
+        with self._mutex:
+            if generation != self._held_generation:
+                self._held.clear()
+                self._held_generation = generation
+            for task_id in ids:
+                key = task_lock_key(queue_table, task_id)
+                self._held[key] = self._held.get(key, 0) + 1
+            if not self._conn.connected or self._conn.generation != generation:
+                self._lost |= set(self._held)
+                self._held.clear()
+                return []  # the session ended meanwhile: the locks went with it
+        return ids
 
     def unlock(self, key: LockKey) -> bool:
         """Release one hold of a lock of this session; False if the session did not hold it."""

@@ -17,7 +17,12 @@ from typing import Any, Optional, Union
 from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.exceptions import ProtocolError
 
-PROTOCOL_VERSION = 1
+# Version 2 added `claim` (the server picks due tasks and locks them for the session).
+# The server accepts every version in SUPPORTED_VERSIONS; a client answered
+# `unsupported_version` by an older server says hello again with version 1.
+PROTOCOL_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
+CLAIM_MAX = 64  # ids one `claim` may ask for
 MAX_FRAME_BYTES = 64 * 1024
 MAX_ID_LENGTH = 64
 MAX_PAYLOAD_BYTES = 8000  # same limit as a PostgreSQL NOTIFY payload
@@ -35,6 +40,7 @@ OP_LISTEN = "listen"
 OP_UNLISTEN = "unlisten"
 OP_NOTIFY = "notify"  # also the server -> client wake-up event (no id)
 OP_STATUS = "status"
+OP_CLAIM = "claim"  # version 2: due task ids, each already locked for this session
 
 # Error codes of error replies
 ERR_BAD_REQUEST = "bad_request"

@@ -1,0 +1,160 @@
+"""Protocol version 2 `claim`: the server hands out due task ids already locked for the
+worker's session (no candidates query nor lock request of the worker), with the worker's
+own claim as the fallback.  Real server (process, or in this process when the test must
+hold the server's candidate list still), real databases, real worker processes."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from nsj_queue_lib.coordination.backend import make_backend
+from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.server.core import Server
+from nsj_queue_lib.server.server_main import DatabaseDueCheck
+from tests.client_server.cs_helpers import TOKEN, CsQueue, effects_by_key
+from tests.helpers import eventually
+from tests.server.socket_server_helpers import HOST, RawClient
+
+
+class InProcessServer:
+    """The real `Server` on the queue's ports, in this process, with the real database
+    candidates query; its candidate list is trusted for an hour unless `max_age` says
+    otherwise, so a test decides when it is read (`server.claims.refresh()`)."""
+
+    def __init__(self, q: CsQueue, max_age: float = 3600.0) -> None:
+        self.settings = q.settings()
+        self.check = DatabaseDueCheck(self.settings)
+        self.server = Server(lambda: False, host=HOST, notify_port=q.notify_port,
+                             lock_port=q.lock_port, token=TOKEN, timeout=q.timeout,
+                             channel=q.fila, check_interval=3600,
+                             due_candidates=self.check.candidates, queue_table=q.table,
+                             claim_max_age=max_age)
+        self.server.start()
+        self.closers: list[Any] = []
+
+    def guard(self) -> Any:
+        session = DbSession.open(self.settings)
+        guard = make_backend(self.settings).guard(session, TaskRepository(
+            session, self.settings.queue_table))
+        self.closers += [guard, session]
+        return guard
+
+    def requests(self, op: str) -> int:
+        return self.server.stats()["requests"].get(op, 0)
+
+    def close(self) -> None:
+        for obj in self.closers:
+            obj.close()
+        self.server.stop()
+        self.check.close()
+
+
+@pytest.fixture
+def inproc(csq) -> Iterator[InProcessServer]:
+    srv = InProcessServer(csq)
+    yield srv
+    srv.close()
+
+
+def _run(guard: Any, tarefa: dict, message: str = "ok") -> bool:
+    session = guard.repo.session
+    session.begin()
+    assert guard.begin(tarefa)
+    done = guard.finish(tarefa, message)
+    session.commit()
+    guard.release(tarefa)
+    return done
+
+
+def test_the_server_hands_out_the_task_with_its_lock(csq, inproc):
+    low = csq.insert({"n": "low"}, prioridade=10)
+    high = csq.insert({"n": "high"}, prioridade=90)
+    guard = inproc.guard()
+    [tarefa] = guard.claim()
+    assert tarefa["id"] == high and csq.row(high)["status"] == "processando"
+    # One round trip: the lock came with the id; no lock request, no candidates query.
+    assert (inproc.requests("claim"), inproc.requests("try_lock")) == (1, 0)
+    assert inproc.server.locks.holder(csq.task_key(high)) is not None
+    admin = csq.locker(admin=True)
+    assert admin.try_lock(csq.task_key(high)) is False  # the rescue sees a live worker
+    assert _run(guard, tarefa)
+    eventually(lambda: inproc.server.locks.holder(csq.task_key(high)) is None, 5,
+               message="lock liberado após a tarefa")
+    [second] = guard.claim()
+    assert second["id"] == low and inproc.requests("try_lock") == 1  # admin's only
+
+
+def test_a_served_task_taken_meanwhile_falls_back_without_running_twice(csq, inproc):
+    taken = csq.insert({"n": "taken"}, prioridade=90)
+    other = csq.insert({"n": "other"}, prioridade=10)
+    assert inproc.server.claims.refresh()  # the server's list: [taken, other]
+    # Another worker (version 1, or on its own fallback) claims, runs and releases
+    # `taken` outside the server's list, which still names it.
+    rival = inproc.guard()
+    key = csq.task_key(taken)
+    assert rival.locker.try_lock(key)
+    rival_task = rival.repo.task_mark_processing(taken)
+    assert rival_task is not None and _run(rival, rival_task, "pelo rival")
+    eventually(lambda: inproc.server.locks.holder(key) is None, 5, message="rival liberou")
+    guard = inproc.guard()
+    [tarefa] = guard.claim()  # served `taken` (stale): unlocked, fallback claims `other`
+    assert tarefa["id"] == other
+    assert csq.row(taken)["status"] == "sucesso" and csq.row(taken)["mensagem"] == "pelo rival"
+    assert inproc.requests("claim") == 1 and inproc.requests("try_lock") == 2
+    eventually(lambda: inproc.server.locks.holder(key) is None, 5,
+               message="lock da tarefa velha devolvido")
+    assert inproc.server.locks.holder(csq.task_key(other)) is not None
+    assert _run(guard, tarefa) and guard.claim() == []
+    assert csq.count("status = 'sucesso'") == 2
+
+
+def test_a_version_1_server_is_spoken_to_in_version_1_and_the_worker_claims_alone(
+        csq, monkeypatch):
+    # A server of an earlier 2.x release accepts only version 1 (no `claim`).
+    monkeypatch.setattr(p, "SUPPORTED_VERSIONS", (1,))
+    srv = InProcessServer(csq)
+    try:
+        task = csq.insert({"n": 1})
+        guard = srv.guard()
+        [tarefa] = guard.claim()
+        assert tarefa["id"] == task and guard.locker._conn.version == 1
+        assert (srv.requests("claim"), srv.requests("try_lock")) == (0, 1)
+        assert _run(guard, tarefa)
+    finally:
+        srv.close()
+
+
+def test_claim_is_refused_to_version_1_sessions_and_producers(csq, inproc):
+    csq.insert({"n": 1})
+    ns = p.check_key(csq.task_key(1))[0]
+    with RawClient(csq.lock_port) as raw:
+        assert raw.hello(TOKEN)["ok"]  # version 1
+        assert raw.call("claim", ns=ns, limit=1)["error"]["code"] == p.ERR_UNKNOWN_OP
+    with RawClient(csq.lock_port) as raw:
+        assert raw.call("hello", version=2, token=TOKEN)["result"] == "welcome"
+        assert raw.call("claim", ns=ns, limit=0)["error"]["code"] == p.ERR_BAD_REQUEST
+        assert raw.call("claim", ns=ns + 1, limit=1)["result"] is None  # another table
+        served = raw.call("claim", ns=ns, limit=5)["result"]
+        assert len(served) == 1
+        assert inproc.server.locks.holder(csq.task_key(served[0])) is not None
+    eventually(lambda: inproc.server.locks.holder(csq.task_key(served[0])) is None, 5,
+               message="locks do cliente que saiu liberados")
+
+
+def test_workers_run_every_task_once_through_served_claims(csq):
+    csq.start_server()
+    workers = [csq.start_ready_worker() for _ in range(3)]
+    ids = csq.insert_many([{"efeito": f"s{i}"} for i in range(60)])
+    csq.wait_idle()
+    assert effects_by_key(csq) == {f"s{i}": 1 for i in range(60)}
+    assert sorted(e["tarefa_id"] for e in csq.effects()) == sorted(ids)
+    status = csq.server_status()
+    # Nearly every task came locked with the server's answer; a lock request of a
+    # worker is only the fallback (a served id already taken, or an empty answer).
+    assert status["claimed"] >= 50, status
+    assert status["requests"].get("try_lock", 0) < 20, status
+    assert all(w.proc.poll() is None for w in workers)
