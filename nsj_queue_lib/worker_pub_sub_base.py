@@ -48,7 +48,6 @@ HTTP calls (see `nsj_queue_lib.pubsub.webhook`), with no handler code.
 
 from __future__ import annotations
 
-import http.cookiejar
 import logging
 import threading
 from types import MappingProxyType
@@ -275,7 +274,8 @@ class WorkerPubSubBase(WorkerBase):
         from nsj_queue_lib.db.session import DbSession
 
         raw = getattr(bd_conn, "conn", bd_conn)
-        cached = self.__dict__.get("_sub_repo")
+        local = self._thread_local()
+        cached = getattr(local, "sub_repo", None)
         if cached is not None and cached[0] is raw:
             return cached[1]
         settings = self.settings
@@ -284,7 +284,7 @@ class WorkerPubSubBase(WorkerBase):
             raise ConfigError("QUEUE_SUBSCRIBER_TABLE não configurada: o worker pub/sub "
                               "precisa da tabela de assinaturas.")
         repo = TaskRepository(DbSession(raw), settings.queue_table, sub_table)
-        self._sub_repo = (raw, repo)
+        local.sub_repo = (raw, repo)
         return repo
 
     def load_subscription(self, subscriber_id: str, bd_conn: Any) -> Dict[str, Any]:
@@ -297,16 +297,18 @@ class WorkerPubSubBase(WorkerBase):
         return normalize_subscription(row)
 
     # -- webhook ------------------------------------------------------------
+    def _thread_local(self) -> threading.local:
+        """Per task thread state (QUEUE_CONCURRENCY: one HTTP session and one subscriber
+        repository per thread, each reused by every task of that thread)."""
+        return self.__dict__.setdefault("_per_thread", threading.local())
+
     def _http_session(self) -> Any:
-        local = self.__dict__.setdefault("_http_local", threading.local())
+        local = self._thread_local()
         session = getattr(local, "session", None)
         if session is None:
-            import requests
+            from nsj_queue_lib.pubsub.webhook import new_session
 
-            session = requests.Session()
-            # One session serves every subscriber: never carry cookies between calls.
-            session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-            local.session = session
+            session = local.session = new_session()
         return session
 
     def deliver_webhook(self, payload: Optional[str], subscription: Dict[str, Any],

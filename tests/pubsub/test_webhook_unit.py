@@ -110,6 +110,29 @@ def test_worker_session_keeps_no_cookies_between_calls(http_server):
     assert [r.headers.get("cookie") for r in http_server.received("/c")] == [None, None]
 
 
+def test_worker_session_follows_the_proxy_variables_on_every_call(http_server, monkeypatch):
+    """The session remembers the environment per host: HTTP_PROXY and NO_PROXY still
+    apply to every call, each host on its own (http_server is the proxy here)."""
+    from nsj_queue_lib.worker_webhook import WorkerWebhook
+    from tests.fixtures.http import RecordingServer
+
+    for name in ("http_proxy", "no_proxy", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", http_server.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    target = RecordingServer().start()
+    try:
+        worker = WorkerWebhook()
+        for _ in range(2):
+            worker.deliver_webhook("{}", sub(url="http://via-proxy.invalid/p"), {})
+            worker.deliver_webhook("{}", sub(url=target.url + "/direct"), {})
+    finally:
+        target.close()
+    assert [r.headers["host"] for r in http_server.received()] == ["via-proxy.invalid"] * 2
+    assert [r.path for r in target.received()] == ["/direct"] * 2
+
+
 def test_make_request_accepts_the_original_payload_shape(http_server):
     import json
 
