@@ -44,14 +44,16 @@ def dialect_for_driver(driver: str) -> Dialect:
 def detect_dialect(conn: Any) -> Dialect:
     """Detect the dialect of a DB-API connection (psycopg2, pymysql, mysql-connector).
 
-    Wrappers exposing the raw connection as `.conn` are unwrapped.
+    Wrappers exposing the raw connection as `.conn` are unwrapped; a subclass of a
+    driver's connection class (a `connection_factory`) is that driver's.
     """
     raw = getattr(conn, "conn", conn)
-    module = type(raw).__module__.split(".")[0]
-    if module in ("psycopg2", "psycopg"):
-        return POSTGRES
-    if module in ("pymysql", "mysql", "MySQLdb", "mariadb"):
-        return MYSQL
+    for klass in type(raw).__mro__:
+        module = klass.__module__.split(".")[0]
+        if module in ("psycopg2", "psycopg"):
+            return POSTGRES
+        if module in ("pymysql", "mysql", "MySQLdb", "mariadb"):
+            return MYSQL
     raise ConfigError(
         f"Conexão de tipo {type(raw).__module__}.{type(raw).__name__} não suportada "
         "(use psycopg2, pymysql ou mysql-connector-python)."
