@@ -94,6 +94,37 @@ def test_plain_queue_mixed_fleet_with_sigkill_runs_every_task_once(legacy_queue)
           f"{rescued} tentativa(s) interrompida(s) e resgatada(s)")
 
 
+def test_batch_mode_mixed_fleet_with_sigkill_runs_every_task_once(legacy_queue):
+    """QUEUE_BATCH_SIZE=10 beside 1.2.2 (compatibility mode at its default): locks, rescue
+    and the SIGKILL of a worker of each version mid-run keep every effect exactly once."""
+    conn, fleet = legacy_queue
+    s, f = fleet.schema, fleet.fila
+    # Which transaction wrote each effect: 2.x effects sharing one show batches.
+    with conn.cursor() as cur:
+        cur.execute(f"ALTER TABLE {s}.efeitos ADD COLUMN tx bigint DEFAULT txid_current()")
+    total = 1200
+    v1 = [fleet.start_legacy(LEGACY_PLAIN, f"lote-v1-{i}") for i in range(2)]
+    fleet.produce_legacy("plain", 0, 200, "b")
+    schema.upgrade(conn, POSTGRES, s, f)
+    v2 = [fleet.start_v2("tests.compat.worker_v2", f"lote{i}", QUEUE_BATCH_SIZE="10")
+          for i in range(2)]
+    fleet.produce_legacy("plain", 200, 500, "b")
+    _insert_v2(conn, fleet, "plain", 700, 500, "b")
+    eventually(lambda: _value(conn, f"SELECT count(*) FROM {s}.efeitos WHERE tipo = 'v2'")
+               > 150, 60, interval=0.1, message="2.x em lotes")
+    for group in (v1, v2):
+        group[0].kill9()
+    fleet.start_legacy(LEGACY_PLAIN, "lote-v1-restart")
+    fleet.start_v2("tests.compat.worker_v2", "lote-restart", QUEUE_BATCH_SIZE="10")
+    _wait_done(conn, fleet, total, 150)
+    _assert_exactly_once(conn, fleet, total)
+    biggest = _value(conn, f"SELECT max(n) FROM (SELECT count(*) AS n FROM {s}.efeitos "
+                           "WHERE tipo = 'v2' GROUP BY tx) b")
+    assert 1 < biggest <= 10, biggest
+    done = _value(conn, f"SELECT count(*) FROM {s}.{f} WHERE status = 'sucesso'")
+    assert done >= total
+
+
 def test_pubsub_queue_mixed_fleet_with_sigkill_runs_every_delivery_once(legacy_queue):
     conn, fleet = legacy_queue
     s, f = fleet.schema, fleet.fila
