@@ -81,11 +81,21 @@ def test_the_server_hands_out_the_task_with_its_lock(csq, inproc):
     assert inproc.server.locks.holder(csq.task_key(high)) is not None
     admin = csq.locker(admin=True)
     assert admin.try_lock(csq.task_key(high)) is False  # the rescue sees a live worker
-    assert _run(guard, tarefa)
+    session = guard.repo.session
+    session.begin()
+    assert guard.begin(tarefa) and guard.finish(tarefa, "ok")
+    # The next claim went ahead with the 'sucesso' mark, before the COMMIT: `low` is
+    # locked for this session already, and still waiting.
+    eventually(lambda: inproc.server.locks.holder(csq.task_key(low)) is not None, 5,
+               message="próxima tarefa pedida adiantada")
+    assert inproc.requests("claim") == 2 and csq.row(low)["status"] == "pendente"
+    session.commit()
+    guard.release(tarefa)
     eventually(lambda: inproc.server.locks.holder(csq.task_key(high)) is None, 5,
                message="lock liberado após a tarefa")
-    [second] = guard.claim()
-    assert second["id"] == low and inproc.requests("try_lock") == 1  # admin's only
+    [second] = guard.claim()  # the answer was there: no third request
+    assert second["id"] == low and inproc.requests("claim") == 2
+    assert inproc.requests("try_lock") == 1  # the admin's only
 
 
 def test_a_served_task_taken_meanwhile_falls_back_without_running_twice(csq, inproc):
@@ -97,9 +107,11 @@ def test_a_served_task_taken_meanwhile_falls_back_without_running_twice(csq, inp
     rival = inproc.guard()
     key = csq.task_key(taken)
     assert rival.locker.try_lock(key)
-    rival_task = rival.repo.task_mark_processing(taken)
-    assert rival_task is not None and _run(rival, rival_task, "pelo rival")
-    eventually(lambda: inproc.server.locks.holder(key) is None, 5, message="rival liberou")
+    assert rival.repo.task_mark_processing(taken) is not None
+    with rival.repo.session.transaction():
+        assert rival.repo.task_lock_row(taken)
+        assert rival.repo.task_finish(taken, "pelo rival")
+    assert rival.locker.unlock(key)
     guard = inproc.guard()
     [tarefa] = guard.claim()  # served `taken` (stale): unlocked, fallback claims `other`
     assert tarefa["id"] == other

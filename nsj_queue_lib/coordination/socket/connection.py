@@ -290,6 +290,13 @@ class SocketConnection:
         fails (no reply within `timeout` included), and ProtocolError when the
         server answers with an error.
         """
+        return self.request_ahead(op, **fields)()
+
+    def request_ahead(self, op: str, **fields: Any) -> Callable[[], tuple[Any, int]]:
+        """Send a request now; return the call that waits for its reply (as `request`).
+
+        Lets the caller overlap the round trip with other work; the reply is kept
+        by the reader thread until asked for."""
         link = self._ensure_link()
         msg_id = next(self._ids)
         waiter = _Waiter()
@@ -306,17 +313,22 @@ class SocketConnection:
             with self._mutex:
                 link.pending.pop(msg_id, None)
             raise
-        if not waiter.event.wait(self.timeout):
-            self._drop(link, f"sem resposta para '{op}' em {self.timeout:g} s")
-            raise CoordinationError(f"servidor {self.address} não respondeu a '{op}' "
-                                    f"em {self.timeout:g} s")
-        if waiter.reply is None:
-            raise CoordinationError(
-                f"conexão com {self.address} perdida durante '{op}': {waiter.error}")
-        if not waiter.reply.get("ok"):
-            code, message = p.error_of(waiter.reply)
-            raise ProtocolError(f"'{op}' recusado pelo servidor: {message} ({code})")
-        return waiter.reply.get("result"), link.generation
+        sent_at = time.monotonic()
+
+        def reply() -> tuple[Any, int]:
+            if not waiter.event.wait(max(0.0, sent_at + self.timeout - time.monotonic())):
+                self._drop(link, f"sem resposta para '{op}' em {self.timeout:g} s")
+                raise CoordinationError(f"servidor {self.address} não respondeu a '{op}' "
+                                        f"em {self.timeout:g} s")
+            if waiter.reply is None:
+                raise CoordinationError(
+                    f"conexão com {self.address} perdida durante '{op}': {waiter.error}")
+            if not waiter.reply.get("ok"):
+                code, message = p.error_of(waiter.reply)
+                raise ProtocolError(f"'{op}' recusado pelo servidor: {message} ({code})")
+            return waiter.reply.get("result"), link.generation
+
+        return reply
 
     def send(self, op: str, **fields: Any) -> bool:
         """Send a request without waiting for its reply (pipelined); the reply is ignored.

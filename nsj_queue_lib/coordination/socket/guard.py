@@ -23,7 +23,11 @@ class SocketGuard:
     'processando' only if it is still waiting, else unlocked and skipped.  When the
     server hands out nothing usable (none known, all taken meanwhile, a version 1
     server, a server without database), the guard falls back to reading a few
-    candidate ids itself and locking one on the server.  The lock lives on the server,
+    candidate ids itself and locking one on the server.  The next claim is sent
+    ahead, right after a task's 'sucesso' mark: its round trip overlaps the task's
+    COMMIT, and the next `claim()` finds the answer there (a claim ahead that is
+    never used holds its lock until the guard closes; nothing else waits on it:
+    the row stays 'pendente' and the worker's session owns the lock).  The lock lives on the server,
     not on the task's DB session, so `begin` fences the row (SELECT ... FOR
     UPDATE) for the task transaction: a rescuer that took the lock after this
     worker lost its socket skips the row (FOR UPDATE SKIP LOCKED) instead of
@@ -38,6 +42,7 @@ class SocketGuard:
         # How a finished task's lock is released: SocketBackend pipelines it (no wait
         # for the answer; the next request on the connection comes after it).
         self._unlock = unlock or locker.unlock
+        self._ahead: Optional[Callable[[], Optional[List[int]]]] = None
 
     def claim(self, limit: int = 1) -> List[dict]:
         claimed = self._claim_served(limit)
@@ -58,7 +63,9 @@ class SocketGuard:
 
     def _claim_served(self, limit: int) -> List[dict]:
         """The tasks among the ids the server handed out locked that are still waiting."""
-        served = self.locker.claim(self.queue_table, limit)
+        served = self._take_ahead()
+        if served == []:  # nothing known then (or a lost answer): ask now
+            served = self.locker.claim(self.queue_table, limit)
         claimed: List[dict] = []
         for task_id in served or ():
             tarefa = self.repo.task_mark_processing(task_id)
@@ -68,11 +75,29 @@ class SocketGuard:
             claimed.append(tarefa)
         return claimed
 
+    def _take_ahead(self) -> Optional[List[int]]:
+        """The answer to the claim sent ahead: [] when there was none or it was lost,
+        None when the server does not hand out tasks."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return []
+        try:
+            return ahead()
+        except CoordinationError as exc:  # the session (and its locks) ended
+            logger.debug("Resposta do claim adiantado perdida: %s", exc)
+            return []
+
     def begin(self, tarefa: dict) -> bool:
         return self.repo.task_lock_row(tarefa["id"])
 
     def finish(self, tarefa: dict, message: str) -> bool:
-        return self.repo.task_finish(tarefa["id"], message)
+        done = self.repo.task_finish(tarefa["id"], message)
+        if done and self._ahead is None:
+            try:
+                self._ahead = self.locker.claim_ahead(self.queue_table, 1)
+            except CoordinationError as exc:
+                logger.debug("Claim adiantado não enviado: %s", exc)
+        return done
 
     def release(self, tarefa: dict) -> None:
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
@@ -81,27 +81,38 @@ class SocketLocker:
         session with its task key (protocol version 2).  None when the server does not
         hand out tasks (version 1, no database, another queue table): claim on your own
         then.  The ids are hints: the caller still checks each row is waiting."""
+        return self.claim_ahead(queue_table, limit)()
+
+    def claim_ahead(self, queue_table: str,
+                    limit: int = 1) -> Callable[[], Optional[list[int]]]:
+        """`claim` sent now; the returned call waits for its answer (the round trip
+        overlaps whatever the caller does meanwhile)."""
         self._conn.ensure_connected()
         if self._conn.version < 2:
-            return None
+            return lambda: None
         namespace = task_lock_key(queue_table, 0)[0]
-        result, generation = self._conn.request(p.OP_CLAIM, ns=namespace,
-                                                limit=min(limit, p.CLAIM_MAX))
-        if not isinstance(result, list):
-            return None
-        ids = [int(v) for v in result]
-        with self._mutex:
-            if generation != self._held_generation:
-                self._held.clear()
-                self._held_generation = generation
-            for task_id in ids:
-                key = task_lock_key(queue_table, task_id)
-                self._held[key] = self._held.get(key, 0) + 1
-            if not self._conn.connected or self._conn.generation != generation:
-                self._lost |= set(self._held)
-                self._held.clear()
-                return []  # the session ended meanwhile: the locks went with it
-        return ids
+        reply = self._conn.request_ahead(p.OP_CLAIM, ns=namespace,
+                                         limit=min(limit, p.CLAIM_MAX))
+
+        def served() -> Optional[list[int]]:
+            result, generation = reply()
+            if not isinstance(result, list):
+                return None
+            ids = [int(v) for v in result]
+            with self._mutex:
+                if generation != self._held_generation:
+                    self._held.clear()
+                    self._held_generation = generation
+                for task_id in ids:
+                    key = task_lock_key(queue_table, task_id)
+                    self._held[key] = self._held.get(key, 0) + 1
+                if not self._conn.connected or self._conn.generation != generation:
+                    self._lost |= set(self._held)
+                    self._held.clear()
+                    return []  # the session ended meanwhile: the locks went with it
+            return ids
+
+        return served
 
     def unlock(self, key: LockKey) -> bool:
         """Release one hold of a lock of this session; False if the session did not hold it."""
