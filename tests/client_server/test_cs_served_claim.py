@@ -98,6 +98,57 @@ def test_the_server_hands_out_the_task_with_its_lock(csq, inproc):
     assert inproc.requests("try_lock") == 1  # the admin's only
 
 
+def _finish_ahead(csq, inproc, guard) -> tuple[dict, int]:
+    """Claim and finish (uncommitted) the first of two tasks; return it and the second."""
+    first = csq.insert({"n": "first"}, prioridade=90)
+    second = csq.insert({"n": "second"}, prioridade=10)
+    [tarefa] = guard.claim()
+    assert tarefa["id"] == first
+    guard.repo.session.begin()
+    assert guard.begin(tarefa) and guard.finish(tarefa, "ok")
+    eventually(lambda: inproc.server.locks.holder(csq.task_key(second)) is not None, 5,
+               message="segunda tarefa pedida adiantada")
+    return tarefa, second
+
+
+def test_on_mysql_the_next_task_is_marked_in_the_finishing_transaction(csq, inproc):
+    guard = inproc.guard()
+    tarefa, second = _finish_ahead(csq, inproc, guard)
+    assert csq.row(second)["status"] == "pendente"  # not committed yet
+    guard.repo.session.commit()
+    guard.release(tarefa)
+    # MySQL: one COMMIT made both durable; PostgreSQL marks it at the next claim.
+    assert csq.row(second)["status"] == ("processando" if csq.is_mysql else "pendente")
+    [nxt] = guard.claim()
+    assert nxt["id"] == second and inproc.requests("claim") == 2
+    assert _run(guard, nxt) and csq.count("status = 'sucesso'") == 2
+
+
+def test_a_next_task_marked_in_a_rolled_back_transaction_is_claimed_again(csq, inproc):
+    guard = inproc.guard()
+    tarefa, second = _finish_ahead(csq, inproc, guard)
+    guard.repo.session.rollback()  # e.g. the COMMIT failed: both marks undone
+    guard.release(tarefa)
+    assert csq.row(second)["status"] == "pendente"
+    claimed = guard.claim()  # the first task is 'processando' (its own claim committed)
+    assert [t["id"] for t in claimed] == [second]
+    assert csq.row(second)["status"] == "processando"
+    assert _run(guard, claimed[0]) and csq.row(second)["status"] == "sucesso"
+
+
+def test_a_stop_puts_a_task_marked_ahead_back_to_waiting(csq, inproc):
+    guard = inproc.guard()
+    tarefa, second = _finish_ahead(csq, inproc, guard)
+    guard.repo.session.commit()
+    guard.release(tarefa)
+    guard.close()  # a graceful stop before the next claim
+    assert csq.row(second)["status"] == "pendente"
+    eventually(lambda: inproc.server.locks.holder(csq.task_key(second)) is None, 5,
+               message="lock da tarefa adiantada liberado")
+    [again] = inproc.guard().claim()
+    assert again["id"] == second
+
+
 def test_a_served_task_taken_meanwhile_falls_back_without_running_twice(csq, inproc):
     taken = csq.insert({"n": "taken"}, prioridade=90)
     other = csq.insert({"n": "other"}, prioridade=10)

@@ -39,7 +39,11 @@ class SocketBackend:
 
     def guard(self, session: DbSession, repo: TaskRepository) -> SocketGuard:
         locker = SocketLocker.from_settings(self.settings, admin=False)
-        return SocketGuard(repo, locker, self.settings.queue_table, unlock=locker.unlock_nowait)
+        # MySQL has no per-transaction asynchronous commit: marking the next task in the
+        # finishing task's transaction saves a durable commit per task.  PostgreSQL's
+        # own mark is already asynchronous (synchronous_commit off).
+        return SocketGuard(repo, locker, self.settings.queue_table, unlock=locker.unlock_nowait,
+                           mark_ahead=repo.dialect.name == "mysql")
 
     def notifier(self, session: DbSession) -> SocketNotifier:
         return SocketNotifier.from_settings(self.settings)

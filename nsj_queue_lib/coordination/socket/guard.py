@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Callable, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 from nsj_queue_lib.coordination.base import LockKey, task_lock_key
 from nsj_queue_lib.coordination.socket.locker import SocketLocker
@@ -23,28 +23,41 @@ class SocketGuard:
     'processando' only if it is still waiting, else unlocked and skipped.  When the
     server hands out nothing usable (none known, all taken meanwhile, a version 1
     server, a server without database), the guard falls back to reading a few
-    candidate ids itself and locking one on the server.  The next claim is sent
-    ahead, right after a task's 'sucesso' mark: its round trip overlaps the task's
-    COMMIT, and the next `claim()` finds the answer there (a claim ahead that is
-    never used holds its lock until the guard closes; nothing else waits on it:
-    the row stays 'pendente' and the worker's session owns the lock).  The lock lives on the server,
-    not on the task's DB session, so `begin` fences the row (SELECT ... FOR
-    UPDATE) for the task transaction: a rescuer that took the lock after this
-    worker lost its socket skips the row (FOR UPDATE SKIP LOCKED) instead of
-    re-queueing a task that is still running.
+    candidate ids itself and locking one on the server.
+
+    The next claim goes ahead with a task's 'sucesso' mark, inside its transaction:
+    its round trip overlaps that UPDATE, and with `mark_ahead` (MySQL, which has no
+    per-transaction asynchronous commit) the served task is also marked
+    'processando' there, so one durable COMMIT serves both.  Such a task is used only
+    if that COMMIT happened (else its row is waiting again: unlocked, skipped); on
+    `close()` (a stop) a task marked ahead and not run goes back to 'pendente'.
+
+    The lock lives on the server, not on the task's DB session, so `begin` fences
+    the row (SELECT ... FOR UPDATE of a 'processando' row) for the task transaction:
+    a rescuer that took the lock after this worker lost its socket skips the row
+    (FOR UPDATE SKIP LOCKED) instead of re-queueing a task that is still running,
+    and a task whose mark was rolled back is skipped, never run.
     """
 
     def __init__(self, repo: TaskRepository, locker: SocketLocker, queue_table: str,
-                 unlock: Optional[Callable[[LockKey], object]] = None) -> None:
+                 unlock: Optional[Callable[[LockKey], object]] = None,
+                 mark_ahead: bool = False) -> None:
         self.repo = repo
+        self.session = repo.session
         self.locker = locker
         self.queue_table = queue_table
         # How a finished task's lock is released: SocketBackend pipelines it (no wait
         # for the answer; the next request on the connection comes after it).
         self._unlock = unlock or locker.unlock
-        self._ahead: Optional[Callable[[], Optional[List[int]]]] = None
+        self._mark_ahead = mark_ahead
+        self._ahead: Optional[Callable[[], Optional[List[int]]]] = None  # claim sent
+        self._next: Optional[dict] = None  # marked with the last success, not run yet
+        self._next_commit = 0  # session.commits that makes it valid
 
     def claim(self, limit: int = 1) -> List[dict]:
+        marked = self._take_next()
+        if marked is not None:
+            return [marked]
         claimed = self._claim_served(limit)
         if claimed:
             return claimed
@@ -64,10 +77,13 @@ class SocketGuard:
     def _claim_served(self, limit: int) -> List[dict]:
         """The tasks among the ids the server handed out locked that are still waiting."""
         served = self._take_ahead()
-        if served == []:  # nothing known then (or a lost answer): ask now
+        if served == []:  # none sent ahead, nothing known then, or a lost answer
             served = self.locker.claim(self.queue_table, limit)
+        return self._mark(served or ())
+
+    def _mark(self, served: Iterable[int]) -> List[dict]:
         claimed: List[dict] = []
-        for task_id in served or ():
+        for task_id in served:
             tarefa = self.repo.task_mark_processing(task_id)
             if tarefa is None:  # taken (and maybe finished) since the server read it
                 self._unlock(task_lock_key(self.queue_table, task_id))
@@ -87,16 +103,32 @@ class SocketGuard:
             logger.debug("Resposta do claim adiantado perdida: %s", exc)
             return []
 
+    def _take_next(self) -> Optional[dict]:
+        tarefa, self._next = self._next, None
+        if tarefa is None:
+            return None
+        if self.session.commits >= self._next_commit:
+            return tarefa  # (were it rolled back after all, `begin` finds no row)
+        # The transaction that marked it rolled back: the row is waiting again.
+        self.release(tarefa)
+        return None
+
     def begin(self, tarefa: dict) -> bool:
         return self.repo.task_lock_row(tarefa["id"])
 
     def finish(self, tarefa: dict, message: str) -> bool:
-        done = self.repo.task_finish(tarefa["id"], message)
-        if done and self._ahead is None:
+        ahead = self._ahead is None and self._next is None
+        if ahead:
             try:
                 self._ahead = self.locker.claim_ahead(self.queue_table, 1)
             except CoordinationError as exc:
                 logger.debug("Claim adiantado não enviado: %s", exc)
+        done = self.repo.task_finish(tarefa["id"], message)
+        if done and ahead and self._mark_ahead:
+            marked = self._mark(self._take_ahead() or ())
+            if marked:
+                self._next = marked[0]
+                self._next_commit = self.session.commits + 1
         return done
 
     def release(self, tarefa: dict) -> None:
@@ -107,4 +139,13 @@ class SocketGuard:
                          "sessão", tarefa["id"], exc)
 
     def close(self) -> None:
-        self.locker.close()
+        """Put a task marked ahead and not run back to 'pendente' (a graceful stop),
+        then end the server session (its locks go with it)."""
+        tarefa = self._take_next()
+        try:
+            if tarefa is not None:
+                self.repo.task_unclaim(tarefa["id"])
+        except DatabaseUnavailable:
+            pass  # the session is gone: the rescue re-queues it
+        finally:
+            self.locker.close()
