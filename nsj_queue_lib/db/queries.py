@@ -22,6 +22,28 @@ TAREFA_COLUMNS = (
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
+# Words that differ between dialects, so that a query whose logic is the same is written
+# once in sql/common: {now} is the current time (columns hold UTC on MySQL), casts a
+# PostgreSQL parameter needs are empty on MySQL, and RETURNING id is PostgreSQL's way to
+# the new row's id (MySQL's is the cursor's lastrowid).
+DIALECT_WORDS: Dict[str, Dict[str, str]] = {
+    "postgres": {
+        "now": "now()",
+        "seconds_since_data_hora": "extract(epoch FROM (now() - data_hora))",
+        "hours_ago": "now() - %(hours)s * interval '1 hour'",
+        "returning_id": "RETURNING id",
+        "as_varchar": "::varchar", "as_int8": "::int8", "as_boolean": "::boolean",
+    },
+    "mysql": {
+        "now": "UTC_TIMESTAMP(6)",
+        "seconds_since_data_hora":
+            "TIMESTAMPDIFF(MICROSECOND, data_hora, UTC_TIMESTAMP(6)) / 1000000",
+        "hours_ago": "UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR",
+        "returning_id": "",
+        "as_varchar": "", "as_int8": "", "as_boolean": "",
+    },
+}
+
 
 def read_sql(dialect: Dialect, filename: str) -> str:
     """Text of a packaged SQL file of the dialect."""
@@ -38,7 +60,7 @@ def _common_sql(filename: str) -> str:
 @cache
 def raw_queries(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]:
     """All named queries of a dialect's file plus those of `sql/common/<filename>`
-    (bodies identical in every dialect), unrendered."""
+    (bodies written once for every dialect, with DIALECT_WORDS), unrendered."""
     text = _common_sql(filename) + "\n" + read_sql(dialect, filename)
     parts = _HEADER.split(text)
     out: Dict[str, str] = {}
@@ -72,7 +94,8 @@ class Queries:
         table = dialect.quote_table(queue_table)
         sub = dialect.quote_table(subscriber_table) if subscriber_table else "<no_subscriber_table>"
         names = {"table": table, "sub_table": sub, "tarefa_cols": _tarefa_cols(dialect, table),
-                 "control_table": dialect.quote_table(control_table_name(queue_table))}
+                 "control_table": dialect.quote_table(control_table_name(queue_table)),
+                 **DIALECT_WORDS[dialect.name]}
         self._sql = {name: body.format(**names)
                      for name, body in raw_queries(dialect, filename).items()}
 

@@ -2,6 +2,8 @@
 -- is the same in every dialect; the loader adds them to each dialect's admin.sql.
 -- {table} and {control_table} are identifiers rendered once; values are %(name)s
 -- parameters; no literal percent sign (pymysql would read it as a placeholder).
+-- Dialect words ({now}, {returning_id}, the casts a PostgreSQL parameter needs, ...)
+-- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/queries.py.
 
 -- name: admin_task_root
 SELECT t.id, coalesce(t.id_inicial, t.id) AS raiz, t.dead, t.live_id, t.pub_sub
@@ -48,3 +50,42 @@ UPDATE {table}
 
 -- name: queue_pause_get
 SELECT pausada, motivo, alterado_por, alterado_em FROM {control_table} WHERE id = 1
+
+-- name: admin_task_list
+-- Newest first.  %(all_attempts)s false: only the current attempt of each chain.
+SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, t.processo,
+       t.origem, t.destino, t.chave_externa, t.tenant, t.grupo_empresarial, t.prioridade,
+       t.data_hora_inicial, t.data_hora, t.mensagem, t.dead, t.live_id, t.pub_sub,
+       t.publication_id, t.subscriber_id
+  FROM {table} t
+ WHERE (%(all_attempts)s OR NOT t.reenfileirado)
+   AND (%(status)s{as_varchar} IS NULL OR t.status = %(status)s{as_varchar})
+   AND (%(processo)s{as_varchar} IS NULL OR t.processo = %(processo)s{as_varchar})
+   AND (%(chave_externa)s{as_varchar} IS NULL OR t.chave_externa = %(chave_externa)s{as_varchar})
+   AND (%(tenant)s{as_int8} IS NULL OR t.tenant = %(tenant)s{as_int8})
+   AND (%(dead)s{as_boolean} IS NULL OR t.dead = %(dead)s{as_boolean})
+   AND (%(before_id)s{as_int8} IS NULL OR t.id < %(before_id)s{as_int8})
+ ORDER BY t.id DESC
+ LIMIT %(limit)s
+
+-- name: admin_redrive_mark
+-- Claims the right to redrive: only one caller turns reenfileirado on (the row lock
+-- serialises concurrent calls; the loser re-reads the row and updates nothing).
+UPDATE {table}
+   SET reenfileirado = true
+ WHERE id = %(id)s AND NOT reenfileirado AND status IN ('falha', 'cancelada')
+
+-- name: admin_redrive_insert
+-- The new attempt of the chain, due now, linked to the attempt it follows.
+INSERT INTO {table} (id_inicial, data_hora_inicial, data_hora, origem, destino, processo,
+                     chave_externa, tentativa, status, mensagem, id_anterior,
+                     data_hora_anterior, status_anterior, mensagem_anterior, tenant,
+                     grupo_empresarial, payload_hash, pub_sub, publication_id, subscriber_id,
+                     dead, live_id, prioridade)
+SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, {now}, t.origem, t.destino,
+       t.processo, t.chave_externa, t.tentativa + 1, 'pendente', %(mensagem)s, t.id,
+       t.data_hora, t.status, t.mensagem, t.tenant, t.grupo_empresarial, t.payload_hash,
+       t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id, t.prioridade
+  FROM {table} t
+ WHERE t.id = %(id)s
+{returning_id}

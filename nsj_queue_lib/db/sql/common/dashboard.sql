@@ -1,5 +1,7 @@
 -- Named queries of the web dashboard (nsj_queue_lib.dashboard) whose text is the same
 -- in every dialect; the loader adds them to each dialect's dashboard.sql.
+-- Dialect words ({now}, {returning_id}, the casts a PostgreSQL parameter needs, ...)
+-- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/queries.py.
 
 -- name: dash_dead_letters
 -- Dead-letter chains whose last attempt did not succeed and whose live chain was not
@@ -29,3 +31,21 @@ SELECT t.id, t.status, t.mensagem
  WHERE (t.id = %(root)s OR t.id_inicial = %(root)s) AND NOT t.reenfileirado
  ORDER BY t.id DESC
  LIMIT 1
+
+-- name: dash_active_counts
+-- Waiting and running tasks per status (partial indexes), each count capped at %(cap)s.
+SELECT 'pendente' AS status, count(*) AS n
+  FROM (SELECT 1 FROM {table} WHERE status = 'pendente' LIMIT %(cap)s) s
+UNION ALL
+SELECT 'agendada', count(*)
+  FROM (SELECT 1 FROM {table} WHERE status = 'agendada' LIMIT %(cap)s) s
+UNION ALL
+SELECT 'processando', count(*)
+  FROM (SELECT 1 FROM {table} WHERE status = 'processando' LIMIT %(cap)s) s
+UNION ALL
+SELECT 'devidas', count(*)
+  FROM (SELECT 1 FROM {table} WHERE status IN ('pendente', 'agendada') AND data_hora <= {now}
+         LIMIT %(cap)s) s
+
+-- name: dash_now
+SELECT {now} AS agora

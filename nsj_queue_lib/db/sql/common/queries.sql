@@ -3,6 +3,8 @@
 -- defined in only one of the two places. Same rules: {table}, {sub_table} and
 -- {tarefa_cols} are identifiers rendered once; values are %(name)s parameters;
 -- no literal percent sign (pymysql would read it as a placeholder).
+-- Dialect words ({now}, {returning_id}, the casts a PostgreSQL parameter needs, ...)
+-- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/queries.py.
 
 -- name: task_lock_row
 -- Client/server mode fencing: holds the row while the task transaction runs.
@@ -53,3 +55,33 @@ SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
 SELECT id, tenant, grupo_empresarial, processo, url, http_method, headers, ativo, created_at
   FROM {sub_table}
  WHERE id = %(id)s
+
+-- name: task_insert_next_attempt
+INSERT INTO {table} (id_inicial, data_hora_inicial, data_hora, origem, destino, processo,
+                     chave_externa, tentativa, status, id_anterior, data_hora_anterior,
+                     status_anterior, mensagem_anterior, tenant, grupo_empresarial, payload_hash,
+                     pub_sub, publication_id, subscriber_id, dead, live_id, prioridade)
+SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, t.proxima_tentativa, t.origem,
+       t.destino, t.processo, t.chave_externa, t.tentativa + 1, 'agendada', t.id, t.data_hora,
+       t.status, t.mensagem, t.tenant, t.grupo_empresarial, t.payload_hash,
+       t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id, t.prioridade
+  FROM {table} t
+ WHERE t.id = %(id)s
+{returning_id}
+
+-- name: task_insert_dead
+INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
+                     payload_hash, tenant, grupo_empresarial, pub_sub, publication_id,
+                     subscriber_id, dead, live_id, prioridade)
+SELECT t.origem, t.destino, t.processo, t.chave_externa, 1, 'pendente',
+       coalesce(t.payload, i.payload), t.payload_hash, t.tenant, t.grupo_empresarial,
+       t.pub_sub, t.publication_id, t.subscriber_id, true, coalesce(t.id_inicial, t.id),
+       t.prioridade
+  FROM {table} t
+  LEFT JOIN {table} i ON i.id = t.id_inicial
+ WHERE t.id = %(id)s
+{returning_id}
+
+-- name: task_has_due
+SELECT EXISTS (SELECT 1 FROM {table}
+                WHERE status IN ('pendente', 'agendada') AND data_hora <= {now})

@@ -15,20 +15,6 @@ SELECT c.table_schema AS esquema, c.table_name AS tabela
 HAVING count(DISTINCT c.column_name) = 8
  ORDER BY 1, 2
 
--- name: dash_active_counts
-SELECT 'pendente' AS status, count(*) AS n
-  FROM (SELECT 1 FROM {table} WHERE status = 'pendente' LIMIT %(cap)s) s
-UNION ALL
-SELECT 'agendada', count(*)
-  FROM (SELECT 1 FROM {table} WHERE status = 'agendada' LIMIT %(cap)s) s
-UNION ALL
-SELECT 'processando', count(*)
-  FROM (SELECT 1 FROM {table} WHERE status = 'processando' LIMIT %(cap)s) s
-UNION ALL
-SELECT 'devidas', count(*)
-  FROM (SELECT 1 FROM {table} WHERE status IN ('pendente', 'agendada')
-           AND data_hora <= UTC_TIMESTAMP(6) LIMIT %(cap)s) s
-
 -- name: dash_last_hour
 SELECT FLOOR(TIMESTAMPDIFF(SECOND, data_hora, UTC_TIMESTAMP(6)) / 60) AS minuto, status,
        count(*) AS n
@@ -36,6 +22,3 @@ SELECT FLOOR(TIMESTAMPDIFF(SECOND, data_hora, UTC_TIMESTAMP(6)) / 60) AS minuto,
  WHERE data_hora > UTC_TIMESTAMP(6) - INTERVAL 1 HOUR AND data_hora <= UTC_TIMESTAMP(6)
    AND status IN ('sucesso', 'falha', 'cancelada')
  GROUP BY 1, 2
-
--- name: dash_now
-SELECT UTC_TIMESTAMP(6) AS agora

@@ -17,21 +17,6 @@ SELECT c.table_schema AS esquema, c.table_name AS tabela
 HAVING count(DISTINCT c.column_name) = 8
  ORDER BY 1, 2
 
--- name: dash_active_counts
--- Waiting and running tasks per status (partial indexes), each count capped at %(cap)s.
-SELECT 'pendente' AS status, count(*) AS n
-  FROM (SELECT 1 FROM {table} WHERE status = 'pendente' LIMIT %(cap)s) s
-UNION ALL
-SELECT 'agendada', count(*)
-  FROM (SELECT 1 FROM {table} WHERE status = 'agendada' LIMIT %(cap)s) s
-UNION ALL
-SELECT 'processando', count(*)
-  FROM (SELECT 1 FROM {table} WHERE status = 'processando' LIMIT %(cap)s) s
-UNION ALL
-SELECT 'devidas', count(*)
-  FROM (SELECT 1 FROM {table} WHERE status IN ('pendente', 'agendada') AND data_hora <= now()
-         LIMIT %(cap)s) s
-
 -- name: dash_last_hour
 -- Attempts finished whose data_hora is in the last hour, per minute ago and status (BRIN).
 SELECT floor(extract(epoch FROM (now() - data_hora)) / 60)::int AS minuto, status,
@@ -40,6 +25,3 @@ SELECT floor(extract(epoch FROM (now() - data_hora)) / 60)::int AS minuto, statu
  WHERE data_hora > now() - interval '1 hour' AND data_hora <= now()
    AND status IN ('sucesso', 'falha', 'cancelada')
  GROUP BY 1, 2
-
--- name: dash_now
-SELECT now() AS agora

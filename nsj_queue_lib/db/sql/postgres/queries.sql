@@ -170,41 +170,11 @@ UPDATE {table}
                                 THEN clock_timestamp() + %(delay)s * interval '1 second' END
  WHERE id = %(id)s AND status = 'processando'
 
--- name: task_insert_next_attempt
-INSERT INTO {table} (id_inicial, data_hora_inicial, data_hora, origem, destino, processo,
-                     chave_externa, tentativa, status, id_anterior, data_hora_anterior,
-                     status_anterior, mensagem_anterior, tenant, grupo_empresarial, payload_hash,
-                     pub_sub, publication_id, subscriber_id, dead, live_id, prioridade)
-SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, t.proxima_tentativa, t.origem,
-       t.destino, t.processo, t.chave_externa, t.tentativa + 1, 'agendada', t.id, t.data_hora,
-       t.status, t.mensagem, t.tenant, t.grupo_empresarial, t.payload_hash,
-       t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id, t.prioridade
-  FROM {table} t
- WHERE t.id = %(id)s
-RETURNING id
-
--- name: task_insert_dead
-INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
-                     payload_hash, tenant, grupo_empresarial, pub_sub, publication_id,
-                     subscriber_id, dead, live_id, prioridade)
-SELECT t.origem, t.destino, t.processo, t.chave_externa, 1, 'pendente',
-       coalesce(t.payload, i.payload), t.payload_hash, t.tenant, t.grupo_empresarial,
-       t.pub_sub, t.publication_id, t.subscriber_id, true, coalesce(t.id_inicial, t.id),
-       t.prioridade
-  FROM {table} t
-  LEFT JOIN {table} i ON i.id = t.id_inicial
- WHERE t.id = %(id)s
-RETURNING id
-
 -- name: task_seconds_to_next_due
 -- One index range per status (the earliest of each), whatever the backlog.
 SELECT extract(epoch FROM (least(
          (SELECT min(data_hora) FROM {table} WHERE status = 'pendente'),
          (SELECT min(data_hora) FROM {table} WHERE status = 'agendada')) - now()))
-
--- name: task_has_due
-SELECT EXISTS (SELECT 1 FROM {table}
-                WHERE status IN ('pendente', 'agendada') AND data_hora <= now())
 
 -- name: task_promote_scheduled
 -- The outer status check is re-evaluated on rows changed meanwhile: a task a worker
