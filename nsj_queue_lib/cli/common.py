@@ -111,10 +111,21 @@ def portuguese(parser: argparse.ArgumentParser, version: bool = False,
     return parser
 
 
-def add_parser(subparsers: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A subcommand parser with the Portuguese formatter and help option."""
+def add_parser(subparsers: Any, name: str, handler: Optional[Callable[..., int]] = None, *,
+               task_id: bool = False, queue: bool = False,
+               **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand parser with the Portuguese formatter and help option, run by
+    `handler`: with `task_id` its first argument is a task ID, with `queue` it takes the
+    queue options (--tabela, --json); arguments added later come after them."""
     kwargs.setdefault("formatter_class", HelpFormatter)
-    return portuguese(subparsers.add_parser(name, add_help=False, **kwargs))
+    parser = portuguese(subparsers.add_parser(name, add_help=False, **kwargs))
+    if task_id:
+        add_task_id_argument(parser)
+    if queue:
+        add_queue_options(parser)
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
 
 
 def load_env_file(path: Optional[str]) -> int:

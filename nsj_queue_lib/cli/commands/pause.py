@@ -7,9 +7,7 @@ from typing import Any
 
 from nsj_queue_lib.cli.common import (
     EXIT_OK,
-    HelpFormatter,
     add_parser,
-    add_queue_options,
     emit,
     fmt_time,
     guarded,
@@ -22,21 +20,16 @@ ORDER = 60
 
 def register(subparsers: Any) -> None:
     pause = add_parser(
-        subparsers, "pause", help="pausa a fila: os workers param de pegar tarefas em até 1 s",
-        formatter_class=HelpFormatter,
+        subparsers, "pause", _pause, queue=True,
+        help="pausa a fila: os workers param de pegar tarefas em até 1 s",
         description="Pausa a fila (gravado na tabela <fila>_controle do banco): todos os "
         "workers param de pegar tarefas em até 1 s, terminando a que estiver em execução, "
         "e dizem isso no status e no health. Produtores continuam enfileirando. "
         "Desfaça com nsj-queue resume.")
     pause.add_argument("--motivo", help="por que a fila foi pausada (aparece no status)")
-    add_queue_options(pause)
-    pause.set_defaults(handler=_pause)
-
-    resume = add_parser(
-        subparsers, "resume", help="retoma uma fila pausada", formatter_class=HelpFormatter,
+    add_parser(
+        subparsers, "resume", _resume, queue=True, help="retoma uma fila pausada",
         description="Retoma a fila pausada: os workers voltam a pegar tarefas em até 1 s.")
-    add_queue_options(resume)
-    resume.set_defaults(handler=_resume)
 
 
 def _report(admin: Any, args: argparse.Namespace) -> int:

@@ -7,10 +7,7 @@ from typing import Any
 
 from nsj_queue_lib.cli.common import (
     EXIT_OK,
-    HelpFormatter,
     add_parser,
-    add_queue_options,
-    add_task_id_argument,
     emit,
     guarded,
     open_admin,
@@ -21,28 +18,21 @@ ORDER = 50
 
 
 def register(subparsers: Any) -> None:
-    retry = add_parser(
-        subparsers, "retry", help="reenfileira uma tarefa em falha, morta ou cancelada",
-        formatter_class=HelpFormatter,
+    add_parser(
+        subparsers, "retry", _retry, task_id=True, queue=True,
+        help="reenfileira uma tarefa em falha, morta ou cancelada",
         description="Reenfileira a cadeia da tarefa ID, que terminou em falha (esgotou as "
         "tentativas) ou cancelada: insere uma nova tentativa, pendente agora, ligada à "
         "anterior (id_inicial, id_anterior). Para uma tarefa da fila de mortos, reenfileira "
         "a tarefa original (live_id), que roda execute de novo. Sai com 1 se a tarefa não "
         "existe ou ainda está pendente, agendada, em execução ou concluída com sucesso.")
-    add_task_id_argument(retry)
-    add_queue_options(retry)
-    retry.set_defaults(handler=_retry)
-
     cancel = add_parser(
-        subparsers, "cancel", help="cancela uma tarefa pendente ou agendada",
-        formatter_class=HelpFormatter,
+        subparsers, "cancel", _cancel, task_id=True, queue=True,
+        help="cancela uma tarefa pendente ou agendada",
         description="Cancela a tentativa pendente ou agendada da tarefa ID: ela fica "
         "'cancelada' e nenhum worker a executa (retry a reenfileira). Uma tarefa em "
         "execução não pode ser cancelada (sai com 1).")
-    add_task_id_argument(cancel)
     cancel.add_argument("--motivo", help="texto gravado na mensagem da tarefa")
-    add_queue_options(cancel)
-    cancel.set_defaults(handler=_cancel)
 
 
 @guarded

@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from nsj_queue_lib.cli.common import EXIT_CONFIG, HelpFormatter, add_parser
+from nsj_queue_lib.cli.common import EXIT_CONFIG, add_parser
 
 ORDER = 20
 
@@ -24,30 +24,25 @@ Para com SIGTERM/SIGINT (espera a tarefa em curso) ou NOTIFY "<fila>", 'HALT'.""
 
 def register(subparsers: Any) -> None:
     worker = add_parser(
-        subparsers, "worker", help="executa um worker: nsj-queue worker MODULO:CLASSE",
-        formatter_class=HelpFormatter, epilog=WORKER_EPILOG,
+        subparsers, "worker", _worker, help="executa um worker: nsj-queue worker MODULO:CLASSE",
+        epilog=WORKER_EPILOG,
         description="Executa o worker CLASSE (subclasse de WorkerBase ou WorkerPubSubBase) "
         "do MODULO até SIGTERM/SIGINT ou HALT. Saída 2 se a configuração é inválida.")
     worker.add_argument("alvo", metavar="MODULO:CLASSE",
                         help="módulo importável (o diretório atual entra no caminho) e a "
                         "classe; sem :CLASSE, a única subclasse de WorkerBase do módulo")
-    worker.set_defaults(handler=_worker)
-
-    webhook = add_parser(
-        subparsers, "webhook", help="executa o worker de webhooks (chama a url de cada assinatura)",
-        formatter_class=HelpFormatter,
+    add_parser(
+        subparsers, "webhook", _webhook,
+        help="executa o worker de webhooks (chama a url de cada assinatura)",
         description="Executa o worker de webhooks (python -m nsj_queue_lib.worker_webhook): "
         "cada tarefa de assinante vira uma chamada HTTP à url da assinatura. Precisa de "
         "QUEUE_SUBSCRIBER_TABLE.")
-    webhook.set_defaults(handler=_webhook)
-
-    server = add_parser(
-        subparsers, "server", help="executa o servidor de filas (modo cliente/servidor, MySQL)",
-        formatter_class=HelpFormatter,
+    add_parser(
+        subparsers, "server", _server,
+        help="executa o servidor de filas (modo cliente/servidor, MySQL)",
         description="Executa o servidor de filas do modo cliente/servidor "
         "(python -m nsj_queue_lib.server.server_main): notificações na porta "
         "NOTIFY_SERVICE_PORT e locks na LOCK_SERVICE_PORT, um servidor por fila.")
-    server.set_defaults(handler=_server)
 
 
 def load_worker_class(target: str) -> type:

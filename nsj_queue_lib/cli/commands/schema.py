@@ -11,7 +11,6 @@ from typing import Any, Iterator, Tuple
 from nsj_queue_lib.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    HelpFormatter,
     add_json_option,
     add_parser,
     connect_db,
@@ -25,48 +24,41 @@ ORDER = 10
 
 def register(subparsers: Any) -> None:
     parser = add_parser(
-        subparsers, "schema", formatter_class=HelpFormatter,
+        subparsers, "schema",
         help="DDL da fila: imprimir, aplicar, atualizar, verificar",
         description="O modelo de banco de uma fila: tabela da fila, de assinantes e de "
         "controle (pausa), índices, views e, no PostgreSQL, a trigger de notificação. "
         "SCHEMA e FILA vêm dos argumentos ou de QUEUE_TABLE; o dialeto, de --mysql ou "
         "DB_DRIVER.")
     sub = parser.add_subparsers(dest="schema_command", metavar="SUBCOMANDO", required=True)
-    show = add_parser(
-        sub, "print", help="imprime o DDL (o mesmo do python -m nsj_queue_lib.db_gen)",
+    _add_command(
+        sub, "print", _print, help="imprime o DDL (o mesmo do python -m nsj_queue_lib.db_gen)",
         description="Imprime o DDL da fila, idempotente (pode ser aplicado duas vezes). O "
         "schema precisa existir antes no PostgreSQL; no MySQL o DDL cria o database.\n\n"
         "exemplo:\n  nsj-queue schema print public minha_fila | psql")
-    _add_target(show)
-    show.set_defaults(handler=_print)
-
-    apply = add_parser(
-        sub, "apply", help="cria no banco (DB_*) os objetos da fila que ainda não existem",
+    _add_command(
+        sub, "apply", _apply, help="cria no banco (DB_*) os objetos da fila que ainda não existem",
         description="Executa o DDL da fila no banco das variáveis DB_*: cria o que falta, "
         "sem alterar o que existe. Para uma fila de versão anterior, use upgrade.")
-    _add_target(apply)
-    apply.set_defaults(handler=_apply)
-
-    upgrade = add_parser(
-        sub, "upgrade", help="atualiza no lugar uma fila existente (1.2.2 ou 2.x anterior)",
+    upgrade = _add_command(
+        sub, "upgrade", _upgrade,
+        help="atualiza no lugar uma fila existente (1.2.2 ou 2.x anterior)",
         description="Leva a fila existente à versão atual, no lugar (índices com "
         "CONCURRENTLY: workers e produtores seguem rodando); rodar de novo não faz nada. "
         "Com --imprimir, só mostra os comandos.")
-    _add_target(upgrade)
     upgrade.add_argument("--imprimir", action="store_true",
                          help="só imprime os comandos, sem executar")
-    upgrade.set_defaults(handler=_upgrade)
-
-    verify = add_parser(
-        sub, "verify", help="compara a fila no banco com a versão atual (saída 1 se difere)",
+    verify = _add_command(
+        sub, "verify", _verify,
+        help="compara a fila no banco com a versão atual (saída 1 se difere)",
         description="Compara tabelas, colunas, índices, trigger, função, views e a versão "
         "gravada da fila com a versão atual. Saída 0 se iguais, 1 listando as diferenças.")
-    _add_target(verify)
     add_json_option(verify)
-    verify.set_defaults(handler=_verify)
 
 
-def _add_target(parser: argparse.ArgumentParser) -> None:
+def _add_command(sub: Any, name: str, handler: Any, **kwargs: Any) -> argparse.ArgumentParser:
+    """A schema subcommand: its target is SCHEMA FILA (or QUEUE_TABLE) and --mysql."""
+    parser = add_parser(sub, name, handler, **kwargs)
     parser.add_argument("schema", nargs="?", metavar="SCHEMA",
                         help="schema do banco (padrão: o de QUEUE_TABLE)")
     parser.add_argument("fila", nargs="?", metavar="FILA",
@@ -74,6 +66,7 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
                         "QUEUE_TABLE)")
     parser.add_argument("--mysql", action="store_true",
                         help="dialeto MySQL/SingleStore (padrão: DB_DRIVER, ou PostgreSQL)")
+    return parser
 
 
 def _target(args: argparse.Namespace) -> Tuple[Any, str, str]:

@@ -8,10 +8,8 @@ from typing import Any, Dict
 
 from nsj_queue_lib.cli.common import (
     EXIT_OK,
-    HelpFormatter,
     add_parser,
     add_queue_options,
-    add_task_id_argument,
     emit,
     fmt_time,
     guarded,
@@ -27,13 +25,12 @@ ORDER = 40
 def register(subparsers: Any) -> None:
     parser = add_parser(
         subparsers, "tasks", help="lista tarefas ou mostra uma cadeia com todas as tentativas",
-        formatter_class=HelpFormatter,
         description="Tarefas da fila (QUEUE_TABLE ou --tabela).")
     sub = parser.add_subparsers(dest="tasks_command", metavar="SUBCOMANDO", required=True)
 
     lst = add_parser(
-        sub, "list", help="lista as tarefas (estado atual de cada cadeia), das mais novas às "
-        "mais antigas", formatter_class=HelpFormatter,
+        sub, "list", _list, help="lista as tarefas (estado atual de cada cadeia), das mais "
+        "novas às mais antigas",
         description="Lista as tarefas, das mais novas às mais antigas: por padrão, a "
         "tentativa atual de cada cadeia (a tarefa e suas retentativas).")
     lst.add_argument("--status", help="só este status (pendente, agendada, processando, "
@@ -52,17 +49,12 @@ def register(subparsers: Any) -> None:
     lst.add_argument("--antes-de", dest="before_id", type=int, metavar="ID",
                      help="só ids menores que ID (paginação)")
     add_queue_options(lst)
-    lst.set_defaults(handler=_list)
-
-    show = add_parser(
-        sub, "show", help="mostra a cadeia de uma tarefa com todas as tentativas",
-        formatter_class=HelpFormatter,
+    add_parser(
+        sub, "show", _show, task_id=True, queue=True,
+        help="mostra a cadeia de uma tarefa com todas as tentativas",
         description="Mostra a cadeia da tarefa ID (qualquer tentativa dela): cada tentativa "
         "com status e mensagem, o payload, a fila de mortos e, numa publicação, as tarefas "
         "dos assinantes. Sai com 1 se a tarefa não existe.")
-    add_task_id_argument(show)
-    add_queue_options(show)
-    show.set_defaults(handler=_show)
 
 
 @guarded
