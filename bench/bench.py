@@ -40,10 +40,18 @@ def report(name: str, value: float, unit: str, baseline: Optional[float] = None,
     RESULTS.append({"name": name, "value": value, "unit": unit, "baseline": baseline})
 
 
-def reset(pg: DevPostgres) -> None:
+def drop_schema(pg: DevPostgres, schema: Optional[str] = None) -> None:
+    """Drop this benchmark's schema (`schema`: another script's)."""
     conn = pg.connect()
     with conn.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
+        cur.execute(f'DROP SCHEMA IF EXISTS "{schema or SCHEMA}" CASCADE')
+    conn.close()
+
+
+def reset(pg: DevPostgres) -> None:
+    drop_schema(pg)
+    conn = pg.connect()
+    with conn.cursor() as cur:
         cur.execute(f'CREATE SCHEMA "{SCHEMA}"')
         cur.execute(render_schema(POSTGRES, SCHEMA, FILA))
         cur.execute(f'CREATE TABLE "{SCHEMA}".efeitos (id bigserial PRIMARY KEY, '
@@ -205,19 +213,25 @@ def start_workers(pg: DevPostgres, procs: int) -> List[subprocess.Popen]:
 
 
 def stop_workers(workers: List[subprocess.Popen]) -> None:
+    """SIGTERM to every worker, then wait for each (killed after 60 s)."""
     for w in workers:
         w.send_signal(signal.SIGTERM)
     for w in workers:
-        w.wait(60)
+        try:
+            w.wait(60)
+        except subprocess.TimeoutExpired:
+            w.kill()
 
 
-def wait_connected(pg: DevPostgres, procs: int) -> None:
-    deadline = time.monotonic() + 30
+def wait_connected(pg: DevPostgres, procs: int, timeout: float = 30.0,
+                   fila: Optional[str] = None) -> None:
+    """Until `procs` workers of queue `fila` (this benchmark's by default) listen."""
+    deadline = time.monotonic() + timeout
     conn = pg.connect()
     with conn.cursor() as cur:
         while time.monotonic() < deadline:
             cur.execute("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%%' "
-                        "AND application_name LIKE %s", (f"nsj_queue_lib:{FILA}",))
+                        "AND application_name LIKE %s", (f"nsj_queue_lib:{fila or FILA}",))
             if cur.fetchone()[0] >= procs:
                 break
             time.sleep(0.05)
@@ -372,10 +386,7 @@ def main() -> int:
         bench_cs.run(pg, report, core_rate, n=1_000 if args.quick else 5_000,
                      samples=30 if args.quick else 100)
     finally:
-        conn = pg.connect()
-        with conn.cursor() as cur:
-            cur.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
-        conn.close()
+        drop_schema(pg)
         pg.release()
     return 0
 

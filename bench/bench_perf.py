@@ -42,11 +42,13 @@ base.TABLE = TABLE = f'"{SCHEMA}"."{FILA}"'
 
 from bench.bench import (  # noqa: E402
     bulk_insert,
+    drop_schema,
     effects_done,
     effects_rate,
     report,
     reset,
     settle,
+    stop_workers,
     worker_env,
 )
 from nsj_queue_lib.coordination.base import task_lock_key  # noqa: E402
@@ -69,16 +71,6 @@ def start_workers(pg: DevPostgres, procs: int, **extra: str) -> List[subprocess.
     return [subprocess.Popen([sys.executable, str(ROOT / "bench" / "worker_noop.py")],
                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for _ in range(procs)]
-
-
-def stop_workers(workers: List[subprocess.Popen]) -> None:
-    for w in workers:
-        w.send_signal(signal.SIGTERM)
-    for w in workers:
-        try:
-            w.wait(60)
-        except subprocess.TimeoutExpired:
-            w.kill()
 
 
 def wait_for(cond: Any, timeout: float, what: str) -> None:
@@ -371,7 +363,7 @@ def bench_webhook_concurrency(pg: DevPostgres, deliveries: int) -> None:
     from bench import bench_pubsub as ps
 
     # Names of their own: another benchmark may use the pub/sub bench's schema meanwhile.
-    ps.SCHEMA, ps.FILA = "nsjq_bench_perf_wh", "fila_perf_wh"
+    ps.SCHEMA, ps.FILA = f"{SCHEMA}_wh", "fila_perf_wh"
     ps.TABLE, ps.SUB_TABLE = f"{ps.SCHEMA}.{ps.FILA}", f"{ps.SCHEMA}.{ps.FILA}_subscriber"
     server = _slow_http(0.1)
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -468,10 +460,7 @@ def main() -> int:
             bench_xmin(pg, 500.0, 20.0 if args.quick else 60.0, pin,
                        30.0 if args.quick else 90.0)
     finally:
-        conn = pg.connect()
-        with conn.cursor() as cur:
-            cur.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
-        conn.close()
+        drop_schema(pg)
         pg.release()
     return 0
 

@@ -20,7 +20,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ from typing import Any, Dict, List, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bench import drop_schema, stop_workers  # noqa: E402
+from bench.bench import wait_connected as _wait_connected  # noqa: E402
 from nsj_queue_lib.config import Settings  # noqa: E402
 from nsj_queue_lib.db.dialect import POSTGRES  # noqa: E402
 from nsj_queue_lib.db.repository import TaskRepository  # noqa: E402
@@ -59,19 +60,16 @@ def report(name: str, value: float, unit: str, baseline: float = 0.0, note: str 
 
 # -- database ----------------------------------------------------------------
 def reset(pg: DevPostgres) -> None:
+    drop(pg)
     conn = pg.connect()
     with conn.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
         cur.execute(f'CREATE SCHEMA "{SCHEMA}"')
         cur.execute(render_schema(POSTGRES, SCHEMA, FILA))
     conn.close()
 
 
 def drop(pg: DevPostgres) -> None:
-    conn = pg.connect()
-    with conn.cursor() as cur:
-        cur.execute(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
-    conn.close()
+    drop_schema(pg, SCHEMA)
 
 
 def add_subscribers(pg: DevPostgres, processo: str, n: int, url: str = "",
@@ -204,16 +202,7 @@ def raw_http_rate(url: str, total: int, procs: int) -> float:
 
 
 def wait_connected(pg: DevPostgres, procs: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    conn = pg.connect()
-    with conn.cursor() as cur:
-        while time.monotonic() < deadline:
-            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%%' "
-                        "AND application_name LIKE %s", (f"nsj_queue_lib:{FILA}",))
-            if cur.fetchone()[0] >= procs:
-                break
-            time.sleep(0.05)
-    conn.close()
+    _wait_connected(pg, procs, timeout, FILA)
 
 
 def bench_webhook(pg: DevPostgres, publications: int, subscribers: int, procs: int) -> float:
@@ -247,13 +236,7 @@ def bench_webhook(pg: DevPostgres, publications: int, subscribers: int, procs: i
         elapsed = time.perf_counter() - t0
         failed = count(pg, "status <> 'sucesso'")
     finally:
-        for w in workers:
-            w.send_signal(signal.SIGTERM)
-        for w in workers:
-            try:
-                w.wait(60)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        stop_workers(workers)
         server.shutdown()
         server.server_close()
     note = (f"{publications} publications x {subscribers} subscribers, {procs} workers; "
