@@ -35,58 +35,101 @@ and needs no cancel request; a stop request is seen within one slice.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification, admin_lock_key
 from nsj_queue_lib.db.session import DbSession
 
 logger = logging.getLogger(__name__)
 
-# Admin lock object id of the listener turn (beside ADMIN_RETRY/PURGE/NOTIFY = 1..3).
+# Admin lock object id of the listener turn (beside ADMIN_RETRY/PURGE/NOTIFY = 1..3), and
+# of its hand-over: a claim that hands the turn on holds it until its commit.
 ADMIN_LISTENER = 4
+ADMIN_HANDOVER = 5
 # Seconds: the longest one statement waits for the turn, so the longest an idle
 # worker's snapshot holds back the xmin horizon (and its reaction time to a stop).
 TURN_SLICE = 1.0
 HELD, STOPPED, TIMEOUT = "held", "stopped", "timeout"
 WAITED = 0.005  # seconds: longer than an uncontended lock round trip
 
-# One slice: lock_timeout for this statement only (set_config(..., true) in its own
-# implicit transaction), the lock request, and a NOTICE when granted.  The expired
-# timeout is caught in the block, so no ERROR reaches the server log once a second
-# per idle worker; the NOTICE is the answer (a DO returns no row), sent whatever the
-# session's client_min_messages.  The key and the timeout are integers.
+# One slice: lock_timeout for the lock request only (set_config(..., true) in the
+# statement's implicit transaction), the lock request, and a NOTICE when granted.  The
+# expired timeout is caught in the inner block, so no ERROR reaches the server log once a
+# second per idle worker; the NOTICE is the answer (a DO returns no row), sent whatever
+# the session's client_min_messages.  Every value written into the block is an integer
+# or SQL the library renders itself ({prologue}, {after}).
 _WAIT_SLICE = """DO $turn$
+DECLARE
+  granted boolean := false;
+  due double precision;
+  paused boolean;
+  why text;
 BEGIN
-  PERFORM set_config('lock_timeout', '{ms}', true);
-  PERFORM pg_advisory_lock({a}, {b});
-  PERFORM set_config('client_min_messages', 'notice', true);
-  RAISE NOTICE '{marker}';
-EXCEPTION WHEN lock_not_available THEN
-  NULL;
+  {prologue}BEGIN
+    PERFORM set_config('lock_timeout', '{ms}', true);
+    PERFORM pg_advisory_lock({a}, {b});
+    granted := true;
+  EXCEPTION WHEN lock_not_available THEN
+    NULL;
+  END;
+  IF granted THEN
+    {after}PERFORM set_config('client_min_messages', 'notice', true);
+    RAISE NOTICE '{marker} %', json_build_object('due', due, 'paused', paused, 'why', why);
+  END IF;
 END
 $turn$"""
 GRANTED = "nsj_queue_lib: listener turn granted"
+# PostgreSQL >= 11 (COMMIT inside DO): once granted, the slice also sends a marker to a
+# channel only this session listens to and commits it, then probes.  Notifications are
+# delivered in commit order, so every one received before the marker is for a commit the
+# probe's snapshot sees: old news, dropped (except HALT) without a round trip of its
+# own; those after it are kept.  Its own commit needs no WAL flush to wait for.  First
+# it waits for the hand-over key: the claim that handed the turn on holds it until that
+# claim commits, so the probe never sees the task just claimed as still waiting.
+_AFTER_GRANT = """PERFORM pg_advisory_xact_lock_shared({ha}, {hb});
+    PERFORM set_config('synchronous_commit', 'off', true);
+    PERFORM pg_notify('{channel}', '');
+    COMMIT;
+    {probe}"""
+MIN_SERVER_FOR_MARKER = 110000
 
 
 class ListenerTurn:
     """The listener-turn lock of one queue, on the consumer's own session."""
 
-    def __init__(self, session: DbSession, queue_table: str) -> None:
+    def __init__(self, session: DbSession, queue_table: str, guard: Any = None) -> None:
         self.session = session
         self.key = admin_lock_key(queue_table, ADMIN_LISTENER)
+        self.hand_key = admin_lock_key(queue_table, ADMIN_HANDOVER)
+        # The consumer's PgGuard, if any: its first claim that gets a task while the turn
+        # is held also hands the turn on (no statement of its own), and the 1.2.2 key it
+        # keeps for a finished task is released by the first wait statement.
+        self.guard = guard
         self.held = False
         self.waited = False  # the last acquire() had to wait for another holder
         self.slices = 0  # wait statements that expired (for tests and diagnostics)
+        # SQL run once the turn is granted, in the same statement (see acquire()).
+        self.probe_sql: Optional[str] = None  # an expression: seconds to the next due task
+        self.pause_sql: Optional[str] = None  # a SELECT of (pausada, motivo): one row
+        # After a grant on PostgreSQL >= 11: {"due", "paused", "why"} read in the wait
+        # statement (None: not read), and the HALTs among the dropped notifications.
+        self.grant: Optional[Dict[str, Any]] = None
+        self.halts: List[Notification] = []
+        self.marked = False  # the last grant dropped the old news itself (marker seen)
+        self._marker: Optional[str] = None  # this session's marker channel, once listened
 
     def acquire(self, stop: threading.Event, timeout: float) -> str:
         """Wait until this session holds the turn ("held"), `stop` is set ("stopped")
         or `timeout` seconds passed ("timeout": the caller then polls once by itself,
         so a worker whose turn does not come still honours its own poll interval).
 
-        Waits in slices of at most TURN_SLICE seconds (see the module docstring).
+        Waits in slices of at most TURN_SLICE seconds (see the module docstring).  On
+        PostgreSQL >= 11 the granting statement also drops the notifications that are
+        old news and probes (`probe_sql`, `pause_sql`): the result is in `grant`.
         The session must be outside an explicit transaction (autocommit), as the
         consumer's idle loop is.  Raises DatabaseUnavailable when the connection is
         lost meanwhile.
@@ -95,6 +138,7 @@ class ListenerTurn:
             return HELD
         if self.session.in_transaction:
             raise RuntimeError("a vez de escuta não pode ser aguardada dentro de uma transação")
+        self.grant, self.halts, self.marked = None, [], False
         started = time.monotonic()
         deadline = started + timeout
         while True:
@@ -109,21 +153,64 @@ class ListenerTurn:
                 continue
             self.held = True
             self.waited = time.monotonic() - started > WAITED
+            if self.guard is not None:
+                self.guard.hand_over(self)
             if stop.is_set():
                 self.release()
                 return STOPPED
             return HELD
 
+    def _marker_channel(self) -> Optional[str]:
+        if self._marker is None and self.session.conn.server_version >= MIN_SERVER_FOR_MARKER:
+            channel = f"nsjq_turn_{int(self.session.conn.get_backend_pid())}"
+            self.session.execute(f'LISTEN "{channel}"')
+            self._marker = channel
+        return self._marker
+
     def _wait_slice(self, ms: int) -> bool:
         """One statement waiting up to `ms` milliseconds; True when the turn was granted."""
         conn = self.session.conn
+        marker = self._marker_channel()
+        unlock = self.guard.take_deferred() if self.guard is not None else None
+        # (the 1.2.2 key of the task just finished, released before waiting: an integer)
+        prologue = f"PERFORM pg_advisory_unlock({int(unlock)}::int8);\n  " if unlock else ""
+        after = ""
+        if marker is not None:
+            probe = f"due := ({self.probe_sql});\n    " if self.probe_sql else ""
+            if self.pause_sql:
+                # (no row yet: never paused)
+                probe += (f"SELECT p.pausada, p.motivo INTO paused, why "
+                          f"FROM ({self.pause_sql}) p;\n    "
+                          "paused := coalesce(paused, false);\n    ")
+            after = _AFTER_GRANT.format(channel=marker, probe=probe, ha=int(self.hand_key[0]),
+                                        hb=int(self.hand_key[1]))
         self.session.execute(_WAIT_SLICE.format(ms=int(ms), a=int(self.key[0]),
-                                                b=int(self.key[1]), marker=GRANTED))
-        granted = False
+                                                b=int(self.key[1]), marker=GRANTED,
+                                                prologue=prologue, after=after))
+        answer = None
         for notice in [n for n in conn.notices if GRANTED in n]:
             conn.notices.remove(notice)
-            granted = True
-        return granted
+            answer = notice
+        if answer is None:
+            return False
+        if marker is not None:
+            self._take_until_marker(marker)
+            if self.probe_sql or self.pause_sql:
+                self.grant = json.loads(answer.split(GRANTED, 1)[1].strip())
+        return True
+
+    def _take_until_marker(self, marker: str) -> None:
+        """Drop the notifications received before this grant's marker (keeping HALTs in
+        `halts`); keep those after it.  Without the marker (not received yet) keep all."""
+        received = self.session.conn.notifies
+        notes = list(received)
+        last = max((i for i, n in enumerate(notes) if n.channel == marker), default=None)
+        if last is None:
+            return
+        self.marked = True
+        self.halts = [Notification(n.channel, n.payload) for n in notes[:last]
+                      if n.payload == HALT_PAYLOAD and n.channel != marker]
+        received[:] = [n for n in notes[last + 1:] if n.channel != marker]
 
     def release(self) -> None:
         """Hand the turn to the next idle worker (no-op when not held)."""
@@ -133,7 +220,7 @@ class ListenerTurn:
                                  {"a": self.key[0], "b": self.key[1]})
 
     def forget(self) -> None:
-        """The session is gone (and the lock with it)."""
+        """The turn is no longer held: handed on by a claim, or the session is gone."""
         self.held = False
 
 
@@ -150,10 +237,13 @@ def take_stale(conn: Any) -> List[Notification]:
     return [Notification(n.channel, n.payload) for n in stale if n.payload == HALT_PAYLOAD]
 
 
-def turn_for(notifier: Any, session: DbSession, queue_table: str) -> Optional[ListenerTurn]:
-    """A ListenerTurn when `notifier` is PostgreSQL LISTEN on `session`, else None."""
-    from nsj_queue_lib.coordination.postgres import PgNotifier
+def turn_for(notifier: Any, session: DbSession, queue_table: str,
+             guard: Any = None) -> Optional[ListenerTurn]:
+    """A ListenerTurn when `notifier` is PostgreSQL LISTEN on `session`, else None.
+    `guard`: the PgGuard of the same session, if the caller claims with it."""
+    from nsj_queue_lib.coordination.postgres import PgGuard, PgNotifier
 
     if isinstance(notifier, PgNotifier) and notifier.session is session:
-        return ListenerTurn(session, queue_table)
+        return ListenerTurn(session, queue_table,
+                            guard if isinstance(guard, PgGuard) else None)
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import select
 import time
-from typing import List, Set
+from typing import Any, List, Optional, Set
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import (
@@ -49,7 +49,9 @@ class PgNotifier:
 
     def _drain(self) -> List[Notification]:
         conn = self.session.conn
-        out = [Notification(n.channel, n.payload) for n in conn.notifies]
+        # (only the queue's channel: the listener turn's marker channel is not news)
+        out = [Notification(n.channel, n.payload) for n in conn.notifies
+               if n.channel == self.channel]
         conn.notifies.clear()
         return out
 
@@ -122,6 +124,17 @@ class PgGuard:
     advisory lock on this session and marks it 'processando' (autocommit), so
     the status is visible while the task runs.  The success mark releases the
     lock in the same round trip.
+
+    Two releases ride on the next claim instead of costing statements of their own:
+
+    * with QUEUE_COMPAT_1_2_2, 1.2.2's key of a finished task (the raw id) is kept
+      after its commit and released by the next claim (or by `settle()`, which the
+      worker calls before any idle wait, and by the listener turn's wait statement).
+      Harmless meanwhile: the task is no longer 'processando', so 1.2.2's claim (it
+      checks the status after its lock) and both rescues (they only look at
+      'processando' rows) have no use for the key;
+    * `hand_over(turn)`: the listener turn this session holds is released by the
+      next claim that returns a task (the turn stays held when it finds nothing).
     """
 
     def __init__(self, repo: TaskRepository, queue_table: str) -> None:
@@ -130,9 +143,35 @@ class PgGuard:
         self.lock_ns = task_lock_key(queue_table, 0)[0]
         self.locker = PgLocker(repo.session)
         self._released: Set[int] = set()
+        self._deferred: Optional[int] = None  # 1.2.2 key (raw id) still to release
+        self._turn: Any = None  # ListenerTurn to release with the next successful claim
+
+    @property
+    def deferred_unlock(self) -> Optional[int]:
+        """The 1.2.2 key (raw task id) this session still holds for a finished task."""
+        return self._deferred
+
+    def take_deferred(self) -> Optional[int]:
+        """Hand the deferred 1.2.2 key to a statement about to release it."""
+        key, self._deferred = self._deferred, None
+        return key
+
+    def hand_over(self, turn: Any) -> None:
+        """Release `turn` (a held ListenerTurn) with the next claim that gets a task."""
+        self._turn = turn
 
     def claim(self, limit: int = 1) -> List[dict]:
-        rows = self.repo.task_claim_locked(self.lock_ns, limit)
+        turn = self._turn if limit == 1 and self._turn is not None and self._turn.held else None
+        rows = self.repo.task_claim_locked(
+            self.lock_ns, limit, unlock=self._deferred,
+            turn=(*turn.key, turn.hand_key[1]) if turn is not None else None)
+        self._deferred = None
+        released = False
+        for row in rows:
+            released = bool(row.pop("nsjq_turn_released", None)) or released
+        if turn is not None and released:
+            turn.forget()  # released by the claim: the next idle worker holds it now
+            self._turn = None
         return sorted(rows, key=_claim_order) if len(rows) > 1 else rows
 
     def begin(self, tarefa: dict) -> bool:
@@ -151,19 +190,31 @@ class PgGuard:
         task_id = tarefa["id"]
         try:
             if self.repo.legacy:
-                # 1.2.2's key is given back only now, after the commit or rollback: a
-                # 1.2.2 rescuer that got it earlier would re-queue a finished task
-                # (its status update has no guard).
-                self.locker.unlock(legacy_task_key(task_id))
+                # 1.2.2's key is given back only after the commit or rollback (a 1.2.2
+                # rescuer that got it earlier would re-queue a finished task: its status
+                # update has no guard), and by the next statement that can carry it.
+                self.settle()
+                self._deferred = task_id
             if task_id in self._released:
                 self._released.discard(task_id)
                 return
             self.locker.unlock(task_lock_key(self.queue_table, task_id))
         except DatabaseUnavailable:
-            pass  # the session is gone, and its locks with it
+            self._deferred = None  # the session is gone, and its locks with it
+
+    def settle(self) -> None:
+        """Release now what waits for the next claim (before the worker waits idle)."""
+        key = self.take_deferred()
+        if key is not None:
+            try:
+                self.locker.unlock(legacy_task_key(key))
+            except DatabaseUnavailable:
+                pass  # the session is gone, and its locks with it
 
     def close(self) -> None:
         self._released.clear()
+        self._deferred = None
+        self._turn = None
 
 
 class PostgresBackend:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
@@ -127,13 +127,27 @@ class TaskRepository:
         return [_normalize(r) for r in rows]
 
     # -- claim / finish ---------------------------------------------------
-    def task_claim_locked(self, lock_ns: int, limit: int = 1) -> List[dict]:
-        """PostgreSQL: claim up to `limit` due tasks, each advisory-locked by this session."""
+    def task_claim_locked(self, lock_ns: int, limit: int = 1, *, unlock: Optional[int] = None,
+                          turn: Optional[Tuple[int, int, int]] = None) -> List[dict]:
+        """PostgreSQL: claim up to `limit` due tasks, each advisory-locked by this session.
+
+        In the same statement: `unlock` (a one-bigint key, or None) is released whatever
+        the outcome, and `turn` (a two-int32 key held by this session; limit 1 only) is
+        released when a task was claimed.  `turn` is (namespace, turn id, hand-over id):
+        see the SQL.  Each returned row has "nsjq_turn_released"."""
+        limit = int(limit)
+        if limit < 1 or (turn is not None and limit != 1):
+            raise ValueError("limit inválido para o claim")
         if self.legacy:
-            name, sql = "nsjq_claim_compat", self.q["task_claim_locked_compat"]
+            name, query = "nsjq_claim_compat", "task_claim_locked_compat"
         else:
-            name, sql = "nsjq_claim", self.q["task_claim_locked"]
-        rows = self.session.fetch_all_prepared(name, sql, {"lock_ns": lock_ns, "limit": limit})
+            name, query = "nsjq_claim", "task_claim_locked"
+        # The limit is part of the statement (one prepared statement per limit): see the SQL.
+        sql = self.q[query].replace("%(limit)s", str(limit))
+        params = {"lock_ns": lock_ns, "unlock": unlock,
+                  "turn_ns": turn[0] if turn else None, "turn_id": turn[1] if turn else None,
+                  "hand_id": turn[2] if turn else None}
+        rows = self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)
         return [_normalize(r) for r in rows]
 
     def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:

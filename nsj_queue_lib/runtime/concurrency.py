@@ -177,9 +177,12 @@ class Listener:
         if turn.acquire(self.stop, self.settings.queue_wait_notify_interval) != HELD:
             return
         try:
-            if turn.waited:
-                session.execute("SELECT 1")  # bring in what was queued while waiting
-            self._deliver(take_stale(session.conn))
+            if turn.marked:
+                self._deliver(turn.halts)  # the grant dropped the old news itself
+            else:
+                if turn.waited:
+                    session.execute("SELECT 1")  # bring in what was queued while waiting
+                self._deliver(take_stale(session.conn))
             # What arrived between the previous holder's hand-over and now was dropped
             # above: one idle thread claims once to cover it.
             self.hub.post([Notification("", "")])

@@ -40,6 +40,14 @@ def _claim_one(guard: TaskGuard) -> Optional[dict]:
     claimed = guard.claim(1)
     return claimed[0] if claimed else None
 
+
+def _settle(guard: Optional[TaskGuard]) -> None:
+    """Before an idle wait: a guard that defers releases to its next claim (PostgreSQL's
+    1.2.2 key of the last task) releases them now."""
+    settle = getattr(guard, "settle", None)
+    if settle is not None:
+        settle()
+
 WAIT_SLICE = 0.5  # seconds; bounds how long a stop request waits for an idle worker
 # Due rows exist but none could be claimed (another worker holds them right now):
 # retry soon, backing off up to BUSY_MAX while that lasts.
@@ -119,7 +127,7 @@ class Consumer:
             notifier.listen()
             self.db_problem = None
             # PostgreSQL: idle workers take turns listening (one is woken per wake-up).
-            turn = turn_for(notifier, session, settings.queue_table)
+            turn = turn_for(notifier, session, settings.queue_table, guard)
             woke = False  # the last claim followed a wake-up of the listener turn
             runner = TaskRunner(settings, repo, guard, self.router)
             claim: Callable[[], Any] = lambda: _claim_one(guard)  # noqa: E731
@@ -143,6 +151,7 @@ class Consumer:
                 else:
                     self.paused = gate.is_paused()
                     if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
+                        _settle(guard)
                         self._handle(notifier.wait(CHECK_INTERVAL))
                         continue
                     tarefa = claim()
@@ -175,6 +184,7 @@ class Consumer:
                     pending, woke, busy = self._turn_claim(repo, notifier, turn, claim,
                                                            gate, busy)
                 else:
+                    _settle(guard)
                     busy = self._idle_wait(repo, notifier, busy)
         finally:
             notifier.close()
@@ -247,24 +257,36 @@ class Consumer:
         The turn is handed on before the task runs.  `woke` is False when the task
         was due at the probe (a backlog: the caller keeps claiming directly).
         """
+        turn.probe_sql = repo.q["task_seconds_to_next_due"]
+        turn.pause_sql = gate.flag_sql if gate.control_seen else None
         got = turn.acquire(self.stop, self.settings.queue_wait_notify_interval)
         if got != HELD:
             # Stopping, or the poll interval passed without the turn: the caller's next
             # claim is this worker's periodic poll.
             return None, False, busy
         try:
-            if turn.waited:
-                # The notifications queued for this session while it waited are sent by
-                # the server right after the lock's answer, so the drop below could miss
-                # them (they would then come with the probe's answer and cause a claim
-                # that finds nothing).  One round trip brings them in first.
+            grant = turn.grant if turn.marked else None
+            if not turn.marked and turn.waited:
+                # (PostgreSQL < 11: no marker.)  The notifications queued for this session
+                # while it waited are sent by the server right after the lock's answer, so
+                # the drop below could miss them (they would then come with the probe's
+                # answer and cause a claim that finds nothing).  One round trip brings them.
                 notifier.session.execute("SELECT 1")
             while not self.stop.is_set():
-                # Drop what was received BEFORE the probe (commits its snapshot will see);
-                # a notification that comes with the probe's answer may be for a commit
-                # after the snapshot, so it is kept (else that wake-up would be lost).
-                self._handle(take_stale(notifier.session.conn))
-                next_due = repo.task_seconds_to_next_due()
+                if grant is not None:
+                    # Probed by the granting statement, after the old news was dropped.
+                    self._handle(turn.halts)
+                    next_due = grant["due"]
+                    if grant["paused"] is not None:
+                        gate.note(grant["paused"], grant["why"])
+                    grant = None
+                else:
+                    # Drop what was received BEFORE the probe (commits its snapshot will
+                    # see); a notification that comes with the probe's answer may be for a
+                    # commit after the snapshot, so it is kept (else that wake-up would be
+                    # lost).
+                    self._handle(take_stale(notifier.session.conn))
+                    next_due = repo.task_seconds_to_next_due()
                 if self.stop.is_set() or gate.is_paused():
                     return None, False, busy
                 timeout = self.settings.queue_wait_notify_interval
@@ -287,7 +309,7 @@ class Consumer:
             return None, False, busy
         finally:
             try:
-                turn.release()
+                turn.release()  # (no-op when the claim already handed it on)
             except DatabaseUnavailable:
                 turn.forget()  # the session is gone, and its lock with it
 

@@ -55,6 +55,22 @@ class PauseGate:
         self._update(bool(state["pausada"]), state.get("motivo"))
         return self.paused
 
+    @property
+    def flag_sql(self) -> str:
+        """The SELECT of the flag (columns pausada, motivo), for a statement that reads
+        it together with other things."""
+        return self.admin.q["queue_pause_get"]
+
+    @property
+    def control_seen(self) -> bool:
+        """The control table existed at the last read (its flag can be read directly)."""
+        return self._seen
+
+    def note(self, paused: bool, reason: Optional[str]) -> None:
+        """A fresh read of the flag made by another statement (the listener turn's)."""
+        self._checked_at = self.clock()
+        self._update(bool(paused), reason)
+
     def _update(self, paused: bool, reason: Optional[str]) -> None:
         if paused and not self.paused:
             logger.warning("Fila %s pausada%s: o worker não pega novas tarefas até o resume",

@@ -1,9 +1,10 @@
 """A task committed while the listener turn probes is not missed (PostgreSQL).
 
 The worker drops the notifications it received before its probe of the next due time
-(old news), never those that arrive with the probe's answer: those may be for a commit
-the probe's snapshot did not see.  Dropping them left such a task waiting for the
-periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL, 30 s here); this test failed that way."""
+(old news: before the marker its granting statement commits), never those that arrive
+after it: those may be for a commit the probe's snapshot did not see.  Dropping them left
+such a task waiting for the periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL, 30 s here); this
+test failed that way."""
 
 from __future__ import annotations
 

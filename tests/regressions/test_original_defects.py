@@ -410,12 +410,13 @@ def test_defect_14_claim_reads_one_row_whatever_the_backlog(queue, pg_server):
     finally:
         conn.close()
     queue.sql(f"ANALYZE {queue.table}")
-    claim = Queries(POSTGRES, queue.table)["task_claim_locked"].split(";\n")[-1]
+    claim = Queries(POSTGRES, queue.table)["task_claim_locked"].replace("%(limit)s", "1")
     session = DbSession(pg_server.connect())
     try:
         session.begin()
         plan = session.fetch_value("EXPLAIN (ANALYZE, FORMAT JSON) " + claim,
-                                   {"lock_ns": task_lock_key(queue.table, 0)[0], "limit": 1})
+                                   {"lock_ns": task_lock_key(queue.table, 0)[0], "unlock": None,
+                                    "turn_ns": None, "turn_id": None})
         session.rollback()
         session.execute("SELECT pg_advisory_unlock_all()")
     finally:

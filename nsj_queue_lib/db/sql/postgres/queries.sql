@@ -45,16 +45,26 @@ SELECT {tarefa_cols}
 
 -- name: task_claim_locked
 -- Claims up to `limit` due tasks and takes their advisory locks in one statement
--- (autocommit),
--- so 'processando' is visible while it runs and the lock lives on the task's session.
--- Asynchronous commit is safe here: the task's own (synchronous) commit flushes the WAL
--- up to and including this claim, and a claim lost in a server crash only means the task
--- is still 'pendente' and runs then; it halves the WAL flushes per task.  It is set
--- inside the statement (set_config(..., true): this implicit transaction only), so the
--- claim is one statement, not a SET LOCAL plus the UPDATE.
+-- (autocommit), so 'processando' is visible while it runs and the lock lives on the
+-- task's session.  `limit` is written into the statement as an integer (a prepared
+-- statement per limit, see TaskRepository): with a LIMIT parameter PostgreSQL re-plans
+-- every execution, its generic plan being costed for a tenth of the table.
+-- The uncorrelated condition on `pre` is evaluated once, before any row is read, even
+-- when nothing is due (a one-time filter).  It does two things that would otherwise be
+-- statements of their own:
+-- * asynchronous commit for this implicit transaction only (set_config(..., true)).
+--   Safe here: the task's own (synchronous) commit flushes the WAL up to and including
+--   this claim, and a claim lost in a server crash only means the task is still
+--   'pendente' and runs then; it halves the WAL flushes per task;
+-- * %(unlock)s (bigint or NULL): 1.2.2's key of the task this session ran before
+--   (coordination/keys.py), released here instead of in a statement of its own.
+-- %(turn_ns)s/%(turn_id)s (NULL, or the listener turn this session holds): released in
+-- RETURNING, that is only when a task was claimed (one row: used with limit 1 only).
+-- Before that, the hand-over key %(hand_id)s is taken for this implicit transaction: the
+-- next holder waits for it before its probe, so the probe sees this claim committed (it
+-- would otherwise see the task still 'pendente' and claim in vain).
 UPDATE {table} t
    SET status = 'processando'
-  FROM (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
  WHERE t.id = ANY(ARRAY(SELECT c.id
                            FROM {table} c
                           WHERE c.status IN ('pendente', 'agendada')
@@ -65,7 +75,13 @@ UPDATE {table} t
    AND pg_try_advisory_lock(%(lock_ns)s,
          ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
                                      THEN 4294967296 ELSE 0 END)::int4)
-RETURNING {tarefa_cols}
+   AND (SELECT set_config('synchronous_commit', 'off', true)
+               || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
+RETURNING {tarefa_cols},
+          CASE WHEN %(turn_ns)s::int4 IS NULL THEN NULL
+               WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
+               THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
+            AS nsjq_turn_released
 
 -- name: task_claim_batch
 -- Batch mode: inside the batch's transaction, claims up to %(limit)s due tasks (by priority,
@@ -93,8 +109,8 @@ RETURNING {tarefa_cols}
 -- task a 1.2.2 worker is between its lock and its status check is skipped; when the 2.x
 -- key then fails, the raw key is given back.  'agendada' rows are claimed only while
 -- holding 1.2.2's notify key 3 shared (transaction-level: this statement), so 1.2.2's
--- unguarded agendada -> pendente update never hits a task 2.x has taken.
-SET LOCAL synchronous_commit = off;
+-- unguarded agendada -> pendente update never hits a task 2.x has taken.  Parameters and
+-- the one-time filter as in task_claim_locked.
 UPDATE {table} t
    SET status = 'processando'
  WHERE t.id = ANY(ARRAY(SELECT c.id
@@ -113,7 +129,13 @@ UPDATE {table} t
                       THEN true
                       ELSE NOT pg_advisory_unlock(t.id) END
             ELSE false END
-RETURNING {tarefa_cols}
+   AND (SELECT set_config('synchronous_commit', 'off', true)
+               || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
+RETURNING {tarefa_cols},
+          CASE WHEN %(turn_ns)s::int4 IS NULL THEN NULL
+               WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
+               THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
+            AS nsjq_turn_released
 
 -- name: task_claim_batch_compat
 -- task_claim_batch beside 1.2.2 workers: also 1.2.2's raw-id key (transaction-level,
