@@ -11,14 +11,21 @@ queue (the "listener turn"):
   re-issued in server-side slices of at most TURN_SLICE seconds (see below); if
   its turn does not come within its QUEUE_WAIT_NOTIFY_INTERVAL it claims once by
   itself (the periodic poll every worker has always done), then queues again;
-* when the holder is woken it hands the turn to the next idle worker (the
-  database grants the lock in request order) and claims.
+* when the holder is woken it claims; the claim statement that gets a task also
+  hands the turn to the next idle worker (the database grants the lock in request
+  order), so the hand-over costs no statement of its own.
 
 So a wake-up costs a fixed handful of statements, whatever the number of idle
 workers.  Every worker stays LISTENing (so HALT reaches busy workers, and each
 idle worker sees it when its turn comes: HALT then spreads from turn to turn);
 the notifications that queue up while a worker waits for its turn are old news
-once it holds the turn and has probed, and are dropped (except HALT).
+once it holds the turn and has probed, and are dropped (except HALT).  On
+PostgreSQL >= 11 the statement that is granted the turn does all of it: it commits a
+marker notification to a channel of its own (notifications arrive in commit order,
+so what came before the marker is old news), probes the next due time and reads the
+pause flag, and answers with a NOTICE.  Per task at a steady low rate that is the
+task's own five statements (claim, BEGIN, its work, finish, COMMIT) plus the next
+holder's one granting statement.
 
 Why slices: a statement waiting on a lock holds its snapshot, so its session's
 backend_xmin holds back the xmin horizon of the whole database (VACUUM keeps
@@ -87,13 +94,14 @@ GRANTED = "nsj_queue_lib: listener turn granted"
 # channel only this session listens to and commits it, then probes.  Notifications are
 # delivered in commit order, so every one received before the marker is for a commit the
 # probe's snapshot sees: old news, dropped (except HALT) without a round trip of its
-# own; those after it are kept.  Its own commit needs no WAL flush to wait for.  First
-# it waits for the hand-over key: the claim that handed the turn on holds it until that
-# claim commits, so the probe never sees the task just claimed as still waiting.
-_AFTER_GRANT = """PERFORM pg_advisory_xact_lock_shared({ha}, {hb});
-    PERFORM set_config('synchronous_commit', 'off', true);
+# own; those after it are kept.  Its own commit needs no WAL flush to wait for.  Then
+# it waits for the hand-over key (after the COMMIT: the slice's lock_timeout is gone):
+# the claim that handed the turn on holds it until that claim commits, so the probe
+# never sees the task just claimed as still waiting.
+_AFTER_GRANT = """PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM pg_notify('{channel}', '');
     COMMIT;
+    PERFORM pg_advisory_xact_lock_shared({ha}, {hb});
     {probe}"""
 MIN_SERVER_FOR_MARKER = 110000
 

@@ -193,3 +193,43 @@ def test_scheduled_task_runs_on_time_with_waiting_workers(queue):
     queue.wait_status(task, "sucesso", timeout=15)
     assert time.monotonic() - t0 < 12  # QUEUE_WAIT_NOTIFY_INTERVAL is 30 s in tests
     assert [e["tarefa_id"] for e in queue.effects()] == [task]
+
+
+def _raw_key_holders(queue, task_id: int) -> list:
+    """pids holding 1.2.2's key of `task_id` (the one-bigint advisory lock of the raw id)."""
+    rows = queue.sql("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                     "AND classid = %s AND objid = %s AND objsubid = 1",
+                     (task_id >> 32, task_id & 0xFFFFFFFF))
+    return [r["pid"] for r in rows]
+
+
+def test_compat_key_of_a_finished_task_is_released_before_the_idle_wait(queue):
+    """With QUEUE_COMPAT_1_2_2 the raw-id key of a finished task is released by the next
+    statement the worker sends anyway (its next claim, or the listener turn's wait), so
+    never later than the start of its idle wait: seen from another session in pg_locks.
+    The poll interval is 30 s: a key left for the idle wait would stay that long."""
+    backlog = [queue.insert({"efeito": f"b{i}", "sleep": 0.3}) for i in range(2)]
+    worker = queue.start_worker(QUEUE_COMPAT_1_2_2="true")
+    wait_ready(worker)
+    # The backlog path: a task that runs holds its key ...
+    queue.wait_status(backlog[0], "processando")
+    eventually(lambda: len(_raw_key_holders(queue, backlog[0])) == 1,
+               message="the running task holds 1.2.2's key")
+    queue.wait_idle(timeout=30)
+    # ... and after the last task of the backlog the key is gone before the idle wait.
+    for task in backlog:
+        eventually(lambda t=task: _raw_key_holders(queue, t) == [], timeout=3,
+                   message="1.2.2's key released")
+    eventually(lambda: _turn(queue)["holder"] == 1, message="idle: holding the turn")
+
+    # A task taken on a wake-up (the turn path), then the wait for the turn again, with a
+    # second idle worker holding the turn meanwhile.
+    other = queue.start_worker(QUEUE_COMPAT_1_2_2="true")
+    wait_ready(other)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="turn settled")
+    woken = queue.insert({"efeito": "acordada", "sleep": 0.3})
+    queue.wait_status(woken, "sucesso")
+    eventually(lambda: _raw_key_holders(queue, woken) == [], timeout=3,
+               message="1.2.2's key released by the turn's wait statement")
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="idle again")
+    assert sorted(e["chave"] for e in queue.effects()) == ["acordada", "b0", "b1"]
