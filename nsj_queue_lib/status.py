@@ -35,6 +35,7 @@ from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused, DatabaseUnavailable
+from nsj_queue_lib.text import duration
 
 EXIT_OK = 0
 EXIT_UNAVAILABLE = 1
@@ -140,19 +141,6 @@ class StatusReader:
 
 
 # -- presentation ------------------------------------------------------------
-def _fmt_age(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "?"
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} dias"
-
-
 def _fmt_counts(counts: Dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items()) or "nenhuma"
 
@@ -174,13 +162,13 @@ def render_text(status: Dict[str, Any]) -> str:
     else:
         lines.append(f"  Devidas aguardando:         {status['devidas']}; a mais antiga é a "
                      f"#{oldest['id']} ({oldest['processo']}, tentativa {oldest['tentativa']}),"
-                     f" devida há {_fmt_age(oldest['atraso_segundos'])}")
+                     f" devida há {duration(oldest['atraso_segundos'])}")
     lines.append(f"  Em execução:                {status['em_execucao_total']}")
     for r in status["em_execucao"]:
         approx = " (no máximo; desde a data_hora)" if r["estimado"] else ""
         who = f" em {r['sessao']}" if r.get("sessao") else ""
         lines.append(f"    #{r['id']} {r['processo']} tentativa {r['tentativa']}: há "
-                     f"{_fmt_age(r['segundos'])}{approx}{who}")
+                     f"{duration(r['segundos'])}{approx}{who}")
     dead = status["mortas_24h"]
     lines.append(f"  Mortas nas últimas {DEAD_WINDOW_HOURS} h:    {dead['total']}"
                  + (f" ({_fmt_counts(dead['por_status'])})" if dead["total"] else ""))

@@ -131,3 +131,18 @@ def redact_urls_in_text(text: str) -> str:
     if "/" in text and ("?" in text or "#" in text):
         text = _PATH_QUERY.sub(lambda m: m.group(1) + "?…", text)
     return text
+
+
+def duration(seconds: Optional[float], missing: str = "?", decimals: int = 1) -> str:
+    """A duration in s, min, h or dias (`decimals` digits below an hour; one above),
+    `missing` for None."""
+    if seconds is None:
+        return missing
+    s = max(0.0, float(seconds))
+    if s < 120:
+        return f"{s:.{decimals}f} s"
+    if s < 7200:
+        return f"{s / 60:.{decimals}f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} dias"

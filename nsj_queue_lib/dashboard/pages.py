@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import urlencode
 
 from nsj_queue_lib.dashboard.data import COUNT_CAP
+from nsj_queue_lib.text import duration
 
 STYLE = """
 *{box-sizing:border-box}body{font:15px/1.4 system-ui,sans-serif;margin:0;color:#1d2430;
@@ -52,16 +53,7 @@ def fmt_time(value: Any) -> str:
 
 
 def fmt_age(seconds: Optional[float]) -> str:
-    if seconds is None:
-        return "-"
-    s = max(0.0, float(seconds))
-    if s < 120:
-        return f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.0f} min"
-    if s < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} dias"
+    return duration(seconds, missing="-", decimals=0)
 
 
 def url(path: str, **params: Any) -> str:
