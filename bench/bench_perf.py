@@ -291,6 +291,7 @@ def bench_statements(pg: DevPostgres, rate: float, seconds: float, busy_n: int) 
 
 # -- webhook with concurrency ---------------------------------------------------------
 HITS: List[float] = []  # when the slow endpoint answered each request
+PEERS: set = set()  # client (address, port) of each connection: keep-alive means ~1 per thread
 
 
 def _slow_http(delay: float) -> Any:
@@ -312,6 +313,7 @@ def _slow_http(delay: float) -> Any:
                 self.rfile.read(length)
             time.sleep(delay)
             HITS.append(time.monotonic())
+            PEERS.add(self.client_address)
             body = b'{"ok": true}'
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -340,6 +342,7 @@ def webhook_rate(pg: DevPostgres, concurrency: int, deliveries: int, url: str) -
     try:
         ps.wait_connected(pg, 1)
         HITS.clear()
+        PEERS.clear()
         conn = pg.connect(autocommit=False)
         client = QueueClient(conn, ps.TABLE, ps.SUB_TABLE)
         client.insert_tasks([{"origem": "b", "destino": "b", "processo": "wh",
@@ -371,12 +374,14 @@ def bench_webhook_concurrency(pg: DevPostgres, deliveries: int) -> None:
     try:
         one = webhook_rate(pg, 1, 100, url)
         many = webhook_rate(pg, 32, deliveries, url)
+        connections = len(PEERS)
     finally:
         server.shutdown()
         server.server_close()
         ps.drop(pg)
     report("webhook, 1 process, QUEUE_CONCURRENCY=32, 100 ms endpoint", many, "tasks/s", one,
-           "(baseline: the same process with QUEUE_CONCURRENCY=1; target >= 200/s)")
+           f"(baseline: the same process with QUEUE_CONCURRENCY=1; target >= 200/s; "
+           f"{connections} connections for {deliveries} requests)")
 
 
 # -- xmin pin ------------------------------------------------------------------------
