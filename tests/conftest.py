@@ -1,22 +1,22 @@
-"""Shared fixtures: a real PostgreSQL, a fresh queue per test, worker subprocesses.
+"""Suite-wide hooks; the fixtures live in the plugin modules of tests/fixtures/ (one per
+kind: database, queue, HTTP endpoint; worker and server processes and waiting are
+plain helpers there).
 
 Suite-wide rules enforced here:
 * one set of variables: PostgreSQL from DB_* (as .ci/run exports), MariaDB from
   NSJQ_TEST_MYSQL_*; NSJQ_TEST_LOG_DIR for the workers' logs;
 * every test that uses MariaDB carries the `mysql` marker (added here for the
-  MariaDB fixtures; `tests.mysql_server.require_mysql` fails an unmarked test);
+  MariaDB fixtures; `tests.fixtures.database.require_mysql` fails an unmarked test);
 * with CI set, a skipped test fails the run (a CI that tested nothing is red).
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 
 import pytest
 
-from tests import mysql_server, pg
-from tests.helpers import Queue
+pytest_plugins = ["tests.fixtures.database", "tests.fixtures.queue", "tests.fixtures.http"]
 
 # Variables the library reads: tests never inherit them from the developer's shell
 # (worker subprocesses get exactly what each test passes).
@@ -25,8 +25,7 @@ _LIB_PREFIXES = ("QUEUE_", "MULTI_DATABASE", "CLIENT_SERVER_MODE", "SERVER_", "G
 
 
 # Fixtures that give a MariaDB: a test using any of them is a `mysql` test.
-MYSQL_FIXTURES = frozenset({"mysql_server", "cs_mysql_server", "mariadb_csq", "myqueue",
-                            "regression_myqueue", "mysql_db"})
+MYSQL_FIXTURES = frozenset({"mysql_server", "mariadb_csq", "myqueue", "nq", "mysql_db"})
 
 _skipped: list = []
 
@@ -38,7 +37,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_setup(item):
-    mysql_server.CURRENT_TEST = item
+    from tests.fixtures import database  # a plugin: imported by pytest, assertions rewritten
+
+    database.CURRENT_TEST = item
 
 
 def pytest_runtest_logreport(report):
@@ -58,26 +59,9 @@ def pytest_terminal_summary(terminalreporter):
             + ", ".join(_skipped[:20]), red=True)
 
 
-@pytest.fixture(scope="session")
-def pg_server():
-    """The PostgreSQL of the DB_* variables or an embedded one (never skipped)."""
-    server = pg.acquire()
-    yield server
-    if server.embedded is not None:
-        server.release()
-
-
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
     for name in list(os.environ):
         if name.startswith(_LIB_PREFIXES):
             monkeypatch.delenv(name, raising=False)
 
-
-@pytest.fixture
-def queue(pg_server):
-    """A fresh schema with a queue made by db_gen, and a side-effect table."""
-    q = Queue.create(pg_server, schema=f"t_{uuid.uuid4().hex[:10]}",
-                     fila=f"fila_{uuid.uuid4().hex[:8]}")
-    yield q
-    q.destroy()

@@ -9,7 +9,7 @@ import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.exceptions import InvalidTaskState, NotFoundException
-from tests.helpers import eventually, holds
+from tests.fixtures.waiting import eventually, holds
 
 
 def test_redrive_cancel_pause_resume_with_a_real_worker(csq):
@@ -76,12 +76,12 @@ def test_pause_is_shown_by_status_and_health_and_stops_claims_within_a_second(qu
     """PostgreSQL with LISTEN/NOTIFY and advisory locks (the default mode)."""
     import json
 
-    from tests.helpers import run_python
+    from tests.fixtures.processes import run_python
 
     health_file = tmp_path / "w.health"
     worker = queue.start_ready_worker(QUEUE_HEALTH_FILE=str(health_file))
     admin = QueueAdmin(queue.conn, queue.table)
-    env = queue.worker_env(QUEUE_HEALTH_FILE=str(health_file))
+    env = queue.env(QUEUE_HEALTH_FILE=str(health_file))
 
     # A busy worker: a stream of tasks, then the pause; nothing is claimed 1 s later.
     ids = [queue.insert({"sleep": 0.05}) for _ in range(40)]

@@ -13,7 +13,8 @@ import pytest
 
 from nsj_queue_lib.cli import build_parser
 from nsj_queue_lib.version import __version__
-from tests.helpers import ROOT, eventually, run_python
+from tests.fixtures.processes import ROOT, run_python
+from tests.fixtures.waiting import eventually
 
 COMMANDS = ["schema", "worker", "webhook", "server", "status", "health", "tasks", "retry",
             "cancel", "pause", "resume", "dashboard", "demo"]
@@ -59,7 +60,7 @@ def test_scripts_and_modules_answer_help_and_version_without_starting(module):
 
 def test_operator_session_against_postgres_and_a_worker(queue):
     env = dict(os.environ)
-    env.update(queue.worker_env(QUEUE_MAX_RETRY="1", QUEUE_BASE_INTERVAL_RETRY="0"))
+    env.update(queue.env(QUEUE_MAX_RETRY="1", QUEUE_BASE_INTERVAL_RETRY="0"))
     env["PYTHONPATH"] = str(ROOT)
     log = open(queue.log_dir / f"{queue.schema}-cli-worker.log", "wb")
     worker = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib", "worker",
@@ -125,7 +126,7 @@ def test_exit_codes_for_configuration_and_unavailable_database(queue):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "QUEUE_"))}
     res = cli("tasks", "list", env=env)
     assert res.returncode == 2 and "DB_HOST" in res.stderr
-    env.update(queue.worker_env())
+    env.update(queue.env())
     env.pop("QUEUE_TABLE")
     res = cli("pause", env=env)
     assert res.returncode == 2 and "QUEUE_TABLE" in res.stderr
@@ -155,7 +156,7 @@ def test_health_probes_for_the_queue_server_and_the_database(csq):
 
 def test_schema_apply_verify_upgrade(pg_server, queue):
     env = dict(os.environ)
-    env.update(queue.worker_env())
+    env.update(queue.env())
     res = cli("schema", "verify", env=env)  # QUEUE_TABLE's queue, made by db_gen
     assert res.returncode == 0, res.stdout + res.stderr
     queue.sql(f'DROP TABLE "{queue.schema}"."{queue.fila}_controle"')

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import ROOT
+from tests.fixtures.processes import ROOT
 
 ENGLISH = ("usage:", "error:", "the following arguments", "invalid choice", "choose from",
            "unrecognized arguments", "show this help", "positional arguments", "options:")

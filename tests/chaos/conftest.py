@@ -13,7 +13,7 @@ import pytest
 
 from tests.chaos import report
 from tests.chaos.harness import ChaosQueue, MyTarget, N, PgTarget
-from tests.mysql_server import require_mysql
+from tests.fixtures.database import require_mysql
 
 
 def pytest_configure(config):

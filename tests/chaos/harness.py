@@ -32,17 +32,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
-from nsj_queue_lib.db.schema import render_schema
 from nsj_queue_lib.db.session import is_connection_error
 from nsj_queue_lib.queue_client import QueueClient
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.schedule import retry_delay_seconds
 from tests.chaos import report
+from tests.fixtures.processes import WorkerProc, wait_all_ready
+from tests.fixtures.queue import (
+    create_queue_tables,
+    drop_queue_tables,
+    socket_env,
+    two_free_ports,
+)
 from tests.fixtures.servers import QueueServerProc
-from tests.helpers import READY_MARK, WorkerProc, eventually
-from tests.mysql_server import split_statements
-from tests.server.socket_server_helpers import HOST, free_port
+from tests.fixtures.waiting import eventually
 
 N = int(os.environ.get("NSJQ_CHAOS_N", "200"))
 SCALE = max(1.0, N / 200.0)  # a soak run (bigger N) stretches the fault window with it
@@ -148,7 +151,7 @@ class PgTarget:
 
 
 class MyTarget:
-    """The shared MariaDB (tests.mysql_server)."""
+    """The shared MariaDB (tests.fixtures.database)."""
 
     kind = "mariadb"
     label = "MariaDB"
@@ -178,10 +181,7 @@ class ChaosQueue:
         self.sub_table = f"{self.schema}.{self.fila}_subscriber"
         self.label = label
         self.db = Db(lambda: target.connect(), mysql=self.is_mysql)
-        self.notify_port = free_port() if mode == "cs" else 0
-        self.lock_port = free_port() if mode == "cs" else 0
-        while mode == "cs" and self.lock_port == self.notify_port:
-            self.lock_port = free_port()
+        self.notify_port, self.lock_port = two_free_ports() if mode == "cs" else (0, 0)
         self.socket_timeout = 2.0
         self.worker_overrides: Dict[str, str] = {}  # e.g. DB_HOST of a proxy
         self.workers: List[WorkerProc] = []
@@ -211,20 +211,7 @@ class ChaosQueue:
         return f"{self.quote(self.schema)}.efeitos"
 
     def create(self) -> ChaosQueue:
-        if self.is_mysql:
-            for stmt in split_statements(render_schema(MYSQL, self.schema, self.fila)):
-                self.db.sql(stmt)
-            # No unique key on chave: duplicates are counted, not prevented.
-            self.db.sql(f"CREATE TABLE {self.qeffects} (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
-                        "tarefa_id BIGINT, chave VARCHAR(100), tipo VARCHAR(20), pid INT, "
-                        "criado DATETIME(6) DEFAULT CURRENT_TIMESTAMP(6), KEY (chave))")
-        else:
-            self.db.sql(f'CREATE SCHEMA "{self.schema}"')
-            self.db.sql(render_schema(POSTGRES, self.schema, self.fila))
-            self.db.sql(f"CREATE TABLE {self.qeffects} (id bigserial PRIMARY KEY, "
-                        "tarefa_id bigint, chave text, tipo text, pid int, "
-                        "criado timestamptz DEFAULT clock_timestamp())")
-            self.db.sql(f"CREATE INDEX ON {self.qeffects} (chave)")
+        create_queue_tables(self.db.sql, self.is_mysql, self.schema, self.fila)
         return self
 
     def destroy(self) -> None:
@@ -236,10 +223,8 @@ class ChaosQueue:
             with contextlib.suppress(Exception):
                 proc.stop(timeout=1)
         try:
-            if self.is_mysql:
-                self.db.sql(f"DROP DATABASE IF EXISTS `{self.schema}`", timeout=30)
-            else:
-                self.db.sql(f'DROP SCHEMA "{self.schema}" CASCADE', timeout=30)
+            drop_queue_tables(lambda text: self.db.sql(text, timeout=30), self.is_mysql,
+                              self.schema)
         finally:
             self.db.close()
 
@@ -265,18 +250,8 @@ class ChaosQueue:
             "LOG_DEBUG": "false",
         })
         if self.mode == "cs":
-            env.update({
-                "CLIENT_SERVER_MODE": "true",
-                "SERVER_HOST": HOST,
-                "SERVER_BIND_HOST": HOST,
-                "SERVER_AUTH_TOKEN": TOKEN,
-                "NOTIFY_SERVICE_PORT": str(self.notify_port),
-                "LOCK_SERVICE_PORT": str(self.lock_port),
-                "TIMEOUT_SOCKET_MESSAGE": str(self.socket_timeout),
-                "CHECK_TASKS_INTERVAL": "1",
-                "LOCK_SERVICE_WAIT_CONN_INTERVAL": "1",
-                "MAX_CLIENT_THREADS": "100",
-            })
+            env.update(socket_env(self.notify_port, self.lock_port, self.socket_timeout,
+                                  TOKEN, max_clients=100))
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
@@ -291,13 +266,7 @@ class ChaosQueue:
         return proc
 
     def wait_workers_ready(self, procs: Sequence[WorkerProc], timeout: float = 40.0) -> None:
-        def ready() -> bool:
-            for proc in procs:
-                if proc.proc.poll() is not None:
-                    raise AssertionError(f"worker saiu com {proc.proc.returncode}:\n{proc.log()}")
-            return all(READY_MARK in proc.log() for proc in procs)
-
-        eventually(ready, timeout, interval=0.1, message="workers prontos")
+        wait_all_ready(procs, timeout)
 
     def kill_worker(self, proc: WorkerProc) -> None:
         proc.kill9()

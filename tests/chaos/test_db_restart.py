@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.harness import ChaosRun, kill_process
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 MARIADBD = "/usr/sbin/mariadbd"
 

@@ -3,8 +3,8 @@ with the real socket server and real worker processes."""
 
 from __future__ import annotations
 
-from tests.client_server.cs_helpers import effects_by_key
-from tests.helpers import eventually
+from tests.fixtures.queue import effects_by_key
+from tests.fixtures.waiting import eventually
 
 
 def test_batch_mode_with_the_socket_server(csq):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.client_server.cs_helpers import TOKEN
 from tests.core.test_db_refused import assert_config_exit
+from tests.fixtures.queue import TOKEN
 from tests.fixtures.servers import QueueServerProc
 
 

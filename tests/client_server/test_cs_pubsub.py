@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tests.client_server.cs_helpers import effects_by_key
-from tests.helpers import eventually
+from tests.fixtures.queue import effects_by_key
+from tests.fixtures.waiting import eventually
 
 PUBSUB = "tests.workers.pubsub_scripted"
 

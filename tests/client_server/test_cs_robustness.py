@@ -9,8 +9,8 @@ import signal
 import time
 
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
-from tests.client_server.cs_helpers import effects_by_key
-from tests.helpers import eventually, holds, log_since
+from tests.fixtures.queue import effects_by_key
+from tests.fixtures.waiting import eventually, holds, log_since
 
 
 def _assert_exactly_once(csq, keys, worker_pids) -> None:

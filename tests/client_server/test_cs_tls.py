@@ -19,9 +19,9 @@ from nsj_queue_lib.coordination.socket.connection import SocketConnection
 from nsj_queue_lib.coordination.socket.notifier import SocketNotifier
 from nsj_queue_lib.coordination.socket.tls import client_context
 from nsj_queue_lib.exceptions import ConfigError
-from tests.client_server.cs_helpers import TOKEN, CsQueue
+from tests.fixtures.queue import TOKEN, Queue
 from tests.fixtures.servers import SERVER_READY, QueueServerProc
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import HOST
 
 
@@ -55,12 +55,12 @@ def certs(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def pgq(pg_server, tmp_path):
-    q = CsQueue.create("postgres", pg_server, tmp_path)
+    q = Queue.create(pg_server, mode="cs", log_dir=tmp_path)
     yield q
     q.destroy()
 
 
-def _tls_server(q: CsQueue, certs: Path, **extra: str) -> QueueServerProc:
+def _tls_server(q: Queue, certs: Path, **extra: str) -> QueueServerProc:
     """The real server with TLS (the plain-text readiness probe of QueueServerProc cannot
     talk to it: ready = its log line plus a TLS client that gets a pong)."""
     srv = QueueServerProc(q.env(SERVER_TLS_CERT_FILE=certs / "server.pem",

@@ -3,20 +3,10 @@ PostgreSQL (make tests_webhook_server selects this file with -k webhook)."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.fixtures.http import RecordingServer
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 WEBHOOK = "nsj_queue_lib.worker_webhook"
 SECRET = "token-do-assinante-3f9a"
-
-
-@pytest.fixture
-def http_server():
-    server = RecordingServer().start()
-    yield server
-    server.close()
 
 
 def _subscriber_rows(csq, pub_id, where="TRUE"):

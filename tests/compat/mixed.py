@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from tests.compat.legacy import Legacy
-from tests.helpers import ROOT
+from tests.fixtures.processes import ROOT
 
 LEGACY_PLAIN = textwrap.dedent('''
     import os, random, time

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from tests.compat.mixed import LEGACY_PLAIN
-from tests.helpers import ROOT, eventually
+from tests.fixtures.processes import ROOT
+from tests.fixtures.waiting import eventually
 
 
 def legacy_names(legacy) -> dict:
@@ -84,7 +85,7 @@ def test_settings_facade_reads_the_environment_on_use(monkeypatch):
 def test_a_worker_written_for_1_2_2_runs_on_2x(queue, tmp_path):
     script = tmp_path / "worker_122.py"
     script.write_text(LEGACY_PLAIN, encoding="utf-8")
-    env = {**os.environ, **queue.worker_env(TEST_EFFECTS_TABLE=f"{queue.schema}.efeitos_122",
+    env = {**os.environ, **queue.env(TEST_EFFECTS_TABLE=f"{queue.schema}.efeitos_122",
                                              TEST_TASK_SLEEP="0")}
     env["PYTHONPATH"] = str(ROOT)
     queue.sql(f"CREATE TABLE {queue.schema}.efeitos_122 (chave text, tipo text, pid int)")

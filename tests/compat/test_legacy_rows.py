@@ -13,7 +13,7 @@ import pytest
 from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.queue_client import QueueClient
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 DICT = {"pedido": 7, "cliente": "João", "quando": dt.datetime(2026, 11, 23, 10, 30, 5, 123)}
 

@@ -11,7 +11,7 @@ from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.queue_client import QueueClient
 from tests.compat.mixed import LEGACY_PLAIN, LEGACY_PUBSUB
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 TOTAL = 2000
 

@@ -13,7 +13,7 @@ from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.version import __version__
 from tests.compat.mixed import LEGACY_PLAIN
 from tests.compat.test_mixed_fleet import _insert_v2, _value
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 VERSIONS = (f"nsj-queue-lib {__version__} fala o protocolo cliente/servidor versão "
             f"{PROTOCOL_VERSION}")

@@ -11,7 +11,7 @@ import pytest
 
 from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
-from tests.helpers import ROOT
+from tests.fixtures.processes import ROOT
 
 README = ROOT / "README.md"
 BEGIN = "<!-- upgrade-1.2.2:inicio -->"

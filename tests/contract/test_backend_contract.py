@@ -14,21 +14,13 @@ from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.coordination.base import Backend, task_lock_key
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from tests.client_server.cs_helpers import CsQueue
-from tests.mysql_server import require_mysql
-
-BACKENDS = [
-    pytest.param(("postgres", False), id="postgres"),
-    pytest.param(("mariadb", False), id="mysql-native", marks=pytest.mark.mysql),
-    pytest.param(("postgres", True), id="socket-postgres"),
-    pytest.param(("mariadb", True), id="socket-mariadb", marks=pytest.mark.mysql),
-]
+from tests.fixtures.queue import BACKENDS, Queue
 
 
 class Harness:
     """A queue, its backend and the sessions/guards a test opens (closed at the end)."""
 
-    def __init__(self, q: CsQueue) -> None:
+    def __init__(self, q: Queue) -> None:
         self.q = q
         self.settings = q.settings()
         self.backend: Backend = make_backend(self.settings)
@@ -55,12 +47,11 @@ class Harness:
 
 
 @pytest.fixture(params=BACKENDS)
-def h(request, tmp_path, pg_server) -> Iterator[Harness]:
-    kind, socket_mode = request.param
-    server = require_mysql() if kind == "mariadb" else pg_server
-    q = CsQueue.create(kind, server, tmp_path)
-    q.native = not socket_mode
-    if socket_mode:
+def h(request, tmp_path) -> Iterator[Harness]:
+    kind, mode = request.param
+    server = request.getfixturevalue("mysql_server" if kind == "mariadb" else "pg_server")
+    q = Queue.create(server, mode=mode, log_dir=tmp_path)
+    if mode == "cs":
         q.start_server(CHECK_TASKS_INTERVAL="15")
     harness = Harness(q)
     yield harness

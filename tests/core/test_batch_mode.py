@@ -9,7 +9,8 @@ from __future__ import annotations
 import signal
 import time
 
-from tests.helpers import eventually, wait_ready
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.waiting import eventually
 
 
 def _count(queue, where: str, params) -> int:

@@ -7,7 +7,8 @@ import signal
 import time
 
 from tests.core.test_listener_turn import _sessions_of
-from tests.helpers import eventually, wait_ready
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.waiting import eventually
 
 
 def _insert_many(queue, pg_server, payloads) -> list:

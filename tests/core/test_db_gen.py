@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from tests.helpers import ROOT, run_python
+from tests.fixtures.processes import ROOT, run_python
 
 DUMP = ROOT / "database" / "dump" / "0001 - fila teste.sql"
 

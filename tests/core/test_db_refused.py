@@ -14,7 +14,7 @@ import pytest
 from nsj_queue_lib.coordination.postgres import PostgresBackend
 from nsj_queue_lib.db.session import refusal
 from nsj_queue_lib.runtime.maintenance import RetryService
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 
 def assert_config_exit(worker, *expected: str) -> str:

@@ -1,20 +1,25 @@
 """A task's life with worker subprocesses: commit, success, retries, dead letters,
-priorities, scheduling and wake-ups.  The tests taking `dq` run on every dialect
-(PostgreSQL, and MariaDB in MySQL native mode); those taking `queue` check what only
-PostgreSQL has (its trigger, its clock functions, a producer's transaction on it)."""
+priorities, scheduling, purge and wake-ups.  The tests taking `lq` run on every
+backend (PostgreSQL; MySQL native on MariaDB; the socket server on PostgreSQL and on
+MariaDB, tests/fixtures/queue.py); those taking `queue` check what only PostgreSQL
+has (its trigger, a producer's transaction on it)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import json
+import statistics
 import time
+import uuid
 
-import pytest
-
-from tests.client_server.cs_helpers import CsQueue
-from tests.helpers import eventually
-from tests.mysql_server import require_mysql
+from nsj_queue_lib.config import parse_minutes
+from nsj_queue_lib.coordination.backend import make_backend
+from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.maintenance import PurgeService
+from tests.fixtures.queue import Queue, effects_by_key
+from tests.fixtures.waiting import eventually
 
 TAREFA_KEYS = sorted([
     "id", "id_inicial", "data_hora_inicial", "data_hora", "origem", "destino", "processo",
@@ -23,18 +28,6 @@ TAREFA_KEYS = sorted([
     "grupo_empresarial", "payload", "payload_hash", "pub_sub", "publication_id",
     "subscriber_id", "dead", "live_id", "prioridade",
 ])
-
-
-@pytest.fixture(params=["postgres", pytest.param("mariadb-native", marks=pytest.mark.mysql)])
-def dq(request, tmp_path):
-    """A fresh queue on each dialect, served by workers in the database's own mode."""
-    if request.param == "postgres":
-        yield request.getfixturevalue("queue")
-        return
-    q = CsQueue.create("mariadb", require_mysql(), tmp_path)
-    q.native = True
-    yield q
-    q.destroy()
 
 
 def _seconds(delta: dt.timedelta) -> float:
@@ -60,17 +53,17 @@ def test_rolled_back_producer_transaction_never_runs(queue, pg_server):
     assert [(e["tarefa_id"], e["chave"]) for e in queue.effects()] == [(control_id, "control")]
 
 
-def test_success_commits_effect_with_status_and_passes_26_keys(dq):
+def test_success_commits_effect_with_status_and_passes_26_keys(lq):
     payload = json.dumps({"efeito": "s", "report": True})
-    task_id = dq.insert(payload, processo="proc", chave_externa="ch-1", tenant=7,
+    task_id = lq.insert(payload, processo="proc", chave_externa="ch-1", tenant=7,
                            grupo_empresarial="GE")
-    dq.start_worker()
-    row = dq.wait_status(task_id, "sucesso")
+    lq.start_worker()
+    row = lq.wait_status(task_id, "sucesso")
 
     assert row["mensagem"] == f"ok {task_id}"
     assert row["tentativa"] == 1
-    assert dq.count() == 1  # no retry row
-    effects = dq.effects()
+    assert lq.count() == 1  # no retry row
+    effects = lq.effects()
     assert [(e["tarefa_id"], e["tipo"]) for e in effects] == [(task_id, "execute"),
                                                               (task_id, "report")]
     report = json.loads(effects[1]["chave"])
@@ -80,14 +73,14 @@ def test_success_commits_effect_with_status_and_passes_26_keys(dq):
     assert report["payload"] == payload
 
 
-def test_retry_chain_columns(dq):
+def test_retry_chain_columns(lq):
     # 0.02 min = 1.2 s per tentativa: attempt 2 after 1.2 s, attempt 3 after 2.4 s.
-    dq.start_ready_worker(QUEUE_BASE_INTERVAL_RETRY="0.02", QUEUE_MAX_RETRY="5")
+    lq.start_ready_worker(QUEUE_BASE_INTERVAL_RETRY="0.02", QUEUE_MAX_RETRY="5")
     payload = json.dumps({"efeito": "r", "fail_until": 3, "report": True})
-    first = dq.insert(payload, prioridade=70)
-    eventually(lambda: any(r["status"] == "sucesso" for r in dq.chain(first)), timeout=30,
+    first = lq.insert(payload, prioridade=70)
+    eventually(lambda: any(r["status"] == "sucesso" for r in lq.chain(first)), timeout=30,
                message="chain succeeds")
-    r1, r2, r3 = dq.chain(first)
+    r1, r2, r3 = lq.chain(first)
 
     assert [r["tentativa"] for r in (r1, r2, r3)] == [1, 2, 3]
     assert [r["status"] for r in (r1, r2, r3)] == ["falha", "falha", "sucesso"]
@@ -117,7 +110,7 @@ def test_retry_chain_columns(dq):
 
     # Only the successful attempt's writes were committed, and it received the payload
     # of the first attempt although its own row stores none.
-    effects = dq.effects()
+    effects = lq.effects()
     assert [(e["tarefa_id"], e["tipo"]) for e in effects] == [(r3["id"], "execute"),
                                                               (r3["id"], "report")]
     report = json.loads(effects[1]["chave"])
@@ -126,15 +119,15 @@ def test_retry_chain_columns(dq):
     assert report["id_inicial"] == first
 
 
-def test_dead_letter_after_max_retry(dq):
+def test_dead_letter_after_max_retry(lq):
     payload = json.dumps({"efeito": "d", "fail": True})
-    first = dq.insert(payload, prioridade=80, chave_externa="k-dead", tenant=3)
-    dq.start_worker(QUEUE_MAX_RETRY="2")
-    dead = eventually(lambda: next((r for r in dq.rows("dead") if r["status"] == "sucesso"),
+    first = lq.insert(payload, prioridade=80, chave_externa="k-dead", tenant=3)
+    lq.start_worker(QUEUE_MAX_RETRY="2")
+    dead = eventually(lambda: next((r for r in lq.rows("dead") if r["status"] == "sucesso"),
                                    None), message="dead letter handled")
-    dq.wait_idle()
+    lq.wait_idle()
 
-    live = dq.chain(first)
+    live = lq.chain(first)
     assert [(r["tentativa"], r["status"]) for r in live] == [(1, "falha"), (2, "falha")]
     assert live[1]["estouro_tentativas"] is True
     assert live[1]["reenfileirado"] is False
@@ -147,59 +140,126 @@ def test_dead_letter_after_max_retry(dq):
     assert dead["chave_externa"] == "k-dead"
     assert dead["tenant"] == 3
     assert dead["mensagem"] == f"morta tratada {dead['id']} (original {first})"
-    assert dq.count() == 3
-    assert [(e["tarefa_id"], e["tipo"], e["chave"]) for e in dq.effects()] == [
+    assert lq.count() == 3
+    assert [(e["tarefa_id"], e["tipo"], e["chave"]) for e in lq.effects()] == [
         (dead["id"], "dead", "d")]
 
 
-def test_failing_dead_chain_ends_without_second_dead_chain(dq):
-    first = dq.insert({"fail": True, "fail_dead": True})
-    dq.start_worker(QUEUE_MAX_RETRY="2")
-    eventually(lambda: dq.count("dead AND tentativa = 2 AND status = 'falha'") == 1,
+def test_failing_dead_chain_ends_without_second_dead_chain(lq):
+    first = lq.insert({"fail": True, "fail_dead": True})
+    lq.start_worker(QUEUE_MAX_RETRY="2")
+    eventually(lambda: lq.count("dead AND tentativa = 2 AND status = 'falha'") == 1,
                message="dead chain exhausted")
-    dq.wait_idle()
+    lq.wait_idle()
     # The last dead attempt is marked 'falha' in the same transaction that would insert
     # another dead row, so the count is final here.
-    rows = dq.rows()
+    rows = lq.rows()
     assert [(r["dead"], r["tentativa"], r["status"]) for r in rows] == [
         (False, 1, "falha"), (False, 2, "falha"), (True, 1, "falha"), (True, 2, "falha")]
     assert rows[2]["live_id"] == first
     assert rows[3]["id_inicial"] == rows[2]["id"]
     assert rows[3]["estouro_tentativas"] is True
     assert "fila de mortos" in rows[3]["mensagem"]
-    assert dq.count("dead") == 2
-    assert dq.effects() == []  # every execute_dead rolled back
+    assert lq.count("dead") == 2
+    assert lq.effects() == []  # every execute_dead rolled back
 
 
-def test_priority_then_age_order(dq):
+def test_priority_then_age_order(lq):
     prios = [10, 90, 50, 90, 30, 50]
-    ids = [dq.insert({"efeito": f"p{i}"}, prioridade=p) for i, p in enumerate(prios)]
-    dq.start_worker()
-    dq.wait_idle()
-    expected = [i for _, i in sorted(zip(prios, ids), key=lambda t: (-t[0], t[1]))]
-    assert [e["tarefa_id"] for e in dq.effects()] == expected
-    assert dq.count("status = 'sucesso'") == len(ids)
+    ids = [lq.insert({"efeito": f"p{i}"}, prioridade=p) for i, p in enumerate(prios)]
+    # Inserted last but due a minute ago: first among its priority.
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
+    old_high = lq.insert({"efeito": "old_high"}, prioridade=90, data_hora=old)
+    lq.start_worker()
+    lq.wait_idle()
+    expected = [old_high] + [i for _, i in sorted(zip(prios, ids), key=lambda t: (-t[0], t[1]))]
+    assert [e["tarefa_id"] for e in lq.effects()] == expected
+    assert lq.count("status = 'sucesso'") == len(ids) + 1
 
 
-def test_tasks_inserted_before_worker_starts_are_run(dq):
-    ids = [dq.insert({"efeito": f"pre{i}"}) for i in range(3)]
-    dq.start_worker()
+def test_tasks_inserted_before_worker_starts_are_run(lq):
+    ids = [lq.insert({"efeito": f"pre{i}"}) for i in range(3)]
+    lq.start_worker()
     for task_id in ids:
-        dq.wait_status(task_id, "sucesso")
-    assert sorted(e["tarefa_id"] for e in dq.effects()) == ids
+        lq.wait_status(task_id, "sucesso")
+    assert sorted(e["tarefa_id"] for e in lq.effects()) == ids
 
 
-def test_scheduled_task_runs_when_due_not_before(queue):
-    queue.start_ready_worker()
-    due = queue.value("SELECT clock_timestamp() + interval '2 seconds'")
-    task_id = queue.insert({"efeito": "sched"}, data_hora=due)
-    row = queue.row(task_id)
-    assert row["status"] == "pendente"
-    assert row["data_hora"] == due
-    queue.wait_status(task_id, "sucesso", timeout=10)
-    ran_at = queue.effects()[0]["criado"]
-    assert ran_at >= due
-    assert _seconds(ran_at - due) <= 1.5, ran_at - due
+def test_scheduled_task_runs_when_due_not_before(lq):
+    lq.start_ready_worker()
+    due = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=2)
+    scheduled = lq.insert({"efeito": "agendada"}, data_hora=due)
+    now = lq.insert({"efeito": "agora"})
+    lq.wait_status(now, "sucesso", timeout=8)
+    assert lq.row(scheduled)["status"] == "pendente"
+    row = lq.wait_status(scheduled, "sucesso", timeout=10)
+    # Both clocks are the database's (timestamptz on PostgreSQL, UTC DATETIME on MariaDB).
+    [effect] = lq.effects("tarefa_id = %s", (scheduled,))
+    late = _seconds(effect["criado"] - row["data_hora"])
+    assert 0 <= late <= 1.5, late
+    assert effects_by_key(lq) == {"agendada": 1, "agora": 1}
+
+
+def test_idle_worker_picks_up_new_tasks_without_producer_notify(lq):
+    """QUEUE_WAIT_NOTIFY_INTERVAL 30 s and CHECK_TASKS_INTERVAL at its 15 s default: the
+    wake-up comes from PostgreSQL's trigger, MySQL native's probe, or the socket
+    server's probe (QUEUE_POLL_INTERVAL, 0.1 s); the producer never notifies."""
+    worker = lq.start_ready_worker()
+    if lq.mode == "cs":
+        eventually(lambda: lq.server_status()["listeners"] == 1, 5, message="worker no servidor")
+    delays = []
+    for i in range(10):
+        time.sleep(0.13 + 0.011 * i)  # an idle worker, a producer at a random moment
+        task_id = lq.insert({"efeito": f"p{i}"})
+        row = lq.wait_status(task_id, "sucesso", timeout=5)
+        [effect] = lq.effects("tarefa_id = %s", (task_id,))
+        delays.append(_seconds(effect["criado"] - row["data_hora"]))
+    assert statistics.median(delays) <= 0.2, delays  # 0.1 s probe, room for a shared CPU
+    assert {e["pid"] for e in lq.effects()} == {worker.pid}
+    assert worker.proc.poll() is None
+
+
+def _age(q: Queue, task_id: int, days: int) -> None:
+    expr = (f"UTC_TIMESTAMP(6) - INTERVAL {days} DAY" if q.is_mysql
+            else f"now() - interval '{days} days'")
+    q.sql(f"UPDATE {q.qtable} SET data_hora = {expr}, data_hora_inicial = {expr} "
+          "WHERE id = %s", (task_id,))
+
+
+def test_purge_takes_the_admin_lock_and_keeps_waiting_chains(lq):
+    worker = lq.start_ready_worker()
+    old_done = lq.insert({"efeito": "velha"})
+    recent_done = lq.insert({"efeito": "recente"})
+    old_retry = lq.insert({"efeito": "velha_com_retry", "fail_until": 2})
+    for task_id in (old_done, recent_done, old_retry):
+        lq.wait_chain_done(task_id)
+    worker.stop()
+    _age(lq, old_done, 3)
+    for r in lq.chain(old_retry):
+        _age(lq, r["id"], 3)
+    # An old task still waiting keeps its whole chain.
+    waiting = lq.insert({"efeito": "esperando"},
+                        data_hora=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=3))
+
+    settings = lq.settings(QUEUE_PURGE_MAX_AGE="1")
+    backend = make_backend(settings)
+    service = PurgeService(settings, backend, parse_minutes("*"))
+    key = admin_lock_key(lq.table, ADMIN_PURGE)
+    holder_session = DbSession.open(settings)
+    holder = backend.admin_locker(holder_session)
+    try:  # another session (socket client) holds the purge's admin lock: skipped
+        assert holder.try_lock(key)
+        result = service.run_once()
+        assert result.skipped and result.count == 0
+        assert lq.count() == 5
+    finally:  # no unlock: the lock ends with its session (or socket connection)
+        holder.close()
+        holder_session.close()
+
+    result = eventually(lambda: (lambda r: None if r.skipped else r)(service.run_once()), 5,
+                        interval=0.02, message="lock administrativo liberado")
+    assert result.count == 3
+    assert {r["id"] for r in lq.rows()} == {recent_done, waiting}
 
 
 def test_lost_notification_is_picked_up_by_periodic_poll(queue):
@@ -213,16 +273,12 @@ def test_lost_notification_is_picked_up_by_periodic_poll(queue):
 
 
 def test_mixed_case_queue_name_wakes_worker_on_insert(pg_server):
-    import uuid
-
-    from tests.helpers import Queue
-
     q = Queue.create(pg_server, schema=f"t_{uuid.uuid4().hex[:10]}", fila="FilaX")
     try:
         # A 60 s poll: only the trigger's notification can run the task in time.
         # Quoted names keep their case (unquoted ones fold to lower case, as in SQL).
         q.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="60")
-        assert q.worker_env()["QUEUE_TABLE"] == f'{q.schema}."FilaX"'
+        assert q.env()["QUEUE_TABLE"] == f'{q.schema}."FilaX"'
         task_id = q.insert({"efeito": "case"})
         q.wait_status(task_id, "sucesso", timeout=5)
         assert [e["chave"] for e in q.effects()] == ["case"]
@@ -230,8 +286,8 @@ def test_mixed_case_queue_name_wakes_worker_on_insert(pg_server):
         q.destroy()
 
 
-def test_payload_hash_and_json_of_dict_payload(dq):
-    task_id = dq.client().insert_task("o", "d", "p", "c", {"a": 1, "b": "ç"})
-    row = dq.row(task_id)
+def test_payload_hash_and_json_of_dict_payload(dbq):
+    task_id = dbq.client().insert_task("o", "d", "p", "c", {"a": 1, "b": "ç"})
+    row = dbq.row(task_id)
     assert json.loads(row["payload"]) == {"a": 1, "b": "ç"}
     assert row["payload_hash"] == hashlib.sha256(row["payload"].encode()).hexdigest()

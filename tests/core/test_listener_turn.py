@@ -14,7 +14,8 @@ from pathlib import Path
 
 from nsj_queue_lib.coordination.base import admin_lock_key
 from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER, TURN_SLICE
-from tests.helpers import eventually, wait_ready
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.waiting import eventually
 
 IDLE = 5
 

@@ -9,7 +9,7 @@ import pytest
 from nsj_queue_lib.coordination.base import ADMIN_RETRY, admin_lock_key, task_lock_key
 from nsj_queue_lib.coordination.postgres import PostgresBackend
 from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 EVERY_MINUTE = frozenset(range(60))
 

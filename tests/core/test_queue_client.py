@@ -12,7 +12,7 @@ from psycopg2.extensions import TRANSACTION_STATUS_INTRANS
 
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.queue_client import QueueClient
-from tests.helpers import run_python
+from tests.fixtures.processes import run_python
 
 
 @pytest.fixture

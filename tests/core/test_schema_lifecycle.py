@@ -11,8 +11,8 @@ import pytest
 from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
 from nsj_queue_lib.exceptions import ConfigError
-from tests.helpers import run_python
-from tests.mysql_server import require_mysql
+from tests.fixtures.database import require_mysql
+from tests.fixtures.processes import run_python
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 from nsj_queue_lib.db.repository import MESSAGE_MAX
-from tests.helpers import Queue, eventually
+from tests.fixtures.queue import Queue
+from tests.fixtures.waiting import eventually
 
 SURROGATE = "\udcff"  # what bytes b"\xff" become when decoded with surrogateescape
 

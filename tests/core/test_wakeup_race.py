@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 
 def test_task_committed_during_the_probe_runs_at_once(queue, tmp_path):

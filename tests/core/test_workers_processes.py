@@ -6,7 +6,8 @@ import json
 import signal
 import time
 
-from tests.helpers import eventually, wait_ready
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.waiting import eventually
 
 
 def _crash_payload(tmp_path, efeito: str) -> tuple:

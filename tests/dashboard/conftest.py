@@ -12,8 +12,8 @@ from typing import Dict, Iterator, List, Optional
 
 import pytest
 
-from tests.helpers import ROOT, WorkerProc, eventually
-from tests.mysql.conftest import myqueue, mysql_server  # noqa: F401 (fixtures)
+from tests.fixtures.processes import ROOT, WorkerProc
+from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import free_port
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")

@@ -9,7 +9,7 @@ import urllib.parse
 import urllib.request
 
 from tests.dashboard.conftest import start_dashboard
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 
 TOKEN = "segredo-de-teste-123"
 

@@ -26,7 +26,8 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from tests.helpers import ROOT, eventually
+from tests.fixtures.processes import ROOT
+from tests.fixtures.waiting import eventually
 
 README = ROOT / "README.md"
 RUNNABLE = {"sh", "bash", "python"}

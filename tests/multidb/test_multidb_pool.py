@@ -17,7 +17,7 @@ from nsj_queue_lib.multidb import (
     TenantConnections,
     TokenProvider,
 )
-from tests.mysql_server import MySqlServer, require_mysql
+from tests.fixtures.database import MySqlServer, require_mysql
 
 from .conftest import (
     OAUTH_PASSWORD,

@@ -14,10 +14,7 @@ import socket
 import time
 from typing import Any
 
-import pytest
-
-from tests.fixtures.http import RecordingServer
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.multidb.conftest import (
     OAUTH_PASSWORD,
     TENANT_PASSWORD,
@@ -338,13 +335,6 @@ def test_pubsub_handler_receives_multi_db_conn(queue, fake_api: FakeApi, tenants
         assert parse_info(grava["mensagem"])["db"] == tenants[tenant]
     assert sorted(e["chave"] for e in queue.effects()) == ["simples", "simples"]
     assert_no_secret(queue, worker)
-
-
-@pytest.fixture
-def http_server():
-    server = RecordingServer().start()
-    yield server
-    server.close()
 
 
 def test_webhook_worker_works_with_the_mode_on(queue, fake_api: FakeApi, tenants, http_server):

@@ -19,7 +19,7 @@ from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
 from nsj_queue_lib.runtime.runner import TaskRunner
 from tests.fixtures.routers import FunctionRouter
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.mysql.conftest import make_settings
 
 

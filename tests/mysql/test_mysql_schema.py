@@ -10,7 +10,8 @@ from contextlib import redirect_stdout
 from nsj_queue_lib import db_gen
 from nsj_queue_lib.db.dialect import MYSQL
 from nsj_queue_lib.db.schema import render_schema
-from tests.mysql_server import ROOT, split_statements
+from tests.fixtures.database import split_statements
+from tests.fixtures.processes import ROOT
 
 SHIPPED = ROOT / "database" / "0001 - fila teste SingleStore.sql"
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tests.client_server.cs_helpers import effects_by_key, wait_worker_ready
-from tests.helpers import eventually
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.queue import effects_by_key
+from tests.fixtures.waiting import eventually
 
 
 def test_batch_with_a_failing_task_and_priority_order(nq):
@@ -11,7 +12,7 @@ def test_batch_with_a_failing_task_and_priority_order(nq):
     high = nq.insert_many([{"efeito": f"high{i}"} for i in range(4)], prioridade=90)
     bad = nq.insert({"efeito": "ruim", "fail": True}, prioridade=50)
     worker = nq.start_worker(QUEUE_BATCH_SIZE="20", QUEUE_MAX_RETRY="1")
-    wait_worker_ready(worker)
+    wait_ready(worker)
     for task_id in [*low, *high, bad]:
         nq.wait_chain_done(task_id)
     # One batch: by priority, then age; the failing task rolled back only its own effect.
@@ -34,7 +35,7 @@ def test_kill9_mid_batch_rolls_the_batch_back_and_each_task_runs_once(nq, tmp_pa
     victim.kill9()
     release.write_text("ok")
     second = nq.start_worker(QUEUE_BATCH_SIZE="4")
-    wait_worker_ready(second)
+    wait_ready(second)
     eventually(lambda: nq.count("status = 'sucesso'") == 4, 30, message="batch ran again")
     assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)  # once each
     assert nq.count() == 4  # no failed attempt, no retry
@@ -44,7 +45,7 @@ def test_concurrency_threads_on_mysql_native(nq):
     """QUEUE_CONCURRENCY on MySQL native mode: 3 task threads run 3 slow tasks at once."""
     ids = nq.insert_many([{"efeito": f"c{i}", "sleep": 1.0} for i in range(6)])
     worker = nq.start_worker(QUEUE_CONCURRENCY="3")
-    wait_worker_ready(worker)
+    wait_ready(worker)
     eventually(lambda: nq.count("status = 'processando'") == 3, 15,
                message="3 tasks running at once")
     nq.wait_idle()

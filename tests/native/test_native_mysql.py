@@ -4,13 +4,8 @@ kill -9 and the admin locks."""
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import pytest
 
-from nsj_queue_lib.config import parse_minutes
-from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
 from nsj_queue_lib.coordination.mysql import (
     MysqlBackend,
     MysqlLocker,
@@ -21,16 +16,16 @@ from nsj_queue_lib.coordination.mysql import (
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
-from nsj_queue_lib.runtime.maintenance import PurgeService
-from tests.client_server.cs_helpers import effects_by_key, wait_worker_ready
-from tests.helpers import eventually
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.queue import effects_by_key
+from tests.fixtures.waiting import eventually
 
 
 def test_success_retry_dead_letter_and_priority(nq):
     worker = nq.start_worker(QUEUE_MAX_RETRY="2")
     low = nq.insert({"efeito": "low"}, prioridade=10)
     high = nq.insert({"efeito": "high"}, prioridade=90)
-    wait_worker_ready(worker)
+    wait_ready(worker)
     retry = nq.insert({"efeito": "retry", "fail_until": 2})
     dead = nq.insert({"efeito": "dead", "fail": True})
     for task_id in (low, high, retry, dead):
@@ -53,23 +48,10 @@ def test_success_retry_dead_letter_and_priority(nq):
     assert worker.proc.poll() is None
 
 
-def test_pickup_without_producer_notify_is_fast(nq):
-    worker = nq.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="30")
-    delays = []
-    for i in range(12):
-        time.sleep(0.13 + 0.011 * i)  # an idle worker, a producer at a random moment
-        task_id = nq.insert({"efeito": f"p{i}"})
-        row = nq.wait_status(task_id, "sucesso", timeout=5)
-        [effect] = nq.effects("tarefa_id = %s", (task_id,))
-        delays.append((effect["criado"] - row["data_hora"]).total_seconds())
-    assert statistics.median(delays) <= 0.15, delays  # 0.1 s with room for a shared CPU
-    assert worker.proc.poll() is None
-
-
 def test_three_workers_300_tasks_exactly_once(nq):
     workers = [nq.start_worker() for _ in range(3)]
     for w in workers:
-        wait_worker_ready(w)
+        wait_ready(w)
     keys = [f"k{i}" for i in range(300)]
     nq.insert_many([{"efeito": k, "sleep": 0.003} for k in keys])
     nq.wait_idle(timeout=60)
@@ -116,20 +98,6 @@ def test_named_locks_belong_to_their_session(nq):
     finally:
         one.close()
         two.close()
-
-
-def test_admin_job_skips_while_another_session_holds_its_lock(nq):
-    settings = nq.settings(QUEUE_PURGE_MAX_AGE="1")
-    holder = DbSession.open(settings)
-    try:
-        key = admin_lock_key(nq.table, ADMIN_PURGE)
-        assert MysqlLocker(holder, lock_prefix(settings)).try_lock(key)
-        service = PurgeService(settings, MysqlBackend(settings), parse_minutes("*"))
-        assert service.run_once().skipped
-    finally:
-        holder.close()
-    eventually(lambda: not service.run_once().skipped, 5, interval=0.02,
-               message="lock administrativo liberado com a sessão")
 
 
 def test_halt_is_refused_with_a_clear_message(nq):

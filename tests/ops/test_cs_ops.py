@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import eventually, run_python
+from tests.fixtures.processes import run_python
+from tests.fixtures.waiting import eventually
 
 
 def _probe(env: dict):

@@ -15,7 +15,7 @@ from typing import Any, List, Tuple
 import pytest
 
 from nsj_queue_lib.config import Settings
-from tests.helpers import ROOT
+from tests.fixtures.processes import ROOT
 
 COMPOSE = ROOT / "docker-compose.yml"
 SERVICES = {"postgres", "mariadb", "server", "worker", "worker_pubsub", "worker_webhook",
@@ -300,7 +300,7 @@ def test_makefile_does_not_parse_dotenv():
 
 def test_dotenv_values_keep_their_quotes_meaning(tmp_path):
     """What `make` used to get wrong (DB_PASS="s3cr#t" became '"s3cr'): python-dotenv reads it."""
-    from tests.helpers import run_python
+    from tests.fixtures.processes import run_python
 
     (tmp_path / ".env").write_text('DB_HOST=db.exemplo\nDB_PASS="s3cr#t"  # comentário\n'
                                    "DB_USER='nsj user'\n")

@@ -6,7 +6,8 @@ import json
 import os
 
 from nsj_queue_lib import health
-from tests.helpers import eventually, run_python
+from tests.fixtures.processes import run_python
+from tests.fixtures.waiting import eventually
 
 
 def _probe(env: dict, *args: str):
@@ -15,7 +16,7 @@ def _probe(env: dict, *args: str):
 
 def test_live_then_stopped_worker(queue, tmp_path):
     path = tmp_path / "worker.health"
-    env = queue.worker_env(QUEUE_HEALTH_FILE=str(path))
+    env = queue.env(QUEUE_HEALTH_FILE=str(path))
     assert _probe(env).returncode == 1  # no worker yet
     worker = queue.start_ready_worker(QUEUE_HEALTH_FILE=str(path))
     res = eventually(lambda: (r := _probe(env)).returncode == 0 and r, timeout=15,
@@ -40,7 +41,7 @@ def test_live_then_stopped_worker(queue, tmp_path):
 
 def test_killed_worker_is_unhealthy(queue, tmp_path):
     path = tmp_path / "worker.health"
-    env = queue.worker_env(QUEUE_HEALTH_FILE=str(path))
+    env = queue.env(QUEUE_HEALTH_FILE=str(path))
     worker = queue.start_ready_worker(QUEUE_HEALTH_FILE=str(path))
     eventually(lambda: _probe(env).returncode == 0, timeout=15, message="health ok")
     worker.kill9()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
-from tests.helpers import eventually, run_python, wait_ready
+from tests.fixtures.processes import run_python, wait_ready
+from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import free_port
 
 
@@ -44,7 +45,7 @@ def test_url_probe_of_the_dashboard_as_compose_runs_it(queue):
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
+    from tests.fixtures.processes import ROOT
 
     port = free_port()
     env = dict(queue.server.env(), PATH=os.environ.get("PATH", ""), PYTHONPATH=str(ROOT),

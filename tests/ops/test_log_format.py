@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.ops.lokiserver import FakeLoki
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from nsj_queue_lib.loki import LokiHandler, install_loki_handler, redact_url, uninstall_loki_handler
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.ops.lokiserver import FakeLoki
 
 LABELS = {"env": "test", "queue": "fila_x"}

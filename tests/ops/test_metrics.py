@@ -9,7 +9,8 @@ import urllib.error
 import urllib.request
 from typing import Dict, Tuple
 
-from tests.helpers import eventually, wait_ready
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import free_port
 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
@@ -162,11 +163,11 @@ def test_worker_metrics_port_in_use_is_a_config_error(queue):
 
 
 def test_server_metrics_and_healthz(queue, tmp_path):
-    from tests.helpers import WorkerProc
+    from tests.fixtures.processes import WorkerProc
 
     def server(**extra: str) -> Tuple[WorkerProc, int]:
         port = free_port()
-        env = queue.worker_env(METRICS_PORT=port, METRICS_DB_INTERVAL="0.2",
+        env = queue.env(METRICS_PORT=port, METRICS_DB_INTERVAL="0.2",
                                NOTIFY_SERVICE_PORT=free_port(), LOCK_SERVICE_PORT=free_port(),
                                **extra)
         proc = WorkerProc("nsj_queue_lib.server.server_main", env,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from nsj_queue_lib.version import __version__
-from tests.helpers import ROOT
+from tests.fixtures.processes import ROOT
 
 
 def _run(args, cwd: Path, env=None, timeout: float = 300) -> subprocess.CompletedProcess:

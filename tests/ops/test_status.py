@@ -10,7 +10,8 @@ from nsj_queue_lib import status as status_mod
 from nsj_queue_lib.coordination.postgres import PgGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from tests.helpers import eventually, run_python
+from tests.fixtures.processes import run_python
+from tests.fixtures.waiting import eventually
 from tests.mysql.conftest import make_settings
 from tests.ops import scenario
 
@@ -65,7 +66,7 @@ def test_status_json_postgres(queue):
             "FROM pg_stat_activity WHERE pid = %s", (pid,)), 10, interval=0.05,
             message="transação do worker com 0.3 s")
         res = run_python(["-m", "nsj_queue_lib.status", "--json"],
-                         env=_status_env(queue.worker_env()))
+                         env=_status_env(queue.env()))
     finally:
         worker.close()
     assert res.returncode == 0, res.stderr
@@ -105,7 +106,7 @@ def test_status_text_and_watch(queue):
         scenario.build(driver)
     finally:
         driver.close()
-    env = _status_env(queue.worker_env())
+    env = _status_env(queue.env())
     res = run_python(["-m", "nsj_queue_lib.status"], env=env)
     assert res.returncode == 0, res.stderr
     assert f"Fila {queue.table} (postgres)" in res.stdout
@@ -114,7 +115,7 @@ def test_status_text_and_watch(queue):
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
+    from tests.fixtures.processes import ROOT
 
     proc = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib.status", "--json", "--watch",
                              "0.2"], env={**env, "PYTHONPATH": str(ROOT)}, cwd=str(ROOT),
@@ -129,7 +130,7 @@ def test_status_text_and_watch(queue):
 
 
 def test_status_config_and_missing_table(queue):
-    env = _status_env(queue.worker_env())
+    env = _status_env(queue.env())
     env.pop("QUEUE_TABLE")
     res = run_python(["-m", "nsj_queue_lib.status"], env=env)
     assert res.returncode == 2
@@ -142,7 +143,7 @@ def test_status_config_and_missing_table(queue):
 
 def test_status_with_an_unknown_database_user_is_a_configuration_error(queue):
     res = run_python(["-m", "nsj_queue_lib.status"],
-                     env=_status_env(queue.worker_env(DB_USER="usuario_inexistente")))
+                     env=_status_env(queue.env(DB_USER="usuario_inexistente")))
     assert res.returncode == 2, res
     assert res.stdout == ""
     assert res.stderr.strip().splitlines() == [

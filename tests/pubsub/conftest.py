@@ -11,14 +11,6 @@ import pytest
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, TaskConnection
-from tests.fixtures.http import RecordingServer
-
-
-@pytest.fixture
-def http_server():
-    server = RecordingServer().start()
-    yield server
-    server.close()
 
 
 @pytest.fixture
@@ -49,7 +41,7 @@ def publish(queue: Any, payload: Any, processo: str = "proc", **kwargs: Any) -> 
 
 
 def settings_for(queue: Any, **extra: Any) -> Settings:
-    return Settings.from_env(queue.worker_env(**extra), load_dotenv=False)
+    return Settings.from_env(queue.env(**extra), load_dotenv=False)
 
 
 def run_in_process(queue: Any, worker: Any, task_id: int, multi_db_conn: Any = None) -> Any:

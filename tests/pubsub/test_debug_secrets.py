@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.ops.lokiserver import FakeLoki
 from tests.pubsub.conftest import add_subscriber, publish
 

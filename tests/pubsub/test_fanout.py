@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.pubsub.conftest import add_subscriber, publish, run_in_process, settings_for
 from tests.workers.pubsub_scripted import PubSubScripted
 

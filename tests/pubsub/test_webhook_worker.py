@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from tests.helpers import eventually
+from tests.fixtures.waiting import eventually
 from tests.pubsub.conftest import add_subscriber, publish
 
 WEBHOOK = "nsj_queue_lib.worker_webhook"

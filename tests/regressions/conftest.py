@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from nsj_queue_lib.server.core import Server
-from tests.mysql_server import MyQueue, require_mysql
 from tests.server.socket_server_helpers import HOST, TOKEN
 
 
@@ -18,10 +17,3 @@ def socket_server():
     yield server
     server.stop()
 
-
-@pytest.fixture
-def regression_myqueue():
-    server = require_mysql()
-    q = MyQueue.create(server)
-    yield q
-    q.destroy()

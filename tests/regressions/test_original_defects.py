@@ -36,7 +36,9 @@ from nsj_queue_lib.queue_client import QueueClient
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import PurgeService, RetryService
 from tests.chaos.proxy import ChaosProxy
-from tests.helpers import Queue, eventually, wait_ready
+from tests.fixtures.processes import wait_ready
+from tests.fixtures.queue import Queue
+from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import HOST, TOKEN, RawClient, spawn_lock_holder
 
 ALL_MINUTES = frozenset(range(60))
@@ -447,8 +449,8 @@ def test_defect_15_client_server_requires_the_token_and_has_no_remote_halt(socke
 
 
 @pytest.mark.mysql
-def test_defect_16_mysql_purge_equivalent_tasks_and_microsecond_times(regression_myqueue):
-    q = regression_myqueue
+def test_defect_16_mysql_purge_equivalent_tasks_and_microsecond_times(myqueue):
+    q = myqueue
     conn = q.server.connect(q.database, autocommit=False)
     try:
         client = QueueClient(conn, q.table, q.sub_table)

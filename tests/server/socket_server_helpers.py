@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -26,19 +26,6 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 5.0,
-               interval: float = 0.02) -> Any:
-    """Poll `predicate` until it returns a true value (returned) or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 def read_line(stream: Any, timeout: float) -> str:

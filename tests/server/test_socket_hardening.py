@@ -11,7 +11,8 @@ import pytest
 from nsj_queue_lib.coordination.socket.locker import SocketLocker
 from nsj_queue_lib.coordination.socket.notifier import SocketNotifier
 from nsj_queue_lib.exceptions import ProtocolError
-from tests.server.socket_server_helpers import HOST, TOKEN, RawClient, ServerProcess, wait_until
+from tests.fixtures.waiting import wait_until
+from tests.server.socket_server_helpers import HOST, TOKEN, RawClient, ServerProcess
 
 PRODUCER = "token-de-produtor"
 Factory = Callable[..., ServerProcess]

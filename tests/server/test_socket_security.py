@@ -8,7 +8,8 @@ import pytest
 
 from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.exceptions import CoordinationError
-from tests.server.socket_server_helpers import HOST, TOKEN, RawClient, ServerProcess, wait_until
+from tests.fixtures.waiting import wait_until
+from tests.server.socket_server_helpers import HOST, TOKEN, RawClient, ServerProcess
 
 KEY = (1, 1)
 

@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -14,21 +14,14 @@ from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.client.notify_client import SocketNotifier
 from nsj_queue_lib.coordination.base import Notification, task_lock_key
 from nsj_queue_lib.queue_client import QueueClient
-from tests.mysql_server import MyQueue, require_mysql
-from tests.server.socket_server_helpers import HOST, TOKEN, child_env, free_port, wait_until
+from tests.fixtures.queue import Queue
+from tests.fixtures.waiting import wait_until
+from tests.server.socket_server_helpers import HOST, TOKEN, child_env, free_port
 
 pytestmark = pytest.mark.mysql
 
 
-@pytest.fixture
-def myqueue() -> Iterator[MyQueue]:
-    server = require_mysql()
-    queue = MyQueue.create(server)
-    yield queue
-    queue.destroy()
-
-
-def _enqueue(q: MyQueue, payload: Any = "carga") -> int:
+def _enqueue(q: Queue, payload: Any = "carga") -> int:
     conn = q.server.connect(q.database, autocommit=False)
     try:
         task_id = QueueClient(conn, q.table, q.sub_table).insert_task(
@@ -39,7 +32,7 @@ def _enqueue(q: MyQueue, payload: Any = "carga") -> int:
         conn.close()
 
 
-def test_server_main_wakes_workers_for_due_tasks_in_mysql(myqueue: MyQueue,
+def test_server_main_wakes_workers_for_due_tasks_in_mysql(myqueue: Queue,
                                                          tmp_path: Path) -> None:
     notify_port, lock_port = free_port(), free_port()
     env = child_env()
