@@ -39,6 +39,7 @@ from nsj_queue_lib.runtime.schedule import retry_delay_seconds
 from tests.chaos import report
 from tests.fixtures.processes import WorkerProc, wait_all_ready
 from tests.fixtures.queue import (
+    QueueNames,
     create_queue_tables,
     drop_queue_tables,
     socket_env,
@@ -167,7 +168,7 @@ class MyTarget:
 
 
 # -- the queue and its processes -----------------------------------------------------------
-class ChaosQueue:
+class ChaosQueue(QueueNames):
     """A fresh queue (schema or database) on a target, in DB or client/server mode."""
 
     def __init__(self, target: Any, mode: str, label: str) -> None:
@@ -198,17 +199,6 @@ class ChaosQueue:
     @property
     def database_label(self) -> str:
         return self.target.label + (" (cliente/servidor)" if self.mode == "cs" else "")
-
-    def quote(self, name: str) -> str:
-        return f"`{name}`" if self.is_mysql else f'"{name}"'
-
-    @property
-    def qtable(self) -> str:
-        return f"{self.quote(self.schema)}.{self.quote(self.fila)}"
-
-    @property
-    def qeffects(self) -> str:
-        return f"{self.quote(self.schema)}.efeitos"
 
     def create(self) -> ChaosQueue:
         create_queue_tables(self.db.sql, self.is_mysql, self.schema, self.fila)

@@ -17,6 +17,7 @@ from nsj_queue_lib.config import parse_minutes
 from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import PurgeService
 from tests.fixtures.queue import Queue, effects_by_key
 from tests.fixtures.waiting import eventually
@@ -291,3 +292,41 @@ def test_payload_hash_and_json_of_dict_payload(dbq):
     row = dbq.row(task_id)
     assert json.loads(row["payload"]) == {"a": 1, "b": "ç"}
     assert row["payload_hash"] == hashlib.sha256(row["payload"].encode()).hexdigest()
+
+
+def test_kill9_mid_task_frees_its_lock_and_the_next_worker_rescues_it(lq, tmp_path):
+    victim = lq.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD="0")
+    started, release = tmp_path / "started", tmp_path / "release"
+    first = lq.insert({"efeito": "resgatada", "started_file": str(started),
+                       "wait_file": str(release)})
+    eventually(started.exists, 10, message="tarefa iniciada")
+    assert lq.row(first)["status"] == "processando"
+    probe = lq.probe_locker()
+    key = lq.task_key(first)
+    assert probe.try_lock(key) is False  # the worker holds it
+
+    killed_at = time.monotonic()
+    victim.kill9()
+    # The dead session's lock (advisory, named, or the socket client's) ends with its
+    # connection: the database or the server sees the socket close.
+    eventually(lambda: probe.try_lock(key), 5, interval=0.01, message="lock liberado")
+    if lq.mode == "cs":  # not by the heartbeat (2 x TIMEOUT_SOCKET_MESSAGE = 4 s)
+        assert time.monotonic() - killed_at < 1.5
+    assert probe.unlock(key) is True
+    assert lq.row(first)["status"] == "processando"  # nobody ran cleanup
+    assert lq.effects() == []  # the killed attempt's writes were rolled back
+
+    release.write_text("ok")
+    rescuer = lq.start_worker()  # the runtime runs a rescue pass when it connects
+    lq.wait_chain_done(first)
+    lq.wait_idle()
+    old, retry = lq.chain(first)
+    assert [(r["tentativa"], r["status"]) for r in (old, retry)] == [(1, "falha"), (2, "sucesso")]
+    assert old["mensagem"].startswith(WORKER_STOPPED)
+    assert old["reenfileirado"] is True and "reenfileirada" in old["mensagem"]
+    assert (retry["id_anterior"], retry["status_anterior"], retry["mensagem_anterior"]) == \
+        (first, "falha", old["mensagem"])
+    [effect] = lq.effects()
+    assert (effect["tarefa_id"], effect["chave"], effect["pid"]) == \
+        (retry["id"], "resgatada", rescuer.pid)
+    assert lq.count() == 2

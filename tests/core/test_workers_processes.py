@@ -1,4 +1,5 @@
-"""Worker processes: concurrency, crashes, signals and HALT."""
+"""Worker processes: concurrency and SIGTERM on every backend (`lq`), HALT on
+PostgreSQL (kill -9 rescue: tests/core/test_lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 import signal
 import time
 
-from tests.fixtures.processes import wait_ready
+from tests.fixtures.processes import wait_all_ready
+from tests.fixtures.queue import effects_by_key
 from tests.fixtures.waiting import eventually
 
 
@@ -17,67 +19,29 @@ def _crash_payload(tmp_path, efeito: str) -> tuple:
     return payload, started, release
 
 
-def test_three_workers_run_300_tasks_exactly_once(queue, pg_server):
-    workers = [queue.start_worker() for _ in range(3)]
-    for w in workers:
-        wait_ready(w)
-    conn = pg_server.connect(autocommit=False)
-    try:
-        ids = queue.client(conn).insert_tasks(
-            [{"origem": "o", "destino": "d", "processo": "p", "chave_externa": str(i),
-              "payload": {"efeito": f"e{i}", "sleep": 0.005}} for i in range(300)])
-        conn.commit()
-    finally:
-        conn.close()
+def test_three_workers_run_300_tasks_exactly_once(lq):
+    workers = [lq.start_worker() for _ in range(3)]
+    wait_all_ready(workers)
+    keys = [f"e{i}" for i in range(300)]
+    ids = lq.insert_many([{"efeito": k, "sleep": 0.003} for k in keys])
     assert len(ids) == 300
-    queue.wait_idle(timeout=60)
+    lq.wait_idle(timeout=60)
 
-    effects = queue.effects()
-    assert len(effects) == 300
+    effects = lq.effects()
     assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)
-    assert {e["chave"] for e in effects} == {f"e{i}" for i in range(300)}
-    assert queue.count("status = 'sucesso'") == 300
-    assert queue.count() == 300  # no retry, no dead letter
+    assert effects_by_key(lq) == {k: 1 for k in keys}
+    assert lq.count("status = 'sucesso' AND tentativa = 1") == 300
+    assert lq.count() == 300  # no retry, no dead letter
     assert len({e["pid"] for e in effects}) >= 2, "only one worker took tasks"
     assert all(w.proc.poll() is None for w in workers)
 
 
-def test_kill9_mid_task_is_rescued_by_next_worker_start(queue, tmp_path):
-    payload, started, release = _crash_payload(tmp_path, "crash")
-    first = queue.insert(payload)
-    w1 = queue.start_worker()
-    eventually(started.exists, message="task started")
-    assert queue.row(first)["status"] == "processando"
-    assert queue.task_lock_held(first)
-
-    w1.kill9()
-    release.touch()
-    assert queue.row(first)["status"] == "processando"  # nobody ran cleanup
-    # The server ends the dead session (and its advisory lock) once it sees the socket close.
-    eventually(lambda: not queue.task_lock_held(first), message="dead session's lock released")
-    assert queue.effects() == []  # the killed attempt's writes were rolled back
-
-    queue.start_worker()  # rescues at start
-    retry = eventually(lambda: next((r for r in queue.chain(first)
-                                     if r["tentativa"] == 2 and r["status"] == "sucesso"), None),
-                       message="retry attempt succeeds")
-    old = queue.row(first)
-    assert old["status"] == "falha"
-    assert "worker parou" in old["mensagem"]
-    assert old["reenfileirado"] is True
-    assert retry["id_anterior"] == first
-    assert retry["status_anterior"] == "falha"
-    assert retry["mensagem_anterior"] == old["mensagem"]
-    assert [(e["tarefa_id"], e["chave"]) for e in queue.effects()] == [(retry["id"], "crash")]
-    assert queue.count() == 2
-
-
-def test_sigterm_finishes_running_task_and_takes_no_other(queue, tmp_path):
+def test_sigterm_finishes_running_task_and_takes_no_other(lq, tmp_path):
     payload, started, release = _crash_payload(tmp_path, "term")
-    first = queue.insert(payload)
-    w = queue.start_worker()
+    first = lq.insert(payload)
+    w = lq.start_worker()
     eventually(started.exists, message="task started")
-    second = queue.insert({"efeito": "second"})
+    second = lq.insert({"efeito": "second"})
 
     w.signal(signal.SIGTERM)
     eventually(lambda: "SIGTERM recebido" in w.log(), message="SIGTERM handled")
@@ -85,9 +49,11 @@ def test_sigterm_finishes_running_task_and_takes_no_other(queue, tmp_path):
     release.touch()
     assert w.wait_exit(20) == 0
 
-    assert queue.row(first)["status"] == "sucesso"
-    assert queue.row(second)["status"] == "pendente"
-    assert [(e["tarefa_id"], e["chave"]) for e in queue.effects()] == [(first, "term")]
+    assert lq.row(first)["status"] == "sucesso"
+    assert lq.row(second)["status"] == "pendente"
+    assert [(e["tarefa_id"], e["chave"]) for e in lq.effects()] == [(first, "term")]
+    if lq.mode == "cs":  # the worker left the server holding nothing
+        eventually(lambda: lq.server_status()["locks"] == 0, 5, message="locks liberados")
 
 
 def test_second_sigterm_exits_at_once(queue, tmp_path):

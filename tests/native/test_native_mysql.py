@@ -15,7 +15,6 @@ from nsj_queue_lib.coordination.mysql import (
 )
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError
-from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
 from tests.fixtures.waiting import eventually
@@ -46,41 +45,6 @@ def test_success_retry_dead_letter_and_priority(nq):
         name = lock_name(prefix, nq.task_key(row["id"]))
         assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is None, row["id"]
     assert worker.proc.poll() is None
-
-
-def test_three_workers_300_tasks_exactly_once(nq):
-    workers = [nq.start_worker() for _ in range(3)]
-    for w in workers:
-        wait_ready(w)
-    keys = [f"k{i}" for i in range(300)]
-    nq.insert_many([{"efeito": k, "sleep": 0.003} for k in keys])
-    nq.wait_idle(timeout=60)
-    assert nq.count("status = 'sucesso' AND tentativa = 1") == 300
-    assert effects_by_key(nq) == {k: 1 for k in keys}
-    assert len({e["pid"] for e in nq.effects()}) >= 2
-
-
-def test_kill9_frees_the_named_lock_and_the_task_is_rescued(nq, tmp_path):
-    victim = nq.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD="0")
-    started, release = tmp_path / "started", tmp_path / "release"
-    task_id = nq.insert({"efeito": "resgatada", "started_file": str(started),
-                         "wait_file": str(release)})
-    eventually(started.exists, 10, message="tarefa iniciada")
-    settings = nq.settings()
-    name = lock_name(lock_prefix(settings), nq.task_key(task_id))
-    assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is not None
-    victim.kill9()
-    eventually(lambda: nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is None, 5,
-               interval=0.02, message="lock nomeado liberado")
-    assert nq.row(task_id)["status"] == "processando" and nq.effects() == []
-    release.write_text("ok")
-    rescuer = nq.start_worker()  # the runtime runs a rescue pass when it connects
-    nq.wait_chain_done(task_id, timeout=20)
-    chain = nq.chain(task_id)
-    assert [(r["tentativa"], r["status"]) for r in chain] == [(1, "falha"), (2, "sucesso")]
-    assert chain[0]["mensagem"].startswith(WORKER_STOPPED)
-    [effect] = nq.effects()
-    assert (effect["tarefa_id"], effect["pid"]) == (chain[1]["id"], rescuer.pid)
 
 
 def test_named_locks_belong_to_their_session(nq):

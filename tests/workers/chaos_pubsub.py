@@ -17,7 +17,7 @@ from nsj_queue_lib.worker_pub_sub_base import (
     SubscriberWebhook,
     WorkerPubSubBase,
 )
-from tests.workers.chaos_worker import record_effect
+from tests.workers.effects import record_effect
 
 
 @SubscriberWebhook("hook")

@@ -11,26 +11,11 @@ key: the suite counts duplicates instead of preventing them.
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any, Dict
 
 from nsj_queue_lib.worker_base import WorkerBase
-
-
-def effects_table() -> str:
-    """<schema>.efeitos quoted for the worker's database (backticks on MySQL/MariaDB)."""
-    table = os.environ["QUEUE_TABLE"]
-    schema = table.split(".")[0] if "." in table else "public"
-    driver = (os.environ.get("DB_DRIVER") or "POSTGRES").strip().upper()
-    q = "`" if driver in ("MYSQL", "SINGLE_STORE") else '"'
-    return f"{q}{schema}{q}.efeitos"
-
-
-def record_effect(bd_conn: Any, tarefa: Dict[str, Any], chave: str, tipo: str) -> None:
-    with bd_conn.cursor() as cur:
-        cur.execute(f"INSERT INTO {effects_table()} (tarefa_id, chave, tipo, pid) "
-                    "VALUES (%s, %s, %s, %s)", (tarefa["id"], chave, tipo, os.getpid()))
+from tests.workers.effects import record_effect
 
 
 class ChaosWorker(WorkerBase):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from typing import Any, Dict
 
 from nsj_queue_lib.worker_pub_sub_base import (
@@ -27,25 +26,7 @@ from nsj_queue_lib.worker_pub_sub_base import (
     SubscriberWebhook,
     WorkerPubSubBase,
 )
-
-
-def _schema() -> str:
-    table = os.environ["QUEUE_TABLE"]
-    return table.split(".")[0] if "." in table else "public"
-
-
-def _effects_table() -> str:
-    """<schema>.efeitos quoted for the worker's database (backticks on MySQL/MariaDB)."""
-    driver = (os.environ.get("DB_DRIVER") or os.environ.get("DATABASE_DRIVER")
-              or "POSTGRES").strip().upper()
-    q = "`" if driver in ("MYSQL", "SINGLE_STORE") else '"'
-    return f"{q}{_schema()}{q}.efeitos"
-
-
-def _effect(bd_conn: Any, tarefa: Dict[str, Any], chave: str, tipo: str) -> None:
-    with bd_conn.cursor() as cur:
-        cur.execute(f"INSERT INTO {_effects_table()} (tarefa_id, chave, tipo, pid) "
-                    "VALUES (%s, %s, %s, %s)", (tarefa["id"], chave, tipo, os.getpid()))
+from tests.workers.effects import record_effect
 
 
 def _describe(payload: Dict[str, Any], subscription: Dict[str, Any]) -> str:
@@ -85,7 +66,7 @@ class PubSubScripted(WorkerPubSubBase):
         sid = subscription["id"]
         pub = _publication(payload)
         chave = _describe(payload, subscription) if sid == "inspecao" else sid
-        _effect(bd_conn, tarefa, chave, "execute")
+        record_effect(bd_conn, tarefa, chave, "execute")
         if sid in pub.get("fail", ()) or tarefa["tentativa"] < int(pub.get("fail_until", 0)):
             raise RuntimeError(f"falha programada do assinante {sid} "
                                f"na tentativa {tarefa['tentativa']}")
@@ -96,7 +77,7 @@ class PubSubScripted(WorkerPubSubBase):
     def handle_dead(self, payload: Dict[str, Any], subscription: Dict[str, Any],
                     tarefa: Dict[str, Any], bd_conn: Any) -> str:
         sid = subscription["id"]
-        _effect(bd_conn, tarefa, sid, "dead")
+        record_effect(bd_conn, tarefa, sid, "dead")
         if sid in _publication(payload).get("fail_dead", ()):
             raise RuntimeError(f"falha programada na fila de mortos de {sid}")
         return f"morta {sid} tratada {tarefa['id']} (original {tarefa['live_id']})"

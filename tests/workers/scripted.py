@@ -28,25 +28,7 @@ from pathlib import Path
 from typing import Any, Dict
 
 from nsj_queue_lib.worker_base import WorkerBase
-
-
-def _schema() -> str:
-    table = os.environ["QUEUE_TABLE"]
-    return table.split(".")[0] if "." in table else "public"
-
-
-def _effects_table() -> str:
-    """<schema>.efeitos quoted for the worker's database (backticks on MySQL/MariaDB)."""
-    driver = (os.environ.get("DB_DRIVER") or os.environ.get("DATABASE_DRIVER")
-              or "POSTGRES").strip().upper()
-    q = "`" if driver in ("MYSQL", "SINGLE_STORE") else '"'
-    return f"{q}{_schema()}{q}.efeitos"
-
-
-def _effect(bd_conn: Any, tarefa: Dict[str, Any], chave: str, tipo: str) -> None:
-    with bd_conn.cursor() as cur:
-        cur.execute(f"INSERT INTO {_effects_table()} (tarefa_id, chave, tipo, pid) "
-                    "VALUES (%s, %s, %s, %s)", (tarefa["id"], chave, tipo, os.getpid()))
+from tests.workers.effects import record_effect
 
 
 class UnprintableError(Exception):
@@ -60,12 +42,12 @@ class ScriptedWorker(WorkerBase):
         if data.get("started_file"):
             Path(data["started_file"]).write_text(str(os.getpid()))
         if data.get("efeito"):
-            _effect(bd_conn, tarefa, data["efeito"], "execute")
+            record_effect(bd_conn, tarefa, data["efeito"], "execute")
         if data.get("report"):
             info = {"keys": sorted(tarefa.keys()), "payload_type": type(payload).__name__,
                     "payload": payload, "tentativa": tarefa["tentativa"],
                     "id_inicial": tarefa["id_inicial"]}
-            _effect(bd_conn, tarefa, json.dumps(info), "report")
+            record_effect(bd_conn, tarefa, json.dumps(info), "report")
         if data.get("wait_file"):
             while not Path(data["wait_file"]).exists():
                 time.sleep(0.02)
@@ -85,7 +67,7 @@ class ScriptedWorker(WorkerBase):
 
     def execute_dead(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any) -> Any:
         data = json.loads(payload) if payload else {}
-        _effect(bd_conn, tarefa, data.get("efeito") or "morta", "dead")
+        record_effect(bd_conn, tarefa, data.get("efeito") or "morta", "dead")
         if data.get("fail_dead"):
             raise RuntimeError("falha programada na fila de mortos")
         return f"morta tratada {tarefa['id']} (original {tarefa['live_id']})"
