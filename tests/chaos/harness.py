@@ -158,7 +158,7 @@ class MyTarget:
     label = "MariaDB"
 
     def __init__(self, server: Any) -> None:
-        self.server = server  # tests.mysql_server.MySqlServer
+        self.server = server  # tests.fixtures.database.MySqlServer
 
     def connect(self, schema: str = "", autocommit: bool = True) -> Any:
         return self.server.connect(database=schema or None, autocommit=autocommit)

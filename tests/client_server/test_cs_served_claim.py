@@ -15,8 +15,8 @@ from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.server.core import Server
 from nsj_queue_lib.server.server_main import DatabaseDueCheck
-from tests.client_server.cs_helpers import TOKEN, CsQueue, effects_by_key
-from tests.helpers import eventually
+from tests.fixtures.queue import TOKEN, Queue, effects_by_key
+from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import HOST, RawClient
 
 
@@ -25,7 +25,7 @@ class InProcessServer:
     candidates query; its candidate list is trusted for an hour unless `max_age` says
     otherwise, so a test decides when it is read (`server.claims.refresh()`)."""
 
-    def __init__(self, q: CsQueue, max_age: float = 3600.0) -> None:
+    def __init__(self, q: Queue, max_age: float = 3600.0) -> None:
         self.settings = q.settings()
         self.check = DatabaseDueCheck(self.settings)
         self.server = Server(lambda: False, host=HOST, notify_port=q.notify_port,
