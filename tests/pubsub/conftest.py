@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import socket
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
-from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, TaskConnection
 
@@ -22,26 +20,7 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}/ninguem"
 
 
-def add_subscriber(queue: Any, sub_id: str, processo: str = "proc", *,
-                   tenant: Optional[int] = None, grupo: Optional[str] = None,
-                   url: Optional[str] = None, method: Optional[str] = None,
-                   headers: Any = None, ativo: bool = True) -> None:
-    queue.sql(
-        f"INSERT INTO {queue.sub_table} (id, tenant, grupo_empresarial, processo, url, "
-        "http_method, headers, ativo) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-        (sub_id, tenant, grupo, processo, url, method,
-         None if headers is None else json.dumps(headers), ativo))
 
-
-def publish(queue: Any, payload: Any, processo: str = "proc", **kwargs: Any) -> int:
-    """Insert a publication (committed) through QueueClient.insert_task_pub_sub."""
-    return queue.client().insert_task_pub_sub("teste", "teste", processo,
-                                              kwargs.pop("chave_externa", None), payload,
-                                              **kwargs)
-
-
-def settings_for(queue: Any, **extra: Any) -> Settings:
-    return Settings.from_env(queue.env(**extra), load_dotenv=False)
 
 
 def run_in_process(queue: Any, worker: Any, task_id: int, multi_db_conn: Any = None) -> Any:

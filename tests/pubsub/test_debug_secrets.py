@@ -16,7 +16,6 @@ import pytest
 
 from tests.fixtures.waiting import eventually
 from tests.ops.lokiserver import FakeLoki
-from tests.pubsub.conftest import add_subscriber, publish
 
 WEBHOOK = "nsj_queue_lib.worker_webhook"
 HOOK_KEYS = ("api-key-ok-5a1e", "api-key-500-77c2", "api-key-recusa-90d3")
@@ -36,15 +35,15 @@ def loki():
 def test_debug_logs_keep_url_secrets_out_of_stdout_loki_and_rows(queue, http_server, loki,
                                                                  refused_url, dependencies):
     http_server.script("/falha", [500])
-    add_subscriber(queue, "ok", url=f"{http_server.url}/ok?api_key={HOOK_KEYS[0]}",
+    queue.add_subscriber("ok", url=f"{http_server.url}/ok?api_key={HOOK_KEYS[0]}",
                    method="POST")
-    add_subscriber(queue, "falha", url=f"{http_server.url}/falha?api_key={HOOK_KEYS[1]}",
+    queue.add_subscriber("falha", url=f"{http_server.url}/falha?api_key={HOOK_KEYS[1]}",
                    method="POST")
-    add_subscriber(queue, "recusa", url=f"{refused_url}/x?api_key={HOOK_KEYS[2]}",
+    queue.add_subscriber("recusa", url=f"{refused_url}/x?api_key={HOOK_KEYS[2]}",
                    method="GET")
     grafana = loki.url.replace("http://", f"http://lokiuser:{LOKI_PASSWORD}@")
     grafana += f"?X-Scope-OrgID={LOKI_QUERY}"
-    pub_id = publish(queue, {"pedido": 1})
+    pub_id = queue.publish({"pedido": 1})
     worker = queue.start_worker(WEBHOOK, LOG_DEBUG="true", QUEUE_MAX_RETRY="1",
                                 LOG_DEBUG_DEPENDENCIES=str(dependencies).lower(),
                                 GRAFANA_URL=grafana)

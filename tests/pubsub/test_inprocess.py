@@ -9,7 +9,7 @@ import pytest
 
 from nsj_queue_lib.pubsub.message import SubscriptionNotFound
 from nsj_queue_lib.worker_pub_sub_base import Subscriber, WorkerPubSubBase
-from tests.pubsub.conftest import add_subscriber, publish, run_in_process, settings_for
+from tests.pubsub.conftest import run_in_process
 
 
 class MultiDbWorker(WorkerPubSubBase):
@@ -30,11 +30,11 @@ class MultiDbWorker(WorkerPubSubBase):
 
 
 def test_multi_db_conn_and_subscription_read_at_execution_time(queue):
-    add_subscriber(queue, "com_mdb", tenant=3, headers={"A": "1"})
-    add_subscriber(queue, "sem_mdb")
-    worker = MultiDbWorker(settings_for(queue))
+    queue.add_subscriber("com_mdb", tenant=3, headers={"A": "1"})
+    queue.add_subscriber("sem_mdb")
+    worker = MultiDbWorker(queue.settings())
     MultiDbWorker.seen = []
-    pub_id = publish(queue, {"k": "v"}, tenant=3)
+    pub_id = queue.publish({"k": "v"}, tenant=3)
     run_in_process(queue, worker, pub_id)
     tasks = {r["subscriber_id"]: r["id"] for r in queue.rows("publication_id = %s", (pub_id,))}
     # the subscription is read when the task runs, not copied at fan-out
@@ -52,9 +52,9 @@ def test_multi_db_conn_and_subscription_read_at_execution_time(queue):
 
 
 def test_deleted_subscriber_fails_clearly(queue):
-    add_subscriber(queue, "sem_mdb")
-    worker = MultiDbWorker(settings_for(queue))
-    pub_id = publish(queue, {"k": "v"})
+    queue.add_subscriber("sem_mdb")
+    worker = MultiDbWorker(queue.settings())
+    pub_id = queue.publish({"k": "v"})
     run_in_process(queue, worker, pub_id)
     [task] = queue.rows("publication_id = %s", (pub_id,))
     queue.sql(f"DELETE FROM {queue.sub_table}")
@@ -63,7 +63,7 @@ def test_deleted_subscriber_fails_clearly(queue):
 
 
 def test_publication_without_subscriber_table_setting_fails(queue):
-    pub_id = publish(queue, {"k": "v"})
-    settings = settings_for(queue).replace(queue_subscriber_table=None)
+    pub_id = queue.publish({"k": "v"})
+    settings = queue.settings().replace(queue_subscriber_table=None)
     with pytest.raises(Exception, match="QUEUE_SUBSCRIBER_TABLE"):
         run_in_process(queue, MultiDbWorker(settings), pub_id)

@@ -6,7 +6,6 @@ import json
 import time
 
 from tests.fixtures.waiting import eventually
-from tests.pubsub.conftest import add_subscriber, publish
 
 WEBHOOK = "nsj_queue_lib.worker_webhook"
 SECRET = "segredo-do-header-8c1f"
@@ -19,17 +18,17 @@ def subscriber_rows(queue, pub_id, where="true"):
 
 def test_post_put_get_delete_with_headers_body_and_content_type(queue, http_server):
     base = http_server.url
-    add_subscriber(queue, "post", url=base + "/post", method="post",
+    queue.add_subscriber("post", url=base + "/post", method="post",
                    headers={"X-Token": SECRET, "X-Outro": "1"})
-    add_subscriber(queue, "put", url=base + "/put", method="PUT", headers={"X-Token": SECRET})
-    add_subscriber(queue, "put_ct", url=base + "/put_ct", method="Put",
+    queue.add_subscriber("put", url=base + "/put", method="PUT", headers={"X-Token": SECRET})
+    queue.add_subscriber("put_ct", url=base + "/put_ct", method="Put",
                    headers={"content-type": "application/vnd.nsj+json"})
-    add_subscriber(queue, "get", url=base + "/get?x=1", method="get",
+    queue.add_subscriber("get", url=base + "/get?x=1", method="get",
                    headers={"X-Token": SECRET})
-    add_subscriber(queue, "delete", url=base + "/delete", method="DELETE")
+    queue.add_subscriber("delete", url=base + "/delete", method="DELETE")
     publication = {"pedido": 1, "texto": BODY_MARK, "quando": "2024-01-01"}
     text = json.dumps(publication)
-    pub_id = publish(queue, publication)
+    pub_id = queue.publish(publication)
     worker = queue.start_worker(WEBHOOK)
     queue.wait_status(pub_id, "sucesso")
     queue.wait_idle()
@@ -68,25 +67,9 @@ def test_post_put_get_delete_with_headers_body_and_content_type(queue, http_serv
     assert BODY_MARK not in log
 
 
-def test_500_then_200_is_retried_then_succeeds(queue, http_server):
-    http_server.script("/instavel", [500, 200], body=None)
-    add_subscriber(queue, "instavel", url=http_server.url + "/instavel", method="POST")
-    pub_id = publish(queue, {"a": 1})
-    queue.start_worker(WEBHOOK)
-    eventually(lambda: subscriber_rows(queue, pub_id, "status = 'sucesso'"))
-    queue.wait_idle()
-    rows = subscriber_rows(queue, pub_id)
-    assert [(r["tentativa"], r["status"]) for r in rows] == [(1, "falha"), (2, "sucesso")]
-    assert "HTTP 500" in rows[0]["mensagem"]
-    assert "resposta 500 de /instavel" in rows[0]["mensagem"]
-    assert "reenfileirada" in rows[0]["mensagem"]
-    assert "Status Resposta: 200" in rows[1]["mensagem"]
-    assert [r.method for r in http_server.received("/instavel")] == ["POST", "POST"]
-
-
 def test_connection_refused_retries_then_dead_letter(queue, refused_url):
-    add_subscriber(queue, "fora", url=refused_url, method="POST")
-    pub_id = publish(queue, {"a": 1})
+    queue.add_subscriber("fora", url=refused_url, method="POST")
+    pub_id = queue.publish({"a": 1})
     queue.start_worker(WEBHOOK, QUEUE_MAX_RETRY="2")
     eventually(lambda: subscriber_rows(queue, pub_id, "dead AND status = 'sucesso'"))
     queue.wait_idle()
@@ -101,10 +84,10 @@ def test_connection_refused_retries_then_dead_letter(queue, refused_url):
 
 def test_server_slower_than_timeout_fails_by_timeout(queue, http_server):
     http_server.script("/lento", [200], delay=5)
-    add_subscriber(queue, "lento", url=http_server.url + "/lento", method="GET")
+    queue.add_subscriber("lento", url=http_server.url + "/lento", method="GET")
     queue.start_ready_worker(WEBHOOK, DEFAULT_WEBHOOK_TIMEOUT="1", QUEUE_MAX_RETRY="1")
     started = time.monotonic()
-    pub_id = publish(queue, {"a": 1})
+    pub_id = queue.publish({"a": 1})
     row = eventually(lambda: next(iter(subscriber_rows(
         queue, pub_id, "NOT dead AND status = 'falha'")), None))
     elapsed = time.monotonic() - started
@@ -114,11 +97,11 @@ def test_server_slower_than_timeout_fails_by_timeout(queue, http_server):
 
 
 def test_invalid_subscriptions_fail_clearly_and_the_worker_keeps_going(queue, http_server):
-    add_subscriber(queue, "sem_metodo", processo="p1", url=http_server.url + "/a")
-    add_subscriber(queue, "patch", processo="p1", url=http_server.url + "/a", method="PATCH")
-    add_subscriber(queue, "sem_url", processo="p1", method="POST")
-    add_subscriber(queue, "bom", processo="p2", url=http_server.url + "/bom", method="POST")
-    bad = publish(queue, {"a": 1}, processo="p1")
+    queue.add_subscriber("sem_metodo", processo="p1", url=http_server.url + "/a")
+    queue.add_subscriber("patch", processo="p1", url=http_server.url + "/a", method="PATCH")
+    queue.add_subscriber("sem_url", processo="p1", method="POST")
+    queue.add_subscriber("bom", processo="p2", url=http_server.url + "/bom", method="POST")
+    bad = queue.publish({"a": 1}, processo="p1")
     worker = queue.start_worker(WEBHOOK, QUEUE_MAX_RETRY="1")
     eventually(lambda: len(subscriber_rows(queue, bad, "dead AND status = 'sucesso'")) == 3)
     failures = {r["subscriber_id"]: r["mensagem"]
@@ -126,15 +109,15 @@ def test_invalid_subscriptions_fail_clearly_and_the_worker_keeps_going(queue, ht
     assert "sem http_method" in failures["sem_metodo"]
     assert "não suportado: PATCH" in failures["patch"]
     assert "sem url" in failures["sem_url"]
-    good = publish(queue, {"b": 2}, processo="p2")
+    good = queue.publish({"b": 2}, processo="p2")
     eventually(lambda: subscriber_rows(queue, good, "status = 'sucesso'"))
     assert worker.proc.poll() is None
 
 
 def test_code_and_webhook_subscribers_in_one_worker(queue, http_server):
-    add_subscriber(queue, "a")
-    add_subscriber(queue, "hook", url=http_server.url + "/hook", method="post")
-    pub_id = publish(queue, "não é json")
+    queue.add_subscriber("a")
+    queue.add_subscriber("hook", url=http_server.url + "/hook", method="post")
+    pub_id = queue.publish("não é json")
     queue.start_worker("tests.workers.pubsub_scripted")
     queue.wait_status(pub_id, "sucesso")
     queue.wait_idle()
@@ -147,15 +130,15 @@ def test_code_and_webhook_subscribers_in_one_worker(queue, http_server):
 
 
 def test_example_worker_pub_sub_teste(queue, http_server):
-    add_subscriber(queue, "teste")
-    add_subscriber(queue, "teste_webhook", url=http_server.url + "/exemplo", method="POST")
-    ok = publish(queue, {"pedido": 1})
+    queue.add_subscriber("teste")
+    queue.add_subscriber("teste_webhook", url=http_server.url + "/exemplo", method="POST")
+    ok = queue.publish({"pedido": 1})
     queue.start_worker("nsj_queue_lib.worker_pub_sub_teste", QUEUE_MAX_RETRY="1")
     queue.wait_status(ok, "sucesso")
     queue.wait_idle()
     assert {r["subscriber_id"]: r["status"] for r in subscriber_rows(queue, ok)} == {
         "teste": "sucesso", "teste_webhook": "sucesso"}
-    failing = publish(queue, {"falhar": True}, processo="proc")
+    failing = queue.publish({"falhar": True}, processo="proc")
     dead = eventually(lambda: subscriber_rows(
         queue, failing, "subscriber_id = 'teste' AND dead AND status = 'sucesso'"))
     assert dead[0]["mensagem"].startswith(f"Tarefa morta {dead[0]['id']} do assinante teste")
@@ -167,10 +150,10 @@ def test_one_webhook_process_with_concurrency_delivers_in_parallel(queue, http_s
     with 6 task threads: at least 6 requests in flight at once, each delivered once."""
     for i in range(12):
         http_server.script(f"/lento/{i}", [200], delay=0.5)
-        add_subscriber(queue, f"lento{i:02d}", url=f"{http_server.url}/lento/{i}",
+        queue.add_subscriber(f"lento{i:02d}", url=f"{http_server.url}/lento/{i}",
                        method="POST")
     worker = queue.start_worker(WEBHOOK, QUEUE_CONCURRENCY="6")
-    pub_id = publish(queue, {"a": 1})
+    pub_id = queue.publish({"a": 1})
     eventually(lambda: len(subscriber_rows(queue, pub_id, "status = 'processando'")) >= 6,
                timeout=15, message="6 deliveries running at once")
     queue.wait_idle(timeout=30)
