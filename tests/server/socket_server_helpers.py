@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -199,3 +199,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return int(sock.getsockname()[1])
+
+
+def notify_past_a_stuck_client(worker: Any, producer: Any, log: Callable[[], str]) -> float:
+    """Notify ~8 KB payloads (up to ~32 MB) while another listener reads nothing, until
+    the server logs that it dropped the slow client; every wake-up must still reach the
+    healthy `worker` within 2 s.  Returns the slowest notify, in seconds."""
+    payload = "x" * 7900
+    slowest = 0.0
+    for i in range(4000):
+        started = time.monotonic()
+        producer.notify(payload)
+        slowest = max(slowest, time.monotonic() - started)
+        assert worker.wait(2.0), "o worker saudável deixou de receber"
+        if i % 100 == 99 and "cliente lento" in log():
+            break
+    return slowest
