@@ -22,7 +22,7 @@ SERVICES = {"postgres", "mariadb", "server", "worker", "worker_pubsub", "worker_
             "dashboard", "tests"}
 WORKERS = ("worker", "worker_pubsub", "worker_webhook")
 APP_SERVICES = SERVICES - {"postgres", "mariadb"}
-# Variables of the test harness (tests/mysql_server.py), allowed in the tests service only.
+# Variables of the test harness (tests/fixtures/database.py), allowed in the tests service only.
 TEST_HARNESS = re.compile(r"^(NSJQ_TEST_[A-Z_]+|CI)$")
 
 
