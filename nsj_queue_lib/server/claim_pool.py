@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 POOL_SIZE = 32  # ids read per query: a few index entries whatever the backlog
 MAX_AGE = 0.05  # seconds a read is trusted for a claim (bounds priority staleness)
+RETRY_AFTER = 1.0  # seconds claims do not read after a failed read (the probe still does)
+READ_WAIT = 0.2  # seconds a claim waits for a read in progress (bounded: never near the
+# client's TIMEOUT_SOCKET_MESSAGE, whatever the database does)
 
 
 class ClaimPool:
@@ -50,29 +53,54 @@ class ClaimPool:
         self._read_mutex = threading.Lock()  # one query at a time (one DB connection)
         self._ids: List[int] = []
         self._read_at: Optional[float] = None
+        self._failed_at: Optional[float] = None
         self.handed_out = 0  # ids given locked to workers (for stats and tests)
 
     def refresh(self) -> bool:
         """Read the due candidates now (the probe); True when some task is due."""
         with self._read_mutex:
+            return self._read()
+
+    def _read(self) -> bool:
+        try:
             ids = list(self._candidates(self._size))
-            with self._mutex:
-                self._ids = ids
-                self._read_at = self._clock()
+        except Exception:
+            self._failed_at = self._clock()
+            raise
+        with self._mutex:
+            self._ids = ids
+            self._read_at = self._clock()
+            self._failed_at = None
         return bool(ids)
+
+    def _refresh_for_claim(self, seen: Optional[float]) -> None:
+        """Re-read for a claim whose list (read at `seen`) is stale or empty.  Waits at
+        most READ_WAIT for a read in progress and then uses its answer; does not read
+        soon after a failed read (the database may be down or slow): a claim answers
+        well within the client's TIMEOUT_SOCKET_MESSAGE, with [] at worst."""
+        failed = self._failed_at
+        if failed is not None and self._clock() - failed < RETRY_AFTER:
+            return
+        if not self._read_mutex.acquire(timeout=READ_WAIT):
+            return
+        try:
+            if self._read_at == seen:  # nobody read meanwhile
+                self._read()
+        except Exception as exc:  # the worker falls back to its own claim
+            logger.debug("Leitura das tarefas candidatas falhou: %s", exc)
+        finally:
+            self._read_mutex.release()
 
     def take(self, owner: Owner, limit: int, max_locks: Optional[int] = None) -> List[int]:
         """Up to `limit` due ids, each now locked by `owner`; [] when none is known.
 
         Raises LockLimitExceeded when `owner` is at its lock cap before the first id."""
         with self._mutex:
-            stale = self._read_at is None or self._clock() - self._read_at > self._max_age
-        if stale or not self._peek():
-            try:
-                self.refresh()
-            except Exception as exc:  # the database may be down: the worker falls back
-                logger.debug("Leitura das tarefas candidatas falhou: %s", exc)
-                return []
+            seen = self._read_at
+            stale = seen is None or self._clock() - seen > self._max_age
+            empty = not self._ids
+        if stale or empty:
+            self._refresh_for_claim(seen)
         taken: List[int] = []
         with self._mutex:
             while self._ids and len(taken) < limit:
@@ -93,6 +121,3 @@ class ClaimPool:
             self.handed_out += len(taken)
         return taken
 
-    def _peek(self) -> bool:
-        with self._mutex:
-            return bool(self._ids)
