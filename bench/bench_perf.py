@@ -290,47 +290,11 @@ def bench_statements(pg: DevPostgres, rate: float, seconds: float, busy_n: int) 
 
 
 # -- webhook with concurrency ---------------------------------------------------------
-HITS: List[float] = []  # when the slow endpoint answered each request
-PEERS: set = set()  # client (address, port) of each connection: keep-alive means ~1 per thread
-
-
-def _slow_http(delay: float) -> Any:
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Slow(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: one connection per task thread
-        # The handler writes the headers and the body in two sends; with Nagle on, the
-        # body waits for the ACK of the headers, which the client delays by 40 ms: every
-        # answer then took 140 ms, not 100, and the line measured that (153-195/s).
-        disable_nagle_algorithm = True
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                self.rfile.read(length)
-            time.sleep(delay)
-            HITS.append(time.monotonic())
-            PEERS.add(self.client_address)
-            body = b'{"ok": true}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
-    server.daemon_threads = True
-    server.request_queue_size = 128
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-def webhook_rate(pg: DevPostgres, concurrency: int, deliveries: int, url: str) -> float:
+def webhook_rate(pg: DevPostgres, concurrency: int, deliveries: int, server: Any) -> float:
     from bench import bench_pubsub as ps
 
+    endpoint = server.RequestHandlerClass
+    url = ps.http_url(server)
     ps.reset(pg)
     per_pub = 50
     ps.add_subscribers(pg, "wh", per_pub, url=url)
@@ -341,8 +305,8 @@ def webhook_rate(pg: DevPostgres, concurrency: int, deliveries: int, url: str) -
                               stderr=subprocess.DEVNULL)
     try:
         ps.wait_connected(pg, 1)
-        HITS.clear()
-        PEERS.clear()
+        endpoint.answered.clear()
+        endpoint.peers.clear()
         conn = pg.connect(autocommit=False)
         client = QueueClient(conn, ps.TABLE, ps.SUB_TABLE)
         client.insert_tasks([{"origem": "b", "destino": "b", "processo": "wh",
@@ -360,7 +324,8 @@ def webhook_rate(pg: DevPostgres, concurrency: int, deliveries: int, url: str) -
         except subprocess.TimeoutExpired:
             worker.kill()
     # Between the first and the last answer of the endpoint (start-up and fan-out excluded).
-    return (len(HITS) - 1) / (HITS[-1] - HITS[0])
+    hits = endpoint.answered
+    return (len(hits) - 1) / (hits[-1] - hits[0])
 
 
 def bench_webhook_concurrency(pg: DevPostgres, deliveries: int) -> None:
@@ -369,12 +334,12 @@ def bench_webhook_concurrency(pg: DevPostgres, deliveries: int) -> None:
     # Names of their own: another benchmark may use the pub/sub bench's schema meanwhile.
     ps.SCHEMA, ps.FILA = f"{SCHEMA}_wh", "fila_perf_wh"
     ps.TABLE, ps.SUB_TABLE = f"{ps.SCHEMA}.{ps.FILA}", f"{ps.SCHEMA}.{ps.FILA}_subscriber"
-    server = _slow_http(0.1)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    # A ThreadingHTTPServer, HTTP/1.1 keep-alive, answering each request after 100 ms.
+    server = ps.start_http(0.1)
     try:
-        one = webhook_rate(pg, 1, 100, url)
-        many = webhook_rate(pg, 32, deliveries, url)
-        connections = len(PEERS)
+        one = webhook_rate(pg, 1, 100, server)
+        many = webhook_rate(pg, 32, deliveries, server)
+        connections = len(server.RequestHandlerClass.peers)
     finally:
         server.shutdown()
         server.server_close()

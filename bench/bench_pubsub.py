@@ -27,7 +27,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, ClassVar, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -104,11 +104,17 @@ def worker_env(pg: DevPostgres) -> Dict[str, str]:
 
 # -- local HTTP server ---------------------------------------------------------
 class _Handler(BaseHTTPRequestHandler):
+    """Answers 200 after `delay` seconds; `answered` keeps when each answer went out and
+    `peers` the client address of each connection (one per worker thread: keep-alive)."""
+
     protocol_version = "HTTP/1.1"
     wbufsize = 1 << 16
+    # Without this the body, sent apart from the headers, waits for the client's delayed
+    # ACK of the headers: 40 ms more per answer.
     disable_nagle_algorithm = True
-    hits = 0
-    lock = threading.Lock()
+    delay = 0.0
+    answered: ClassVar[List[float]] = []  # each start_http() gets lists of its own
+    peers: ClassVar[set] = set()
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -117,8 +123,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
-        with _Handler.lock:
-            _Handler.hits += 1
+        if self.delay:
+            time.sleep(self.delay)
+        self.answered.append(time.monotonic())
+        self.peers.add(self.client_address)
         data = b'{"ok": true}'
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -129,9 +137,12 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_GET = do_DELETE = do_POST
 
 
-def start_http() -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+def start_http(delay: float = 0.0) -> ThreadingHTTPServer:
+    """A local endpoint answering after `delay` s (its handler: server.RequestHandlerClass)."""
+    handler = type("Endpoint", (_Handler,), {"delay": delay, "answered": [], "peers": set()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
+    server.request_queue_size = 128
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -217,7 +228,6 @@ def bench_webhook(pg: DevPostgres, publications: int, subscribers: int, procs: i
                                 stderr=subprocess.DEVNULL) for _ in range(procs)]
     try:
         wait_connected(pg, procs)
-        _Handler.hits = 0
         conn = pg.connect(autocommit=False)
         client = QueueClient(conn, TABLE, SUB_TABLE)
         client.insert_tasks([{"origem": "bench", "destino": "bench", "processo": "wh",
