@@ -29,7 +29,8 @@ from nsj_queue_lib.db.schema import render_schema  # noqa: E402
 from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
 
-SCHEMA = "nsjq_bench_cs"
+# Another name lets two runs share the servers (NSJQ_BENCH_SCHEMA=nsjq_bench_cs_<who>).
+SCHEMA = os.environ.get("NSJQ_BENCH_SCHEMA", "nsjq_bench_cs")
 FILA = "fila_cs"
 TOKEN = "bench-token"
 Report = Callable[..., None]

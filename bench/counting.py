@@ -1,6 +1,7 @@
 """Client-side statement counter for benchmark worker processes.
 
-`install()` wraps `psycopg2.connect` so that every connection the process opens
+`install()` wraps `psycopg2.connect` (and pymysql's connections and cursors) so that
+every connection the process opens
 (the library's and the task code's `bd_conn` alike) uses a cursor that counts
 what it sends.  At exit the process writes one JSON file into
 $NSJQ_BENCH_COUNT_DIR: round trips (calls of `execute`), statements (the SQL
@@ -66,12 +67,7 @@ def install() -> None:
 
     class CountingCursor(psycopg2.extensions.cursor):
         def execute(self, query: Any, vars: Any = None) -> Any:
-            if AT_MARK and os.environ.get("NSJQ_BENCH_COUNT_TEXT"):
-                key = " ".join(str(query).split())[:70]
-                with _lock:
-                    TEXTS[key] = TEXTS.get(key, 0) + 1
-            _add("round_trips")
-            _add("statements", statements_in(query))
+            _count(query)
             return super().execute(query, vars)
 
         def executemany(self, query: Any, vars_list: Any) -> Any:
@@ -101,8 +97,50 @@ def install() -> None:
         return original(*args, **kwargs)
 
     psycopg2.connect = connect
+    _install_pymysql()
     atexit.register(_dump)
     threading.Thread(target=_watch_mark, name="bench-count-mark", daemon=True).start()
+
+
+def _install_pymysql() -> None:
+    """The same count for pymysql (MySQL / MariaDB): every cursor's execute, and the
+    connections opened (pymysql sends BEGIN and COMMIT as queries too)."""
+    import pymysql.connections
+    import pymysql.cursors
+
+    original_execute = pymysql.cursors.Cursor.execute
+
+    def execute(self: Any, query: Any, args: Any = None) -> Any:
+        _count(query)
+        return original_execute(self, query, args)
+
+    pymysql.cursors.Cursor.execute = execute  # every cursor class inherits it
+    original_init = pymysql.connections.Connection.__init__
+    original_close = pymysql.connections.Connection.close
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        _add("connections_opened")
+        _add("connections_open")
+        self._counted_open = True
+
+    def close(self: Any) -> None:
+        if getattr(self, "_counted_open", False):
+            self._counted_open = False
+            _add("connections_open", -1)
+        original_close(self)
+
+    pymysql.connections.Connection.__init__ = init
+    pymysql.connections.Connection.close = close
+
+
+def _count(query: Any) -> None:
+    if AT_MARK and os.environ.get("NSJQ_BENCH_COUNT_TEXT"):
+        key = " ".join(str(query).split())[:70]
+        with _lock:
+            TEXTS[key] = TEXTS.get(key, 0) + 1
+    _add("round_trips")
+    _add("statements", statements_in(query))
 
 
 AT_MARK: Dict[str, int] = {}

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import re
 from typing import Any, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
-from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.queries import TAREFA_TIMESTAMPS, Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.text import clean, safe_text, to_str
 
@@ -43,6 +44,16 @@ def _normalize(row: Optional[dict]) -> Optional[dict]:
         if key in row and row[key] is not None:
             row[key] = bool(row[key])
     return row
+
+
+def _from_json(row: dict) -> dict:
+    """A `tarefa_json` row (MySQL) as the dict the column form gives: timestamps, which
+    JSON carries as text ('YYYY-MM-DD HH:MM:SS.ffffff'), back to naive datetimes."""
+    tarefa = json.loads(row["tarefa_json"])
+    for col in TAREFA_TIMESTAMPS:
+        if tarefa[col] is not None:
+            tarefa[col] = _dt.datetime.fromisoformat(tarefa[col])
+    return _normalize(tarefa)
 
 
 def _utc_naive(value: Any) -> Any:
@@ -174,7 +185,7 @@ class TaskRepository:
         """MySQL native: lock up to `limit` due rows no other claim holds (in a transaction)."""
         rows = self.session.fetch_all(self.q["task_claim_skip_locked"],
                                       {"limit": limit, "candidates": candidates})
-        return [_normalize(r) for r in rows]
+        return [_from_json(r) for r in rows]
 
     def task_mark_processing_locked(self, ids: Sequence[int], lock_prefix: str) -> int:
         """MySQL native: named lock + 'processando' for the locked rows; how many changed."""
