@@ -163,15 +163,40 @@ class MysqlGuard:
         return True  # the lock is on this very session: nobody else can hold the task
 
     def finish(self, tarefa: dict, message: str) -> bool:
-        done = self.repo.task_finish_release(tarefa["id"], message, self._name(tarefa["id"]))
+        task_id = tarefa["id"]
+        ahead: List[dict] = []
+        if self.claim_ahead and self._next is None:
+            ahead = self.repo.task_claim_skip_locked(1, CANDIDATES)
+        if ahead:
+            done = self._finish_and_mark(task_id, message, ahead)
+        else:
+            done = self.repo.task_finish_release(task_id, message, self._name(task_id))
         if done:
-            self._released.add(tarefa["id"])  # RELEASE_LOCK is not transactional
-            if self.claim_ahead and self._next is None:
-                claimed = self._claim_in_transaction(1)
-                if claimed:
-                    self._next = claimed[0]
-                    self._next_commit = self.session.commits + 1
+            self._released.add(task_id)  # RELEASE_LOCK is not transactional
         return done
+
+    def _finish_and_mark(self, task_id: int, message: str, ahead: List[dict]) -> bool:
+        """The success of `task_id` and the mark of the rows claimed ahead, one UPDATE."""
+        ids = [r["id"] for r in ahead]
+        try:
+            changed = self.repo.task_finish_release_mark(task_id, message, self._name(task_id),
+                                                         ids, self.task_prefix)
+        except BaseException:
+            for next_id in ids:  # a named lock the refused statement may have taken
+                self._unlock_quietly(next_id)
+            raise
+        if changed == 1 + len(ids):
+            marked = set(ids)
+        else:  # rare: the task was taken over, or a claimed row's lock is held elsewhere
+            marked = set(self.repo.task_list_processing(ids))
+        rows = [r for r in ahead if r["id"] in marked]
+        if rows:
+            # Used only if this transaction commits; a rollback leaves only the named
+            # lock to release (see _take_next).
+            rows[0]["status"] = "processando"
+            self._next = rows[0]
+            self._next_commit = self.session.commits + 1
+        return changed - len(marked) == 1
 
     def release(self, tarefa: dict) -> None:
         task_id = tarefa["id"]

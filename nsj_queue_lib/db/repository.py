@@ -207,6 +207,15 @@ class TaskRepository:
         params = {"id": task_id, "mensagem": self._message(mensagem), "lock_name": lock_name}
         return self.session.execute(self.q["task_finish_release"], params) == 1
 
+    def task_finish_release_mark(self, task_id: int, mensagem: str, lock_name: str,
+                                 ids: Sequence[int], lock_prefix: str) -> int:
+        """MySQL native: task_finish_release of `task_id` and task_mark_processing_locked
+        of `ids` in one statement; how many rows changed (both together)."""
+        params: dict = {"id": task_id, "mensagem": self._message(mensagem),
+                        "lock_name": lock_name, "ids": list(ids), "lock_prefix": lock_prefix}
+        return self.session.execute(_expand_in(self.q["task_finish_release_mark"], params,
+                                               "ids"), params)
+
     def task_claim_candidates(self, limit: int) -> List[int]:
         return [r["id"] for r in self.session.fetch_all(self.q["task_claim_candidates"],
                                                         {"limit": limit})]

@@ -19,7 +19,8 @@ POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_clai
                  "task_claim_locked_compat", "task_claim_batch_compat",
                  "task_promote_scheduled_compat", "subscriber_fanout_compat", "compat_evidence"}
 MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_list_processing",
-              "task_finish_release", "task_mark_processing_batch", "task_unclaim"}
+              "task_finish_release", "task_finish_release_mark", "task_mark_processing_batch",
+              "task_unclaim"}
 
 
 def test_mysql_and_postgres_have_the_same_query_names_but_their_backends_own():

@@ -125,3 +125,23 @@ def test_the_next_task_is_claimed_with_the_previous_success_and_returned_on_stop
         assert fresh["id"] == third and nq.row(third)["status"] == "processando"
     finally:
         session.close()
+
+
+def test_success_message_the_column_cannot_store_keeps_the_work_and_the_next_claim(nq):
+    # A `mensagem` column in a narrower charset (latin1, strict mode): the success UPDATE
+    # fails once and is repeated with the characters escaped, inside the same transaction
+    # that also claims the next task; both tasks run once and no named lock is left.
+    nq.sql(f"ALTER TABLE {nq.qtable} MODIFY mensagem VARCHAR(500) CHARACTER SET latin1 NULL")
+    latin = nq.insert({"efeito": "latin", "return": "ok ✓ 😀 é", "sleep": 0.3},
+                      prioridade=90)
+    after = nq.insert({"efeito": "depois"})
+    worker = nq.start_worker()
+    assert nq.wait_status(latin, "sucesso")["mensagem"] == "ok \\u2713 \\U0001f600 \\xe9"
+    nq.wait_status(after, "sucesso")
+    assert effects_by_key(nq) == {"latin": 1, "depois": 1}
+    assert [r["tentativa"] for r in nq.rows()] == [1, 1]
+    prefix = lock_prefix(nq.settings())
+    for task_id in (latin, after):
+        name = lock_name(prefix, nq.task_key(task_id))
+        assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is None, task_id
+    assert worker.proc.poll() is None

@@ -116,10 +116,29 @@ UPDATE {table}
 -- MySQL native mode: the success mark and the task's named lock release in one round trip
 -- (like PostgreSQL's task_finish_unlock); the row stays locked by this UPDATE until the
 -- commit, so a rescuer that sees the lock free skips the row (SKIP LOCKED) and then finds
--- it 'sucesso'.
+-- it 'sucesso'.  RELEASE_LOCK gives 1 for a lock of this session, 0 for another session's
+-- and NULL for a lock nobody holds: only this session can have released it (the lock is
+-- taken at the claim and dies only with the session), in an earlier try of this statement
+-- that the database then refused (a message the column's charset cannot store), so NULL
+-- counts as this session's.
 UPDATE {table}
    SET status = 'sucesso', mensagem = %(mensagem)s
- WHERE id = %(id)s AND status = 'processando' AND RELEASE_LOCK(%(lock_name)s) = 1
+ WHERE id = %(id)s AND status = 'processando' AND coalesce(RELEASE_LOCK(%(lock_name)s), 1) = 1
+
+-- name: task_finish_release_mark
+-- MySQL native mode, claim-ahead: task_finish_release of task %(id)s and
+-- task_mark_processing_locked of the rows %(ids)s (locked by task_claim_skip_locked in
+-- this transaction) in one UPDATE, one round trip less per task.  The row count is the
+-- sum of both; %(ids)s is expanded by the repository.
+UPDATE {table}
+   SET status = IF(id = %(id)s, 'sucesso', 'processando'),
+       mensagem = IF(id = %(id)s, %(mensagem)s, mensagem)
+ WHERE (id = %(id)s AND status = 'processando'
+        AND coalesce(RELEASE_LOCK(%(lock_name)s), 1) = 1)
+    OR (id IN %(ids)s AND status IN ('pendente', 'agendada')
+        AND GET_LOCK(CONCAT(%(lock_prefix)s,
+                            (id & 4294967295)
+                            - IF((id & 4294967295) >= 2147483648, 4294967296, 0)), 0) = 1)
 
 -- name: task_claim_candidates
 -- One ordered index range per waiting status (ix_claim), merged; never a sort of the
