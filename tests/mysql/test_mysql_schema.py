@@ -9,6 +9,7 @@ from contextlib import redirect_stdout
 
 from nsj_queue_lib import db_gen
 from nsj_queue_lib.db.dialect import MYSQL
+from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.schema import render_schema
 from tests.fixtures.database import split_statements
 from tests.fixtures.processes import ROOT
@@ -84,3 +85,31 @@ def test_shipped_file_applies_to_an_empty_database(mysql_server):
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
         conn.close()
+
+
+def test_native_claim_and_probe_read_the_indexes_db_gen_writes(myqueue):
+    # A queue in use: 2,000 finished tasks, 500 due, 1,000 of a higher priority scheduled
+    # for tomorrow.
+    table = f"`{myqueue.database}`.`{myqueue.fila}`"
+    for status, count, priority, when in (
+            ("sucesso", 2000, 50, "- INTERVAL 1 HOUR"), ("pendente", 500, 50, ""),
+            ("pendente", 1000, 90, "+ INTERVAL 1 DAY")):
+        myqueue.sql(f"INSERT INTO {table} (processo, status, prioridade, data_hora) "
+                    f"SELECT 'x', %s, %s, UTC_TIMESTAMP(6) {when} FROM "
+                    f"information_schema.columns a, information_schema.columns b LIMIT {count}",
+                    (status, priority))
+    myqueue.sql(f"ANALYZE TABLE {table}")
+    q = Queries(MYSQL, myqueue.table)
+    # The probe: one min() per status, answered from the first entry of ix_due.
+    assert list(myqueue.sql(q["task_has_due"])[0].values()) == [1]
+    plan = myqueue.sql("EXPLAIN " + q["task_has_due"])
+    assert {r["Extra"] for r in plan if r["table"] is None} <= {
+        "No tables used", "Select tables optimized away", "No matching min/max row"}, plan
+    assert all(r["table"] is None for r in plan), plan  # no index range read at all
+    # The claim: one ordered range of ix_claim per waiting status, index only, then the
+    # rows by primary key.
+    plan = myqueue.sql("EXPLAIN " + q["task_claim_skip_locked"], {"limit": 1, "candidates": 16})
+    ranges = [r for r in plan if r["table"] == myqueue.fila]
+    assert [r["key"] for r in ranges] == [f"ix_{myqueue.fila}_claim"] * 2, plan
+    assert all("Using index" in r["Extra"] for r in ranges), plan
+    assert {r["key"] for r in plan if r["table"] == "t"} == {"PRIMARY"}, plan

@@ -83,5 +83,8 @@ SELECT t.origem, t.destino, t.processo, t.chave_externa, 1, 'pendente',
 {returning_id}
 
 -- name: task_has_due
-SELECT EXISTS (SELECT 1 FROM {table}
-                WHERE status IN ('pendente', 'agendada') AND data_hora <= {now})
+-- The idle probe: one min() per waiting status, each the first entry of ix_due, so its cost
+-- does not grow with the backlog (an EXISTS over both statuses let MySQL pick ix_claim and
+-- step over every waiting row not yet due of a higher priority).
+SELECT coalesce((SELECT min(data_hora) FROM {table} WHERE status = 'pendente') <= {now}, FALSE)
+    OR coalesce((SELECT min(data_hora) FROM {table} WHERE status = 'agendada') <= {now}, FALSE)
