@@ -96,11 +96,12 @@ class MysqlLocker:
 class MysqlGuard:
     """The claim of the MySQL native backend (implements `TaskGuard`).
 
-    The next task is claimed inside the finishing task's transaction (after its
-    success mark), so one durable COMMIT serves both: MySQL has no per-transaction
-    asynchronous commit, and a separate claim transaction would double the log
-    flushes per task.  That claim is used only if that COMMIT succeeded; on
-    `close()` (a stop) a claimed task not yet run goes back to 'pendente'.
+    The next task is claimed inside the finishing task's transaction, so one durable
+    COMMIT serves both: MySQL has no per-transaction asynchronous commit, and a
+    separate claim transaction would double the log flushes per task.  Its rows are
+    locked (SKIP LOCKED) first, then one UPDATE marks them and the finished task
+    'sucesso'.  That claim is used only if that COMMIT succeeded; on `close()` (a
+    stop) a claimed task not yet run goes back to 'pendente'.
     """
 
     claim_ahead = True  # claim the next task inside the finishing task's transaction
