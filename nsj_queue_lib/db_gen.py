@@ -13,10 +13,8 @@ import sys
 from typing import List, Optional
 
 from nsj_queue_lib.cli.common import (
-    ArgumentParser,
-    HelpFormatter,
     connect_db,
-    portuguese,
+    module_parser,
     print_verify,
 )
 from nsj_queue_lib.db import schema as schema_mod
@@ -29,9 +27,8 @@ EXIT_CONFIG = 2
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = ArgumentParser(
-        add_help=False, formatter_class=HelpFormatter,
-        prog="python -m nsj_queue_lib.db_gen",
+    parser = module_parser(
+        "db_gen",
         description="Imprime o modelo de banco (DDL) de uma fila: tabela da fila, tabela de "
         "assinantes, índices, views e, no PostgreSQL, a trigger de notificação. Nomes sem "
         "aspas viram minúsculas no PostgreSQL; entre aspas duplas mantêm maiúsculas.",
@@ -48,7 +45,6 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "1 listando as diferenças (variáveis DB_*)")
     parser.add_argument("--apply", action="store_true",
                         help="executa no banco (DB_*) em vez de só imprimir")
-    portuguese(parser, version=True)
     args = parser.parse_args(argv)
     dialect = MYSQL if args.mysql else POSTGRES
     try:

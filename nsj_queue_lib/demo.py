@@ -16,7 +16,7 @@ import tempfile
 import time
 from typing import Any, List, Optional
 
-from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import module_parser
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.schema import render_schema
 from nsj_queue_lib.devdb import acquire
@@ -51,9 +51,8 @@ def _embedded_missing() -> bool:
 
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
-    parser = ArgumentParser(
-        add_help=False, formatter_class=HelpFormatter,
-        prog=prog or "python -m nsj_queue_lib.demo",
+    parser = module_parser(
+        "demo", prog=prog,
         description="Demonstração: usa o PostgreSQL de DB_* (ou .env) ou sobe um PostgreSQL "
         "embutido (pip install \"nsj-queue-lib[demo]\"), cria a fila nsjq_demo.fila_demo, "
         "inicia os workers, enfileira as tarefas com barra de progresso, espera o "
@@ -61,7 +60,6 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
         "tarefas foram concluídas.")
     parser.add_argument("--tasks", type=int, default=1000, help="tarefas (padrão 1000)")
     parser.add_argument("--workers", type=int, default=2, help="workers (padrão 2)")
-    portuguese(parser, version=True)
     args = parser.parse_args(argv)
 
     try:

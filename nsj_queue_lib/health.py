@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
+from nsj_queue_lib.cli.common import module_parser
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.runtime.service import BackgroundService
@@ -333,9 +333,8 @@ def check_url(url: str, timeout: float = 5.0) -> Dict[str, Any]:
 
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
-    parser = ArgumentParser(
-        add_help=False, formatter_class=HelpFormatter,
-        prog=prog or "python -m nsj_queue_lib.health",
+    parser = module_parser(
+        "health", prog=prog,
         description="Verifica se um worker da fila está vivo e com conexões utilizáveis "
         "(pelo arquivo de saúde que o worker atualiza), sem executar tarefas. Saída 0: "
         "saudável; 1: não saudável; 2: configuração inválida.")
@@ -354,7 +353,6 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     target.add_argument("--url", metavar="URL",
                         help="verifica um endpoint HTTP (saudável se GET responde 200): o "
                         "/healthz de um worker com METRICS_PORT ou o painel")
-    portuguese(parser, version=True)
     args = parser.parse_args(argv)
     if args.url is not None and not args.url.startswith(("http://", "https://")):
         parser.error(f"--url: use http:// ou https:// ({args.url!r})")

@@ -24,10 +24,8 @@ import time
 from typing import Any, Dict, List, Optional
 
 from nsj_queue_lib.cli.common import (
-    ArgumentParser,
-    HelpFormatter,
     driver_error_text,
-    portuguese,
+    module_parser,
     queue_settings,
 )
 from nsj_queue_lib.config import Settings
@@ -192,9 +190,8 @@ def read_status(settings: Settings, session: Optional[DbSession] = None) -> Dict
 
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
-    parser = ArgumentParser(
-        add_help=False, formatter_class=HelpFormatter,
-        prog=prog or "python -m nsj_queue_lib.status",
+    parser = module_parser(
+        "status", prog=prog,
         description="Mostra o estado da fila configurada (DB_* e QUEUE_TABLE): tarefas por "
         "status, a devida mais antiga, as em execução e as mortas das últimas 24 h.")
     parser.add_argument("--json", action="store_true", help="saída em JSON (uma linha por "
@@ -204,7 +201,6 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                         "até Ctrl-C")
     parser.add_argument("--tabela", metavar="SCHEMA.FILA",
                         help="tabela da fila ('tabela' ou 'schema.tabela'); padrão: QUEUE_TABLE")
-    portuguese(parser, version=True)
     args = parser.parse_args(argv)
     if args.watch is not None and args.watch <= 0:
         parser.error("--watch precisa de um intervalo maior que zero")

@@ -95,6 +95,14 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_CONFIG, f"{self.prog}: erro: {translate_message(message)}\n")
 
 
+def module_parser(module: str, description: str, prog: Optional[str] = None,
+                  **kwargs: Any) -> ArgumentParser:
+    """The parser of `python -m nsj_queue_lib.<module>` (or of `prog`, the nsj-queue
+    subcommand that runs it), with Portuguese -h/--help and --version."""
+    return ArgumentParser(prog=prog or f"python -m nsj_queue_lib.{module}",
+                          description=description, version=True, **kwargs)
+
+
 def portuguese(parser: argparse.ArgumentParser, version: bool = False,
                with_help: bool = True) -> argparse.ArgumentParser:
     """Portuguese -h/--help (and --version) and section titles on a parser made with

@@ -28,11 +28,10 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
-    from nsj_queue_lib.cli.common import ArgumentParser, HelpFormatter, portuguese
+    from nsj_queue_lib.cli.common import module_parser
 
-    parser = ArgumentParser(
-        add_help=False, formatter_class=HelpFormatter,
-        prog=prog or "python -m nsj_queue_lib.dashboard",
+    parser = module_parser(
+        "dashboard", prog=prog,
         description="Painel web das filas do banco configurado (DB_*): contagens, vazão da "
         "última hora, devida mais antiga, fila de mortos e cadeias. Somente leitura, a não ser "
         "que DASHBOARD_TOKEN esteja definido: então quem entrar com o token pode reenfileirar, "
@@ -44,7 +43,7 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     parser.add_argument("--host", default=None,
                         help="interface (padrão: DASHBOARD_BIND_HOST ou 127.0.0.1, só "
                         "loopback)")
-    return portuguese(parser, version=True)
+    return parser
 
 
 def run(args: Any) -> int:
