@@ -137,12 +137,19 @@ class _Handler(BaseHTTPRequestHandler):
     do_PUT = do_GET = do_DELETE = do_POST
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The listen() backlog, set in the constructor: must be a class attribute.  With the
+    # default 5, 32 task threads connecting at once on a busy machine overflowed it, some
+    # connections were reset, their deliveries failed and waited for the queue's retry:
+    # two runs of the webhook line took 5 minutes (6.6/s).
+    request_queue_size = 128
+
+
 def start_http(delay: float = 0.0) -> ThreadingHTTPServer:
     """A local endpoint answering after `delay` s (its handler: server.RequestHandlerClass)."""
     handler = type("Endpoint", (_Handler,), {"delay": delay, "answered": [], "peers": set()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    server.request_queue_size = 128
+    server = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
