@@ -234,3 +234,30 @@ def test_compat_key_of_a_finished_task_is_released_before_the_idle_wait(queue):
                message="1.2.2's key released by the turn's wait statement")
     eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="idle again")
     assert sorted(e["chave"] for e in queue.effects()) == ["acordada", "b0", "b1"]
+
+
+def test_turn_without_the_marker_as_on_postgresql_10(queue):
+    """PostgreSQL < 11 (no COMMIT in DO): the granted worker drops the old notifications
+    and probes with statements of its own; tasks still run once each, the turn goes
+    round, a scheduled task runs on time and HALT reaches every worker."""
+    import datetime as dt
+
+    workers = [queue.start_worker("tests.workers.turn_no_marker") for _ in range(3)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    ids = []
+    for i in range(20):
+        ids.append(queue.insert({"efeito": f"t{i}"}))
+        time.sleep(0.02)
+    queue.wait_idle(timeout=60)
+    assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)
+    assert len({e["pid"] for e in queue.effects()}) >= 2, "the turn did not move"
+    due = queue.db_now() + dt.timedelta(seconds=2)
+    task = queue.insert({"efeito": "agendada"}, data_hora=due)
+    t0 = time.monotonic()
+    queue.wait_status(task, "sucesso", timeout=15)
+    assert time.monotonic() - t0 < 12
+    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    for w in workers:
+        assert w.wait_exit(30) == 0, w.log()
