@@ -73,6 +73,7 @@ _WAIT_SLICE = """DO $turn$
 DECLARE
   granted boolean := false;
   due double precision;
+  more boolean;
   paused boolean;
   why text;
 BEGIN
@@ -85,7 +86,8 @@ BEGIN
   END;
   IF granted THEN
     {after}PERFORM set_config('client_min_messages', 'notice', true);
-    RAISE NOTICE '{marker} %', json_build_object('due', due, 'paused', paused, 'why', why);
+    RAISE NOTICE '{marker} %', json_build_object('due', due, 'more', more, 'paused', paused,
+                                       'why', why);
   END IF;
 END
 $turn$"""
@@ -121,9 +123,10 @@ class ListenerTurn:
         self.waited = False  # the last acquire() had to wait for another holder
         self.slices = 0  # wait statements that expired (for tests and diagnostics)
         # SQL run once the turn is granted, in the same statement (see acquire()).
-        self.probe_sql: Optional[str] = None  # an expression: seconds to the next due task
+        self.probe_sql: Optional[str] = None  # a SELECT: seconds to the next due task
+        self.more_sql: Optional[str] = None  # a SELECT: more than one task is due
         self.pause_sql: Optional[str] = None  # a SELECT of (pausada, motivo): one row
-        # After a grant on PostgreSQL >= 11: {"due", "paused", "why"} read in the wait
+        # After a grant on PostgreSQL >= 11: {"due", "more", "paused", "why"} read in the wait
         # statement (None: not read), and the HALTs among the dropped notifications.
         self.grant: Optional[Dict[str, Any]] = None
         self.halts: List[Notification] = []
@@ -185,6 +188,8 @@ class ListenerTurn:
         after = ""
         if marker is not None:
             probe = f"due := ({self.probe_sql});\n    " if self.probe_sql else ""
+            if self.more_sql:
+                probe += f"IF due <= 0 THEN more := ({self.more_sql}); END IF;\n    "
             if self.pause_sql:
                 # (no row yet: never paused)
                 probe += (f"SELECT p.pausada, p.motivo INTO paused, why "

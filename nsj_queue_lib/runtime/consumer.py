@@ -255,9 +255,11 @@ class Consumer:
         never probes a task this one is about to take, and a wake-up that finds
         nothing (a scheduled task, a task another worker took) costs no hand-over.
         The turn is handed on before the task runs.  `woke` is False when the task
-        was due at the probe (a backlog: the caller keeps claiming directly).
+        was due at the probe with more due behind it, or when that is unknown (a backlog:
+        the caller keeps claiming directly).
         """
         turn.probe_sql = repo.q["task_seconds_to_next_due"]
+        turn.more_sql = repo.q["task_due_beyond_one"]
         turn.pause_sql = gate.flag_sql if gate.control_seen else None
         got = turn.acquire(self.stop, self.settings.queue_wait_notify_interval)
         if got != HELD:
@@ -273,10 +275,12 @@ class Consumer:
                 # answer and cause a claim that finds nothing).  One round trip brings them.
                 notifier.session.execute("SELECT 1")
             while not self.stop.is_set():
+                backlog = True  # (unknown: as if a backlog, claim directly after the task)
                 if grant is not None:
                     # Probed by the granting statement, after the old news was dropped.
                     self._handle(turn.halts)
                     next_due = grant["due"]
+                    backlog = grant.get("more") is not False
                     if grant["paused"] is not None:
                         gate.note(grant["paused"], grant["why"])
                     grant = None
@@ -293,7 +297,9 @@ class Consumer:
                 if next_due is not None and next_due <= 0:
                     tarefa = claim()
                     if tarefa is not None:
-                        return tarefa, False, BUSY_FIRST
+                        # Only that one was due: after it, queue for the turn (a direct
+                        # claim would find nothing); with a backlog, claim directly.
+                        return tarefa, not backlog, BUSY_FIRST
                     # Due rows exist but other workers hold them all: back off a little.
                     timeout, busy = busy, min(busy * 2, BUSY_MAX)
                 else:

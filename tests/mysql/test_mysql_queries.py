@@ -17,7 +17,9 @@ PARAM = re.compile(r"%\((\w+)\)s")
 POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch",
                  # 1.2.2-compatible claim keys (coordination/keys.py)
                  "task_claim_locked_compat", "task_claim_batch_compat",
-                 "task_promote_scheduled_compat", "subscriber_fanout_compat", "compat_evidence"}
+                 "task_promote_scheduled_compat", "subscriber_fanout_compat", "compat_evidence",
+                 # the listener turn's granting statement (coordination/listener_turn.py)
+                 "task_due_beyond_one"}
 MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_list_processing",
               "task_finish_release", "task_finish_release_mark", "task_mark_processing_batch",
               "task_unclaim"}

@@ -192,6 +192,14 @@ UPDATE {table}
                                 THEN clock_timestamp() + %(delay)s * interval '1 second' END
  WHERE id = %(id)s AND status = 'processando'
 
+-- name: task_due_beyond_one
+-- Whether more than one task is due (at most two index entries read): the listener turn's
+-- granted worker, finding tasks due, claims one and goes on claiming directly only when
+-- there is a backlog; else it queues for the turn again after the task.
+SELECT count(*) > 1 FROM (SELECT 1 FROM {table}
+                           WHERE status IN ('pendente', 'agendada') AND data_hora <= now()
+                           LIMIT 2) due
+
 -- name: task_seconds_to_next_due
 -- One index range per status (the earliest of each), whatever the backlog.
 SELECT extract(epoch FROM (least(
