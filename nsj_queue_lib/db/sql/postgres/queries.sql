@@ -198,7 +198,7 @@ UPDATE {table}
 -- there is a backlog; else it queues for the turn again after the task.
 SELECT count(*) > 1 FROM (SELECT 1 FROM {table}
                            WHERE status IN ('pendente', 'agendada') AND data_hora <= now()
-                           LIMIT 2) due
+                           LIMIT 2) AS d
 
 -- name: task_seconds_to_next_due
 -- One index range per status (the earliest of each), whatever the backlog.
