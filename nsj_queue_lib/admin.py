@@ -2,8 +2,8 @@
 
 List tasks, show a chain with all its attempts, redrive a failed, dead or
 cancelled chain as a new attempt, cancel a waiting task, pause and resume the
-queue.  SQL lives in db/sql/<dialect>/admin.sql; identifiers are validated and
-quoted, values are bound parameters.
+queue, stop its running workers (HALT).  SQL lives in db/sql/<dialect>/admin.sql;
+identifiers are validated and quoted, values are bound parameters.
 
 Transactions: on an autocommit connection (the CLI's, or
 `QueueAdmin.from_settings`) each write commits at once, atomically.  On a
@@ -18,12 +18,18 @@ import logging
 from typing import Any, Dict, Iterator, List, Optional
 
 from nsj_queue_lib.config import Settings, validate_table_name
+from nsj_queue_lib.coordination.base import HALT_PAYLOAD
 from nsj_queue_lib.db.dialect import detect_dialect
 from nsj_queue_lib.db.names import control_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.repository import truncate_message
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ControlTableMissing, InvalidTaskState, NotFoundException
+from nsj_queue_lib.exceptions import (
+    ConfigError,
+    ControlTableMissing,
+    InvalidTaskState,
+    NotFoundException,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +67,14 @@ class QueueAdmin:
         object exposing one as `.conn`, or a `DbSession`.
     queue_table:
         The queue table ('tabela' or 'schema.tabela').
+    settings:
+        The workers' settings (QUEUE_NAME, CLIENT_SERVER_MODE, server address):
+        needed by `halt()` except on MySQL native mode; `from_settings` sets them.
     """
 
-    def __init__(self, bd_conn: Any, queue_table: str) -> None:
+    def __init__(self, bd_conn: Any, queue_table: str,
+                 settings: Optional[Settings] = None) -> None:
+        self.settings = settings
         if isinstance(bd_conn, DbSession):
             self.session = bd_conn
         else:
@@ -81,7 +92,7 @@ class QueueAdmin:
     def from_settings(cls, settings: Settings, queue_table: Optional[str] = None) -> QueueAdmin:
         """Open a session of its own (autocommit) on the database of `settings`; `close()` it."""
         session = DbSession.open(settings, application_name="nsj_queue_lib:admin")
-        admin = cls(session, queue_table or settings.queue_table)
+        admin = cls(session, queue_table or settings.queue_table, settings)
         admin._own_session = True
         return admin
 
@@ -221,7 +232,8 @@ class QueueAdmin:
         return f" por {por}" if por else ""
 
     # -- pause ------------------------------------------------------------
-    def _control_exists(self) -> bool:
+    def has_control_table(self) -> bool:
+        """Whether the queue's control table exists (queues created before 2.1 lack it)."""
         *schema, table = self.control_table.split(".")
         return bool(self.session.fetch_value(
             self.q["control_table_exists"],
@@ -235,7 +247,7 @@ class QueueAdmin:
         `control_known`: the caller saw the table before, so its existence is not
         checked again (one statement instead of two; a dropped table raises).
         """
-        if not control_known and not self._control_exists():
+        if not control_known and not self.has_control_table():
             return {"pausada": False, "motivo": None, "alterado_por": None,
                     "alterado_em": None, "controle": False}
         row = _normalize(self.session.fetch_one(self.q["queue_pause_get"]))
@@ -248,16 +260,19 @@ class QueueAdmin:
         """True while the queue is paused (its workers claim nothing)."""
         return bool(self.pause_state()["pausada"])
 
-    def _set_paused(self, paused: bool, motivo: Optional[str], por: Optional[str]) -> None:
-        if not self._control_exists():
+    def _write_control(self, query: str, params: Dict[str, Any]) -> None:
+        if not self.has_control_table():
             raise ControlTableMissing(
                 f"A fila {self.queue_table} não tem a tabela de controle {self.control_table}: "
                 "crie-a com `nsj-queue schema upgrade` (ou aplique o CREATE TABLE "
                 f"{self.control_table} da saída do db_gen)")
-        params = {"pausada": paused, "motivo": truncate_message(motivo) if motivo else None,
-                  "por": truncate_message(por, 150) if por else None}
         with self._atomic():
-            self.session.execute(self.q["queue_pause_set"], params)
+            self.session.execute(self.q[query], params)
+
+    def _set_paused(self, paused: bool, motivo: Optional[str], por: Optional[str]) -> None:
+        self._write_control("queue_pause_set", {
+            "pausada": paused, "motivo": truncate_message(motivo) if motivo else None,
+            "por": truncate_message(por, 150) if por else None})
 
     def pause(self, motivo: Optional[str] = None, por: Optional[str] = None) -> None:
         """Pause the queue: every worker stops claiming from it within a second (the task
@@ -269,6 +284,32 @@ class QueueAdmin:
         """Resume a paused queue: its workers claim again within a second."""
         self._set_paused(False, None, por)
         logger.info("Fila %s retomada%s", self.queue_table, self._by(por))
+
+    # -- halt -------------------------------------------------------------
+    def halt(self, por: Optional[str] = None) -> None:
+        """Stop every worker of the queue running now: each finishes its task and exits
+        cleanly; workers started later are not affected.  PostgreSQL: NOTIFY 'HALT' on
+        QUEUE_NAME (at commit, in a caller's transaction); client/server: through the
+        server; MySQL native: the request is written to the control table and the
+        workers see it within about a second."""
+        mysql = self.dialect.name == "mysql"
+        if mysql and not (self.settings is not None and self.settings.client_server_mode):
+            self._write_control("queue_halt_set",
+                                {"por": truncate_message(por, 150) if por else None})
+        elif self.settings is None:
+            raise ConfigError("halt() precisa das configurações dos workers (QUEUE_NAME e, no "
+                              "modo cliente/servidor, o servidor): use QueueAdmin.from_settings "
+                              "ou passe settings=")
+        else:
+            from nsj_queue_lib.coordination.backend import make_backend
+
+            make_backend(self.settings).wake_workers(self.session, HALT_PAYLOAD)
+        logger.info("HALT enviado à fila %s%s", self.queue_table, self._by(por))
+
+    def halt_requested_at(self) -> Any:
+        """MySQL native mode: the database time of the last HALT request (None: never).
+        Needs the control table (`has_control_table()`)."""
+        return self.session.fetch_value(self.q["queue_halt_get"])
 
 
 __all__ = ["ControlTableMissing", "InvalidTaskState", "NotFoundException", "QueueAdmin"]

@@ -8,6 +8,9 @@
 * Wake-ups: MySQL has no LISTEN/NOTIFY.  An idle worker polls an index-only probe
   (is any task due? one entry of the (status, data_hora) index, whatever the
   backlog) every QUEUE_POLL_INTERVAL seconds, faster right after activity.
+* HALT: `QueueAdmin.halt()` writes the request, timed by the database, to the
+  queue's control table; each worker reads it at most every HALT_CHECK seconds
+  (also between tasks) and stops when it is newer than what it saw at start.
 * Admin jobs and the rescue use named locks too.
 
 Lock names are server-wide in MySQL (not per database), so they carry a tag of the
@@ -22,6 +25,7 @@ import time
 import zlib
 from typing import List, Optional, Set
 
+from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import (
     HALT_PAYLOAD,
@@ -225,26 +229,66 @@ class MysqlGuard:
         self._unlock_quietly(tarefa["id"])
 
 
+HALT_CHECK = 0.5  # seconds between two reads of the HALT request (a primary-key read)
+_UNREAD = object()
+
+
+class HaltWatch:
+    """A native HALT request newer than the one seen when the worker started.
+
+    Kept by the backend, so a reconnection does not move the baseline (a HALT sent
+    while the database was unreachable still stops the worker).  A queue without a
+    control table (created before 2.1) cannot be halted this way.
+    """
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock = clock
+        self.baseline: object = _UNREAD
+        self.control = False
+        self._next = 0.0
+
+    def start(self, admin: QueueAdmin) -> None:
+        if self.baseline is _UNREAD:
+            self.control = admin.has_control_table()
+            self.baseline = admin.halt_requested_at() if self.control else None
+
+    def requested(self, admin: QueueAdmin) -> bool:
+        now = self.clock()
+        if not self.control or now < self._next:
+            return False
+        self._next = now + HALT_CHECK
+        at = admin.halt_requested_at()
+        return at is not None and (self.baseline is None or at > self.baseline)
+
+
 class ProbeNotifier:
     """Wake-ups from polling an index-only probe (implements `Notifier`).
 
     Polls every `interval` seconds at most, and four times as often during the
     first FAST_POLL_FOR seconds after a task was seen, so a burst of tasks is
-    picked up quickly.  `wait(0)` (asked between tasks) never queries.  There
-    is no broadcast: `notify()` is a no-op and HALT is refused.
+    picked up quickly.  `wait(0)` (asked between tasks) only reads the HALT
+    request, when due.  There is no broadcast: `notify()` is a no-op, except
+    HALT, written to the control table.
     """
 
-    def __init__(self, repo: TaskRepository, channel: str, interval: float,
-                 clock=time.monotonic, sleep=time.sleep) -> None:
+    def __init__(self, repo: TaskRepository, admin: QueueAdmin, channel: str, interval: float,
+                 clock=time.monotonic, sleep=time.sleep,
+                 halt: Optional[HaltWatch] = None) -> None:
         self.repo = repo
         self.channel = channel
         self.interval = interval
         self.clock = clock
         self.sleep = sleep
+        self.halt = halt or HaltWatch(clock)
+        self.admin = admin
         self._last_seen = clock()
 
     def listen(self) -> None:
-        """Nothing to register: the probe runs in `wait`."""
+        """Note the HALT request already there (it does not stop this worker)."""
+        self.halt.start(self.admin)
+
+    def _halted(self) -> List[Notification]:
+        return [Notification(self.channel, HALT_PAYLOAD)] if self.halt.requested(self.admin) else []
 
     def _step(self) -> float:
         fast = self.clock() - self._last_seen < FAST_POLL_FOR
@@ -252,9 +296,12 @@ class ProbeNotifier:
 
     def wait(self, timeout: float) -> List[Notification]:
         if timeout <= 0:
-            return []
+            return self._halted()
         deadline = self.clock() + timeout
         while True:
+            halted = self._halted()
+            if halted:
+                return halted
             if self.repo.task_has_due():
                 self._last_seen = self.clock()
                 return [Notification(self.channel, "")]
@@ -265,9 +312,7 @@ class ProbeNotifier:
 
     def notify(self, payload: str = "") -> None:
         if payload == HALT_PAYLOAD:
-            raise ConfigError("HALT exige PostgreSQL ou o modo cliente/servidor; no modo nativo "
-                              "MySQL pare os workers com SIGTERM (ou pause a fila com "
-                              "nsj-queue pause).")
+            self.admin.halt()
 
     def close(self) -> None:
         """Nothing to release."""
@@ -284,6 +329,7 @@ class MysqlBackend:
         self.settings = settings
         self.prefix = lock_prefix(settings)
         self._checked = False
+        self._halt = HaltWatch()
 
     def check(self, session: DbSession) -> None:
         """Detect the server version once; refuse what the native claim cannot use."""
@@ -300,15 +346,16 @@ class MysqlBackend:
 
     def notifier(self, session: DbSession) -> ProbeNotifier:
         repo = TaskRepository(session, self.settings.queue_table)
-        return ProbeNotifier(repo, self.settings.queue_name, self.settings.queue_poll_interval)
+        return ProbeNotifier(repo, QueueAdmin(session, self.settings.queue_table),
+                             self.settings.queue_name, self.settings.queue_poll_interval,
+                             halt=self._halt)
 
     def admin_locker(self, session: DbSession) -> MysqlLocker:
         return MysqlLocker(session, self.prefix)
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         if payload == HALT_PAYLOAD:
-            ProbeNotifier(TaskRepository(session, self.settings.queue_table),
-                          self.settings.queue_name, 0.1).notify(payload)
+            QueueAdmin(session, self.settings.queue_table).halt()
         # Idle workers poll the probe: nothing to send.
 
 

@@ -1,5 +1,5 @@
-"""Worker processes: concurrency and SIGTERM on every backend (`lq`), HALT on
-PostgreSQL (kill -9 rescue: tests/core/test_lifecycle.py)."""
+"""Worker processes: concurrency, SIGTERM and HALT on every backend (`lq`), HALT by
+NOTIFY on PostgreSQL (kill -9 rescue: tests/core/test_lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import signal
 import time
 
+from nsj_queue_lib.admin import QueueAdmin
 from tests.fixtures.processes import wait_all_ready
 from tests.fixtures.queue import effects_by_key
 from tests.fixtures.waiting import eventually
@@ -70,6 +71,29 @@ def test_second_sigterm_exits_at_once(queue, tmp_path):
     assert time.monotonic() - t0 < 5
     assert queue.effects() == []  # the unfinished task's writes were rolled back
     assert queue.row(first)["status"] == "processando"  # left for the rescue
+
+
+def test_halt_finishes_running_task_and_spares_later_workers(lq, tmp_path):
+    payload, started, release = _crash_payload(tmp_path, "halt")
+    first = lq.insert(payload)
+    w = lq.start_ready_worker()
+    eventually(started.exists, message="task started")
+    with QueueAdmin.from_settings(lq.settings()) as admin:
+        admin.halt(por="teste")
+    release.touch()
+    assert w.wait_exit(20) == 0
+    assert "HALT recebido no canal" in w.log()
+    assert lq.row(first)["status"] == "sucesso"
+    later = lq.insert({"efeito": "after"})
+    assert lq.row(later)["status"] == "pendente"
+    assert [(e["tarefa_id"], e["chave"]) for e in lq.effects()] == [(first, "halt")]
+
+    # A worker started after the HALT is not stopped by it (on MySQL native the
+    # request stays in the control table).
+    w2 = lq.start_ready_worker()
+    lq.wait_status(later, "sucesso")
+    assert w2.proc.poll() is None
+    assert "HALT" not in w2.log()
 
 
 def test_halt_notification_stops_worker_cleanly(queue):

@@ -12,6 +12,16 @@ ON DUPLICATE KEY UPDATE
    pausada = VALUES(pausada), motivo = VALUES(motivo),
    alterado_por = VALUES(alterado_por), alterado_em = VALUES(alterado_em)
 
+-- name: queue_halt_set
+-- HALT in native mode (no broadcast channel): row id = 2 holds the last request, timed by
+-- the database; the workers running before it stop (coordination/mysql.py HaltWatch).
+INSERT INTO {control_table} (id, pausada, motivo, alterado_por, alterado_em)
+VALUES (2, FALSE, 'HALT', %(por)s, UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE alterado_por = VALUES(alterado_por), alterado_em = VALUES(alterado_em)
+
+-- name: queue_halt_get
+SELECT alterado_em FROM {control_table} WHERE id = 2
+
 -- name: control_table_exists
 -- A queue created before the control table (2.1) has none: never paused then.
 SELECT count(*) > 0
