@@ -17,7 +17,7 @@ from tests.fixtures.processes import ROOT, run_python
 from tests.fixtures.waiting import eventually
 
 COMMANDS = ["schema", "worker", "webhook", "server", "status", "health", "tasks", "retry",
-            "cancel", "pause", "resume", "dashboard", "demo"]
+            "cancel", "pause", "resume", "halt", "dashboard", "demo"]
 
 
 def cli(*args: str, env=None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -120,6 +120,20 @@ def test_operator_session_against_postgres_and_a_worker(queue):
         worker.terminate()
         assert worker.wait(20) == 0
         log.close()
+
+
+def test_halt_stops_a_native_mysql_worker(nq):
+    env = dict(os.environ)
+    env.update(nq.env())
+    env["PYTHONPATH"] = str(ROOT)
+    worker = nq.start_ready_worker()
+    res = cli("halt", "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == {"fila": nq.table, "halt": True}
+    assert worker.wait_exit(15) == 0
+    assert "HALT recebido no canal" in worker.log()
+    control = f"{nq.quote(nq.schema)}.{nq.quote(nq.fila + '_controle')}"
+    assert "@" in nq.value(f"SELECT alterado_por FROM {control} WHERE id = 2")
 
 
 def test_exit_codes_for_configuration_and_unavailable_database(queue):

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.coordination.mysql import (
+    HaltWatch,
     MysqlBackend,
     MysqlLocker,
     check_server_version,
@@ -14,7 +16,7 @@ from nsj_queue_lib.coordination.mysql import (
     lock_prefix,
 )
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.exceptions import ConfigError, ControlTableMissing
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
 from tests.fixtures.waiting import eventually
@@ -64,12 +66,41 @@ def test_named_locks_belong_to_their_session(nq):
         two.close()
 
 
-def test_halt_is_refused_with_a_clear_message(nq):
+def test_halt_is_a_control_row_obeyed_only_by_workers_started_before_it(nq):
     settings = nq.settings()
     session = DbSession.open(settings)
+    now = [0.0]
+    watch = lambda: HaltWatch(clock=lambda: now[0])  # noqa: E731
     try:
-        with pytest.raises(ConfigError, match="SIGTERM"):
-            MysqlBackend(settings).wake_workers(session, "HALT")
+        admin = QueueAdmin(session, settings.queue_table)
+        old = watch()
+        old.start(admin)
+        assert old.requested(admin) is False
+        MysqlBackend(settings).wake_workers(session, "HALT")
+        assert old.requested(admin) is False  # read at most every HALT_CHECK seconds
+        now[0] += 1
+        assert old.requested(admin) is True
+        control = f"{nq.quote(nq.schema)}.{nq.quote(nq.fila + '_controle')}"
+        assert nq.sql(f"SELECT id, pausada, motivo FROM {control}") == [
+            {"id": 2, "pausada": 0, "motivo": "HALT"}]
+        assert admin.is_paused() is False
+
+        later = watch()
+        later.start(admin)
+        now[0] += 1
+        assert later.requested(admin) is False  # started after the request
+        admin.halt(por="dba")
+        now[0] += 1
+        assert later.requested(admin) is True
+        assert nq.value(f"SELECT alterado_por FROM {control} WHERE id = 2") == "dba"
+
+        nq.sql(f"DROP TABLE {control}")  # a queue created before 2.1
+        with pytest.raises(ControlTableMissing, match="schema upgrade"):
+            admin.halt()
+        legacy = watch()
+        legacy.start(admin)
+        now[0] += 1
+        assert legacy.requested(admin) is False
     finally:
         session.close()
 

@@ -1,4 +1,5 @@
-"""nsj-queue pause / resume: stop and restart claiming from the queue (all its workers)."""
+"""nsj-queue pause / resume / halt: stop and restart claiming from the queue, or stop
+its running workers (all of them)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ def register(subparsers: Any) -> None:
     add_parser(
         subparsers, "resume", _resume, queue=True, help="retoma uma fila pausada",
         description="Retoma a fila pausada: os workers voltam a pegar tarefas em até 1 s.")
+    add_parser(
+        subparsers, "halt", _halt, queue=True,
+        help="para os workers em execução da fila (HALT)",
+        description="Para todos os workers da fila em execução agora: cada um termina a "
+        "tarefa em curso e sai com 0; workers iniciados depois não param. No PostgreSQL é "
+        "um NOTIFY 'HALT' no canal QUEUE_NAME; no modo cliente/servidor vai pelo servidor "
+        "de filas; no MySQL nativo fica gravado na tabela <fila>_controle e os workers o "
+        "veem em até 1 s.")
 
 
 def _report(admin: Any, args: argparse.Namespace) -> int:
@@ -58,3 +67,13 @@ def _resume(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         admin.resume(por=operator())
         return _report(admin, args)
+
+
+@guarded
+def _halt(args: argparse.Namespace) -> int:
+    with open_admin(args) as admin:
+        admin.halt(por=operator())
+        emit(args, {"fila": admin.queue_table, "halt": True},
+             f"HALT enviado à fila {admin.queue_table}: os workers em execução terminam a "
+             "tarefa em curso e saem.")
+        return EXIT_OK
