@@ -19,7 +19,9 @@ PARAM = re.compile(r"%\((\w+)\)s")
 
 def test_admin_sql_has_the_same_names_and_parameters_in_both_dialects():
     pg, my = raw_queries(POSTGRES, "admin.sql"), raw_queries(MYSQL, "admin.sql")
-    assert set(pg) == set(my)
+    # HALT in MySQL native mode goes through the control table; PostgreSQL has NOTIFY.
+    assert set(my) - set(pg) == {"queue_halt_set", "queue_halt_get"}
+    assert set(pg) - set(my) == set()
     for name in pg:
         assert set(PARAM.findall(pg[name])) == set(PARAM.findall(my[name])), name
     assert "%" not in PARAM.sub("", "\n".join(my.values()))  # pymysql placeholders only
