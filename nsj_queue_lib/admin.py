@@ -300,6 +300,10 @@ class QueueAdmin:
             raise ConfigError("halt() precisa das configurações dos workers (QUEUE_NAME e, no "
                               "modo cliente/servidor, o servidor): use QueueAdmin.from_settings "
                               "ou passe settings=")
+        elif self.settings.client_server_mode:
+            from nsj_queue_lib.coordination.socket.notifier import notify_server
+
+            notify_server(self.settings, payload=HALT_PAYLOAD)  # raises if unreachable
         else:
             from nsj_queue_lib.coordination.backend import make_backend
 

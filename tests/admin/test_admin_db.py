@@ -11,7 +11,12 @@ import pytest
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
 from nsj_queue_lib.db.queries import raw_queries
-from nsj_queue_lib.exceptions import ControlTableMissing, InvalidTaskState
+from nsj_queue_lib.exceptions import (
+    ConfigError,
+    ControlTableMissing,
+    CoordinationError,
+    InvalidTaskState,
+)
 from nsj_queue_lib.status import read_status
 
 PARAM = re.compile(r"%\((\w+)\)s")
@@ -27,6 +32,15 @@ def test_admin_sql_has_the_same_names_and_parameters_in_both_dialects():
     assert "%" not in PARAM.sub("", "\n".join(my.values()))  # pymysql placeholders only
 
 
+
+
+def test_halt_says_when_it_cannot_be_sent(csq):
+    with QueueAdmin.from_settings(csq.settings()) as admin:  # no socket server running
+        with pytest.raises(CoordinationError):
+            admin.halt()
+    if not csq.is_mysql:  # PostgreSQL needs QUEUE_NAME (the channel) from the settings
+        with pytest.raises(ConfigError, match="from_settings"):
+            QueueAdmin(csq.conn, csq.table).halt()
 
 
 def test_concurrent_redrives_of_one_chain_make_one_attempt_postgres(queue, pg_server):
