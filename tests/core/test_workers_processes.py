@@ -96,6 +96,20 @@ def test_halt_finishes_running_task_and_spares_later_workers(lq, tmp_path):
     assert "HALT" not in w2.log()
 
 
+def test_halt_stops_every_thread_of_a_concurrent_worker(lq):
+    w = lq.start_ready_worker(QUEUE_CONCURRENCY="3")
+    ids = lq.insert_many([{"efeito": f"c{i}"} for i in range(6)])
+    for task_id in ids:
+        lq.wait_status(task_id, "sucesso")
+    with QueueAdmin.from_settings(lq.settings()) as admin:
+        admin.halt()
+    assert w.wait_exit(20) == 0, w.log()
+    assert "HALT recebido no canal" in w.log()
+    later = lq.insert({"efeito": "after"})
+    assert lq.row(later)["status"] == "pendente"
+    assert sorted(e["tarefa_id"] for e in lq.effects()) == sorted(ids)
+
+
 def test_halt_notification_stops_worker_cleanly(queue):
     w = queue.start_ready_worker()
     queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
