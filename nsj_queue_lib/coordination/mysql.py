@@ -119,7 +119,7 @@ class MysqlGuard:
         self.task_prefix = f"{prefix}{ns}:"  # + task id (int32), as in lock_name()
         self._released: Set[int] = set()
         self._next: Optional[dict] = None  # claimed with the last success, not run yet
-        self._next_commit = 0  # session.commits that makes it valid
+        self._next_committed = False  # the transaction that marked it committed
 
     def _name(self, task_id: int) -> str:
         return lock_name(self.locker.prefix, task_lock_key(self.queue_table, task_id))
@@ -153,11 +153,14 @@ class MysqlGuard:
             row["status"] = "processando"
         return rows
 
+    def _confirm_next(self) -> None:
+        self._next_committed = True  # only that transaction's COMMIT, not a later one
+
     def _take_next(self) -> Optional[dict]:
         tarefa, self._next = self._next, None
         if tarefa is None:
             return None
-        if self.session.commits >= self._next_commit:
+        if self._next_committed:
             return tarefa
         # The transaction that claimed it rolled back: the row is waiting again, only
         # the (non-transactional) named lock is left to release.
@@ -200,7 +203,8 @@ class MysqlGuard:
             # lock to release (see _take_next).
             rows[0]["status"] = "processando"
             self._next = rows[0]
-            self._next_commit = self.session.commits + 1
+            self._next_committed = False
+            self.session.after_commit(self._confirm_next)
         return changed - len(marked) == 1
 
     def release(self, tarefa: dict) -> None:

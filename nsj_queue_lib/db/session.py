@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.dialect import Dialect, detect_dialect, dialect_for_driver
@@ -190,8 +190,8 @@ class DbSession:
         self.conn = conn
         self.dialect = dialect or detect_dialect(conn)
         self.in_transaction = False
-        self.commits = 0  # COMMITs that succeeded on this session (lets callers tell a
-        # transaction's outcome afterwards)
+        self.commits = 0  # COMMITs that succeeded on this session
+        self._after_commit: List[Callable[[], None]] = []  # of the open transaction
         self._prepared: Dict[str, List[str]] = {}
 
     @classmethod
@@ -268,17 +268,28 @@ class DbSession:
 
     # -- transactions -----------------------------------------------------
     def begin(self) -> None:
+        self._after_commit.clear()
         self.execute("BEGIN")
         self.in_transaction = True
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the open transaction's COMMIT succeeds; a rollback (or
+        the next BEGIN) drops it.  Tells a caller the outcome of this very transaction,
+        whatever other transactions the session commits afterwards."""
+        self._after_commit.append(callback)
 
     def commit(self) -> None:
         self.execute("COMMIT")
         self.in_transaction = False
         self.commits += 1
+        callbacks, self._after_commit = self._after_commit, []
+        for callback in callbacks:
+            callback()
 
     def rollback(self) -> None:
         """Roll back; a lost connection is not an error here (the server rolled back)."""
         self.in_transaction = False
+        self._after_commit.clear()
         try:
             self.execute("ROLLBACK")
         except DatabaseUnavailable:

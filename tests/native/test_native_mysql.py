@@ -152,6 +152,8 @@ def test_the_next_task_is_claimed_with_the_previous_success_and_returned_on_stop
         session.rollback()
         guard.release(again)
         assert nq.row(third)["status"] == "pendente"
+        session.begin()  # another transaction commits (as a failure record does) ...
+        session.commit()  # ... which must not make the rolled-back claim count
         [fresh] = guard.claim()
         assert fresh["id"] == third and nq.row(third)["status"] == "processando"
     finally:

@@ -52,7 +52,7 @@ class SocketGuard:
         self._mark_ahead = mark_ahead
         self._ahead: Optional[Callable[[], Optional[List[int]]]] = None  # claim sent
         self._next: Optional[dict] = None  # marked with the last success, not run yet
-        self._next_commit = 0  # session.commits that makes it valid
+        self._next_committed = False  # the transaction that marked it committed
 
     def claim(self, limit: int = 1) -> List[dict]:
         marked = self._take_next()
@@ -103,11 +103,14 @@ class SocketGuard:
             logger.debug("Resposta do claim adiantado perdida: %s", exc)
             return []
 
+    def _confirm_next(self) -> None:
+        self._next_committed = True  # only that transaction's COMMIT, not a later one
+
     def _take_next(self) -> Optional[dict]:
         tarefa, self._next = self._next, None
         if tarefa is None:
             return None
-        if self.session.commits >= self._next_commit:
+        if self._next_committed:
             return tarefa  # (were it rolled back after all, `begin` finds no row)
         # The transaction that marked it rolled back: the row is waiting again.
         self.release(tarefa)
@@ -128,7 +131,8 @@ class SocketGuard:
             marked = self._mark(self._take_ahead() or ())
             if marked:
                 self._next = marked[0]
-                self._next_commit = self.session.commits + 1
+                self._next_committed = False
+                self.session.after_commit(self._confirm_next)
         return done
 
     def release(self, tarefa: dict) -> None:
