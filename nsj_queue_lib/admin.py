@@ -300,6 +300,12 @@ class QueueAdmin:
             raise ConfigError("halt() precisa das configurações dos workers (QUEUE_NAME e, no "
                               "modo cliente/servidor, o servidor): use QueueAdmin.from_settings "
                               "ou passe settings=")
+        elif not self.settings.queue_name or self._other_queue():
+            # The workers listen on QUEUE_NAME: a table alone does not name their channel.
+            raise ConfigError("halt() no PostgreSQL e no modo cliente/servidor vai pelo canal "
+                              "QUEUE_NAME dos workers: defina QUEUE_NAME e QUEUE_TABLE da fila "
+                              f"{self.queue_table} (QUEUE_TABLE atual: "
+                              f"{self.settings.queue_table or 'não definida'})")
         elif self.settings.client_server_mode:
             from nsj_queue_lib.coordination.socket.notifier import notify_server
 
@@ -309,6 +315,15 @@ class QueueAdmin:
 
             make_backend(self.settings).wake_workers(self.session, HALT_PAYLOAD)
         logger.info("HALT enviado à fila %s%s", self.queue_table, self._by(por))
+
+    def _other_queue(self) -> bool:
+        """True when this admin's table is not the settings' QUEUE_TABLE."""
+        configured = self.settings.queue_table if self.settings else ""
+        try:
+            configured = validate_table_name(configured, "QUEUE_TABLE", self.dialect.name)
+        except Exception:
+            return True
+        return configured != self.queue_table
 
     def halt_requested_at(self) -> Any:
         """MySQL native mode: the database time of the last HALT request (None: never).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import pytest
 
@@ -41,6 +42,27 @@ def test_halt_says_when_it_cannot_be_sent(csq):
     if not csq.is_mysql:  # PostgreSQL needs QUEUE_NAME (the channel) from the settings
         with pytest.raises(ConfigError, match="from_settings"):
             QueueAdmin(csq.conn, csq.table).halt()
+
+
+def test_halt_refuses_a_table_whose_channel_it_does_not_know_postgres(queue, pg_server):
+    # `nsj-queue halt --tabela outra` must not stop the QUEUE_NAME workers instead.
+    listener = pg_server.connect()
+    try:
+        with listener.cursor() as cur:
+            cur.execute(f'LISTEN "{queue.fila}"')
+        with QueueAdmin.from_settings(queue.settings(),
+                                      queue_table=f"{queue.schema}.outra_fila") as admin:
+            with pytest.raises(ConfigError, match="QUEUE_NAME"):
+                admin.halt()
+        with QueueAdmin.from_settings(queue.settings()) as admin:
+            admin.halt()  # the workers' own queue: sent on their channel
+        deadline = time.monotonic() + 5
+        while not listener.notifies and time.monotonic() < deadline:
+            listener.poll()
+            time.sleep(0.01)
+        assert [n.payload for n in listener.notifies] == ["HALT"]
+    finally:
+        listener.close()
 
 
 def test_concurrent_redrives_of_one_chain_make_one_attempt_postgres(queue, pg_server):
