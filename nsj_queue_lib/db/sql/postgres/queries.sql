@@ -49,7 +49,7 @@ SELECT {tarefa_cols}
 -- task's session.  `limit` is written into the statement as an integer (a prepared
 -- statement per limit, see TaskRepository): with a LIMIT parameter PostgreSQL re-plans
 -- every execution, its generic plan being costed for a tenth of the table.
--- The uncorrelated condition on `pre` is evaluated once, before any row is read, even
+-- The uncorrelated subquery (set_config ... IS NOT NULL) is evaluated once, before any row is read, even
 -- when nothing is due (a one-time filter).  It does two things that would otherwise be
 -- statements of their own:
 -- * asynchronous commit for this implicit transaction only (set_config(..., true)).
