@@ -15,7 +15,7 @@ protocols and on the backend's `Capabilities`, never on which backend it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Protocol
+from typing import TYPE_CHECKING, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
     from nsj_queue_lib.db.repository import TaskRepository
@@ -150,3 +150,30 @@ class Backend(Protocol):
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         """Tell the queue's workers there is work (or HALT); never raises for a lost
         wake-up (idle workers poll anyway)."""
+
+
+class MarkedAhead:
+    """The next task a guard marked 'processando' inside the finishing task's
+    transaction (claim-ahead).  It may be used only if that very transaction commits:
+    `DbSession.after_commit` confirms it, a rollback leaves it unconfirmed (the row is
+    waiting again and only its lock is left to release), whatever the session commits
+    afterwards."""
+
+    def __init__(self) -> None:
+        self._task: Optional[dict] = None
+        self._committed = False
+
+    def pending(self) -> bool:
+        return self._task is not None
+
+    def keep(self, session: DbSession, tarefa: dict) -> None:
+        self._task, self._committed = tarefa, False
+        session.after_commit(self._confirm)
+
+    def _confirm(self) -> None:
+        self._committed = True
+
+    def take(self) -> Tuple[Optional[dict], bool]:
+        """(task or None, whether its transaction committed); the slot is emptied."""
+        tarefa, self._task = self._task, None
+        return tarefa, self._committed

@@ -31,6 +31,7 @@ from nsj_queue_lib.coordination.base import (
     HALT_PAYLOAD,
     Capabilities,
     LockKey,
+    MarkedAhead,
     Notification,
     task_lock_key,
 )
@@ -118,8 +119,7 @@ class MysqlGuard:
         ns = task_lock_key(queue_table, 0)[0]
         self.task_prefix = f"{prefix}{ns}:"  # + task id (int32), as in lock_name()
         self._released: Set[int] = set()
-        self._next: Optional[dict] = None  # claimed with the last success, not run yet
-        self._next_committed = False  # the transaction that marked it committed
+        self._marked = MarkedAhead()  # claimed ahead with the last success, not run yet
 
     def _name(self, task_id: int) -> str:
         return lock_name(self.locker.prefix, task_lock_key(self.queue_table, task_id))
@@ -153,14 +153,11 @@ class MysqlGuard:
             row["status"] = "processando"
         return rows
 
-    def _confirm_next(self) -> None:
-        self._next_committed = True  # only that transaction's COMMIT, not a later one
-
     def _take_next(self) -> Optional[dict]:
-        tarefa, self._next = self._next, None
+        tarefa, committed = self._marked.take()
         if tarefa is None:
             return None
-        if self._next_committed:
+        if committed:
             return tarefa
         # The transaction that claimed it rolled back: the row is waiting again, only
         # the (non-transactional) named lock is left to release.
@@ -173,7 +170,7 @@ class MysqlGuard:
     def finish(self, tarefa: dict, message: str) -> bool:
         task_id = tarefa["id"]
         ahead: List[dict] = []
-        if self.claim_ahead and self._next is None:
+        if self.claim_ahead and not self._marked.pending():
             ahead = self.repo.task_claim_skip_locked(1, CANDIDATES)
         if ahead:
             done = self._finish_and_mark(task_id, message, ahead)
@@ -202,9 +199,7 @@ class MysqlGuard:
             # Used only if this transaction commits; a rollback leaves only the named
             # lock to release (see _take_next).
             rows[0]["status"] = "processando"
-            self._next = rows[0]
-            self._next_committed = False
-            self.session.after_commit(self._confirm_next)
+            self._marked.keep(self.session, rows[0])
         return changed - len(marked) == 1
 
     def release(self, tarefa: dict) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, List, Optional
 
-from nsj_queue_lib.coordination.base import LockKey, task_lock_key
+from nsj_queue_lib.coordination.base import LockKey, MarkedAhead, task_lock_key
 from nsj_queue_lib.coordination.socket.locker import SocketLocker
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
@@ -51,8 +51,7 @@ class SocketGuard:
         self._unlock = unlock or locker.unlock
         self._mark_ahead = mark_ahead
         self._ahead: Optional[Callable[[], Optional[List[int]]]] = None  # claim sent
-        self._next: Optional[dict] = None  # marked with the last success, not run yet
-        self._next_committed = False  # the transaction that marked it committed
+        self._marked = MarkedAhead()  # claimed ahead with the last success, not run yet
 
     def claim(self, limit: int = 1) -> List[dict]:
         marked = self._take_next()
@@ -103,14 +102,11 @@ class SocketGuard:
             logger.debug("Resposta do claim adiantado perdida: %s", exc)
             return []
 
-    def _confirm_next(self) -> None:
-        self._next_committed = True  # only that transaction's COMMIT, not a later one
-
     def _take_next(self) -> Optional[dict]:
-        tarefa, self._next = self._next, None
+        tarefa, committed = self._marked.take()
         if tarefa is None:
             return None
-        if self._next_committed:
+        if committed:
             return tarefa  # (were it rolled back after all, `begin` finds no row)
         # The transaction that marked it rolled back: the row is waiting again.
         self.release(tarefa)
@@ -120,7 +116,7 @@ class SocketGuard:
         return self.repo.task_lock_row(tarefa["id"])
 
     def finish(self, tarefa: dict, message: str) -> bool:
-        ahead = self._ahead is None and self._next is None
+        ahead = self._ahead is None and not self._marked.pending()
         if ahead:
             try:
                 self._ahead = self.locker.claim_ahead(self.queue_table, 1)
@@ -130,9 +126,7 @@ class SocketGuard:
         if done and ahead and self._mark_ahead:
             marked = self._mark(self._take_ahead() or ())
             if marked:
-                self._next = marked[0]
-                self._next_committed = False
-                self.session.after_commit(self._confirm_next)
+                self._marked.keep(self.session, marked[0])
         return done
 
     def release(self, tarefa: dict) -> None:
