@@ -46,7 +46,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification, admin_lock_key
 from nsj_queue_lib.db.session import DbSession
@@ -126,6 +126,9 @@ class ListenerTurn:
         self.probe_sql: Optional[str] = None  # a SELECT: seconds to the next due task
         self.more_sql: Optional[str] = None  # a SELECT: more than one task is due
         self.pause_sql: Optional[str] = None  # a SELECT of (pausada, motivo): one row
+        # If set, gives (probe_sql, more_sql) afresh before each wait statement (they read
+        # from the session's claim position, which may be due for a read from the start).
+        self.render: Optional[Callable[[], Tuple[str, str]]] = None
         # After a grant on PostgreSQL >= 11: {"due", "more", "paused", "why"} read in the wait
         # statement (None: not read), and the HALTs among the dropped notifications.
         self.grant: Optional[Dict[str, Any]] = None
@@ -159,6 +162,8 @@ class ListenerTurn:
             if left <= 0:
                 return TIMEOUT
             ms = max(1, int(min(TURN_SLICE, left) * 1000))  # 0 would mean "no timeout"
+            if self.render is not None:
+                self.probe_sql, self.more_sql = self.render()
             if not self._wait_slice(ms):
                 self.slices += 1
                 continue

@@ -21,6 +21,7 @@ TAREFA_COLUMNS = (
 )
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+PART = "part_"  # prefix of the named blocks that are pieces of other blocks
 
 # Words that differ between dialects, so that a query whose logic is the same is written
 # once in sql/common: {now} is the current time (columns hold UTC on MySQL), casts a
@@ -58,9 +59,7 @@ def _common_sql(filename: str) -> str:
 
 
 @cache
-def raw_queries(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]:
-    """All named queries of a dialect's file plus those of `sql/common/<filename>`
-    (bodies written once for every dialect, with DIALECT_WORDS), unrendered."""
+def _raw_blocks(dialect: Dialect, filename: str) -> Dict[str, str]:
     text = _common_sql(filename) + "\n" + read_sql(dialect, filename)
     parts = _HEADER.split(text)
     out: Dict[str, str] = {}
@@ -70,6 +69,20 @@ def raw_queries(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, st
             raise ValueError(f"consulta '{name}' definida duas vezes ({dialect.name}/{filename})")
         out[name] = "\n".join(lines).strip()
     return out
+
+
+def raw_queries(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]:
+    """All named queries of a dialect's file plus those of `sql/common/<filename>`
+    (bodies written once for every dialect, with DIALECT_WORDS), unrendered; without
+    the pieces (`raw_parts`)."""
+    return {name: body for name, body in _raw_blocks(dialect, filename).items()
+            if not name.startswith(PART)}
+
+
+def raw_parts(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]:
+    """The blocks named part_*: pieces written into other blocks as {part_...}."""
+    return {name: body for name, body in _raw_blocks(dialect, filename).items()
+            if name.startswith(PART)}
 
 
 # Columns of TAREFA_COLUMNS holding a timestamp (a JSON row carries them as text).
@@ -108,6 +121,8 @@ class Queries:
                  "tarefa_json": _tarefa_json(table),
                  "control_table": dialect.quote_table(control_table_name(queue_table)),
                  **DIALECT_WORDS[dialect.name]}
+        names.update({name: body.format(**names)
+                      for name, body in raw_parts(dialect, filename).items()})
         self._sql = {name: body.format(**names)
                      for name, body in raw_queries(dialect, filename).items()}
 

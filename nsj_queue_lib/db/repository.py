@@ -9,6 +9,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
+from nsj_queue_lib.db.claim_position import ClaimPosition
 from nsj_queue_lib.db.queries import TAREFA_TIMESTAMPS, Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.text import clean, safe_text, to_str
@@ -28,6 +29,17 @@ FALHA = "falha"
 
 _BULK_COLUMNS = ("origem", "destino", "processo", "chave_externa", "payload", "payload_hash",
                  "tenant", "grupo_empresarial", "pub_sub", "prioridade", "data_hora")
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def _sql_timestamp(value: Optional[_dt.datetime]) -> str:
+    """A timestamptz (or NULL) as SQL text built from an integer only."""
+    if value is None:
+        return "NULL"
+    micros = (value - _EPOCH) // _dt.timedelta(microseconds=1)
+    return f"(timestamptz 'epoch' + {int(micros)} * interval '1 microsecond')"
 
 
 def truncate_message(message: str, limit: int = MESSAGE_MAX) -> str:
@@ -88,6 +100,10 @@ class TaskRepository:
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
+        # PostgreSQL: where this session's claims and idle probes start reading
+        # (db/claim_position.py); MySQL's claim is another module's.
+        self.position: Optional[ClaimPosition] = (
+            ClaimPosition() if session.dialect.name == "postgres" else None)
 
     # -- producer ---------------------------------------------------------
     def task_insert(self, **row: Any) -> int:
@@ -158,8 +174,12 @@ class TaskRepository:
         params = {"lock_ns": lock_ns, "unlock": unlock,
                   "turn_ns": turn[0] if turn else None, "turn_id": turn[1] if turn else None,
                   "hand_id": turn[2] if turn else None}
-        rows = self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)
-        return [_normalize(r) for r in rows]
+        assert self.position is not None
+        params.update(self.position.claim_params())
+        rows = [_normalize(r) for r in
+                self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)]
+        self.position.note(rows)
+        return rows
 
     def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:
         """Batch mode: claim up to `limit` due tasks inside the caller's transaction, in
@@ -176,8 +196,10 @@ class TaskRepository:
                     row["status"] = "processando"
         else:
             sql = self.q["task_claim_batch_compat"] if self.legacy else self.q["task_claim_batch"]
+            assert self.position is not None
             rows = [_normalize(r) for r in self.session.fetch_all(
-                sql, {"limit": limit, "lock_ns": lock_ns})]
+                sql, {"limit": limit, "lock_ns": lock_ns, **self.position.claim_params()})]
+            self.position.note(rows)
         rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
         return rows
 
@@ -270,8 +292,31 @@ class TaskRepository:
 
     # -- wake-ups and maintenance ----------------------------------------
     def task_seconds_to_next_due(self) -> Optional[float]:
-        value = self.session.fetch_value(self.q["task_seconds_to_next_due"])
+        """Seconds until the next waiting task is due (<= 0: due now; None: none waits).
+        PostgreSQL: from this session's claim position when one applies (see
+        `idle_wait_cap`)."""
+        if self.position is None:
+            value = self.session.fetch_value(self.q["task_seconds_to_next_due"])
+        else:
+            value = self.session.fetch_value(self.q["task_seconds_to_next_due_from"],
+                                             {"due_from": self.position.probe_from()})
         return None if value is None else float(value)
+
+    def idle_probe_sql(self) -> Tuple[str, str]:
+        """PostgreSQL: (seconds to the next due task, more than one task due) as SQL with
+        no parameter, from this session's claim position when one applies, for a statement
+        that cannot bind values (the listener turn's DO block): the position is written
+        as an integer number of microseconds."""
+        assert self.position is not None
+        since = _sql_timestamp(self.position.probe_from())
+        return (self.q["task_seconds_to_next_due_from"].replace("%(due_from)s", since),
+                self.q["task_due_beyond_one"].replace("%(due_from)s", since))
+
+    def idle_wait_cap(self) -> Optional[float]:
+        """The longest an idle wait may last after the last probe (None: no limit): a
+        probe from the claim position does not see a task due before it, so the worker
+        claims from the index start by then (db/claim_position.py)."""
+        return None if self.position is None else self.position.wait_cap()
 
     def task_has_due(self) -> bool:
         return bool(self.session.fetch_value(self.q["task_has_due"]))

@@ -48,6 +48,14 @@ def _settle(guard: Optional[TaskGuard]) -> None:
     if settle is not None:
         settle()
 
+def _capped(timeout: float, repo: TaskRepository) -> float:
+    """An idle wait after a probe from the claim position ends when a claim from the index
+    start is due (PostgreSQL, db/claim_position.py), so that a task due before the
+    position waits no longer than that."""
+    cap = repo.idle_wait_cap()
+    return timeout if cap is None else min(timeout, cap)
+
+
 WAIT_SLICE = 0.5  # seconds; bounds how long a stop request waits for an idle worker
 # Due rows exist but none could be claimed (another worker holds them right now):
 # retry soon, backing off up to BUSY_MAX while that lasts.
@@ -234,6 +242,7 @@ class Consumer:
             busy = BUSY_FIRST
             if next_due is not None:
                 timeout = min(timeout, next_due)
+            timeout = _capped(timeout, repo)
         remaining = timeout
         while remaining > 0 and not self.stop.is_set():
             step = min(WAIT_SLICE, remaining)
@@ -258,8 +267,7 @@ class Consumer:
         was due at the probe with more due behind it, or when that is unknown (a backlog:
         the caller keeps claiming directly).
         """
-        turn.probe_sql = repo.q["task_seconds_to_next_due"]
-        turn.more_sql = repo.q["task_due_beyond_one"]
+        turn.render = repo.idle_probe_sql
         turn.pause_sql = gate.flag_sql if gate.control_seen else None
         got = turn.acquire(self.stop, self.settings.queue_wait_notify_interval)
         if got != HELD:
@@ -306,6 +314,7 @@ class Consumer:
                     busy = BUSY_FIRST
                     if next_due is not None:
                         timeout = min(timeout, next_due)
+                    timeout = _capped(timeout, repo)
                 self._wait_notes(notifier, timeout)
                 if self.stop.is_set() or gate.is_paused():
                     return None, False, busy

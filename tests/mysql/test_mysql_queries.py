@@ -19,7 +19,10 @@ POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_clai
                  "task_claim_locked_compat", "task_claim_batch_compat",
                  "task_promote_scheduled_compat", "subscriber_fanout_compat", "compat_evidence",
                  # the listener turn's granting statement (coordination/listener_turn.py)
-                 "task_due_beyond_one"}
+                 "task_due_beyond_one",
+                 # the claim and the idle probe from the session's claim position
+                 # (db/claim_position.py)
+                 "task_seconds_to_next_due_from"}
 MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_list_processing",
               "task_finish_release", "task_finish_release_mark", "task_mark_processing_batch",
               "task_unclaim"}

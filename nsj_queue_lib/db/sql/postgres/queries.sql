@@ -43,6 +43,80 @@ SELECT {tarefa_cols}
    AND t.grupo_empresarial IS NOT DISTINCT FROM %(grupo_empresarial)s
  ORDER BY t.id
 
+-- name: part_claim_pick
+-- The due tasks a claim takes ({part_claim_pick} in the claims below), in claim order
+-- (priority, then age, then id), read from a remembered position instead of the start of
+-- ix_claim.  Why: every claim is a non-HOT update, so each task claimed leaves an entry
+-- of its old 'pendente' version in ix_claim.  While a long transaction holds back the
+-- xmin horizon those versions are not dead to all, so no scan can mark their entries
+-- killed, and a scan from the index start visits the heap for every task processed since
+-- that transaction began: the cost of a claim grew with the pin's length (#13).
+-- %(pos_prio)s / %(pos_from)s: the priority of the last task this session claimed and its
+-- data_hora minus a slack (db/claim_position.py: tasks commit some time after their
+-- data_hora, the producer transaction's now()).  Three branches, each an ix_claim range
+-- with its own LIMIT and row locks; Append runs them in order and the outer LIMIT stops
+-- it, so a later branch is not read once the earlier ones gave enough rows (FOR UPDATE
+-- rules out a parallel plan):
+--   a: higher priorities, from the index start (usually empty);
+--   b: the same priority from %(pos_from)s on: it steps only over the entries of the
+--      last seconds, not over every task processed since the pin began;
+--   d: lower priorities, from their start.
+-- A task of the same priority due before %(pos_from)s (committed late, put back to
+-- 'pendente' by the rescue or a graceful stop, inserted with an old data_hora) is not
+-- seen here: the session claims from the index start (pos_prio = 2147483647, pos_from
+-- NULL: branches b and d then read the whole index) on its first claim and at least every
+-- FULL_SCAN_EVERY seconds (db/claim_position.py), which bounds that wait.
+SELECT p.id
+  FROM (SELECT a.id FROM (SELECT c.id FROM {table} c
+                          WHERE c.status IN ('pendente', 'agendada')
+                            AND c.data_hora <= now() AND c.prioridade > %(pos_prio)s::int4
+                          ORDER BY c.prioridade DESC, c.data_hora, c.id
+                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) a
+        UNION ALL
+        SELECT b.id FROM (SELECT c.id FROM {table} c
+                          WHERE c.status IN ('pendente', 'agendada')
+                            AND c.data_hora <= now() AND c.prioridade = %(pos_prio)s::int4
+                            AND c.data_hora >= coalesce(%(pos_from)s::timestamptz, '-infinity')
+                          ORDER BY c.prioridade DESC, c.data_hora, c.id
+                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) b
+        UNION ALL
+        SELECT d.id FROM (SELECT c.id FROM {table} c
+                          WHERE c.status IN ('pendente', 'agendada')
+                            AND c.data_hora <= now() AND c.prioridade < %(pos_prio)s::int4
+                          ORDER BY c.prioridade DESC, c.data_hora, c.id
+                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d) p
+ LIMIT %(limit)s
+
+-- name: part_claim_pick_compat
+-- part_claim_pick beside 1.2.2 workers: 'agendada' rows only while holding 1.2.2's notify
+-- key 3 shared (see task_claim_locked_compat).
+SELECT p.id
+  FROM (SELECT a.id FROM (SELECT c.id FROM {table} c
+                          WHERE (c.status = 'pendente'
+                                 OR (c.status = 'agendada'
+                                     AND (SELECT pg_try_advisory_xact_lock_shared(3))))
+                            AND c.data_hora <= now() AND c.prioridade > %(pos_prio)s::int4
+                          ORDER BY c.prioridade DESC, c.data_hora, c.id
+                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) a
+        UNION ALL
+        SELECT b.id FROM (SELECT c.id FROM {table} c
+                          WHERE (c.status = 'pendente'
+                                 OR (c.status = 'agendada'
+                                     AND (SELECT pg_try_advisory_xact_lock_shared(3))))
+                            AND c.data_hora <= now() AND c.prioridade = %(pos_prio)s::int4
+                            AND c.data_hora >= coalesce(%(pos_from)s::timestamptz, '-infinity')
+                          ORDER BY c.prioridade DESC, c.data_hora, c.id
+                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) b
+        UNION ALL
+        SELECT d.id FROM (SELECT c.id FROM {table} c
+                          WHERE (c.status = 'pendente'
+                                 OR (c.status = 'agendada'
+                                     AND (SELECT pg_try_advisory_xact_lock_shared(3))))
+                            AND c.data_hora <= now() AND c.prioridade < %(pos_prio)s::int4
+                          ORDER BY c.prioridade DESC, c.data_hora, c.id
+                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d) p
+ LIMIT %(limit)s
+
 -- name: task_claim_locked
 -- Claims up to `limit` due tasks and takes their advisory locks in one statement
 -- (autocommit), so 'processando' is visible while it runs and the lock lives on the
@@ -65,13 +139,7 @@ SELECT {tarefa_cols}
 -- would otherwise see the task still 'pendente' and claim in vain).
 UPDATE {table} t
    SET status = 'processando'
- WHERE t.id = ANY(ARRAY(SELECT c.id
-                           FROM {table} c
-                          WHERE c.status IN ('pendente', 'agendada')
-                            AND c.data_hora <= now()
-                          ORDER BY c.prioridade DESC, c.data_hora, c.id
-                          LIMIT %(limit)s
-                            FOR UPDATE SKIP LOCKED))
+ WHERE t.id = ANY(ARRAY({part_claim_pick}))
    AND pg_try_advisory_lock(%(lock_ns)s,
          ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
                                      THEN 4294967296 ELSE 0 END)::int4)
@@ -91,13 +159,7 @@ RETURNING {tarefa_cols},
 -- A crash rolls the whole batch back: every task is 'pendente' again, nothing half-done.
 UPDATE {table} t
    SET status = 'processando'
- WHERE t.id IN (SELECT c.id
-                  FROM {table} c
-                 WHERE c.status IN ('pendente', 'agendada')
-                   AND c.data_hora <= now()
-                 ORDER BY c.prioridade DESC, c.data_hora, c.id
-                 LIMIT %(limit)s
-                   FOR UPDATE SKIP LOCKED)
+ WHERE t.id IN ({part_claim_pick})
    AND pg_try_advisory_xact_lock(%(lock_ns)s,
          ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
                                      THEN 4294967296 ELSE 0 END)::int4)
@@ -113,15 +175,7 @@ RETURNING {tarefa_cols}
 -- the one-time filter as in task_claim_locked.
 UPDATE {table} t
    SET status = 'processando'
- WHERE t.id = ANY(ARRAY(SELECT c.id
-                          FROM {table} c
-                         WHERE (c.status = 'pendente'
-                                OR (c.status = 'agendada'
-                                    AND (SELECT pg_try_advisory_xact_lock_shared(3))))
-                           AND c.data_hora <= now()
-                         ORDER BY c.prioridade DESC, c.data_hora, c.id
-                         LIMIT %(limit)s
-                           FOR UPDATE SKIP LOCKED))
+ WHERE t.id = ANY(ARRAY({part_claim_pick_compat}))
    AND CASE WHEN pg_try_advisory_lock(t.id)
             THEN CASE WHEN pg_try_advisory_lock(%(lock_ns)s,
                              ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
@@ -142,15 +196,7 @@ RETURNING {tarefa_cols},
 -- until the batch commits) and key 3 shared for 'agendada' rows (see above).
 UPDATE {table} t
    SET status = 'processando'
- WHERE t.id IN (SELECT c.id
-                  FROM {table} c
-                 WHERE (c.status = 'pendente'
-                        OR (c.status = 'agendada'
-                            AND (SELECT pg_try_advisory_xact_lock_shared(3))))
-                   AND c.data_hora <= now()
-                 ORDER BY c.prioridade DESC, c.data_hora, c.id
-                 LIMIT %(limit)s
-                   FOR UPDATE SKIP LOCKED)
+ WHERE t.id IN ({part_claim_pick_compat})
    AND CASE WHEN pg_try_advisory_xact_lock(t.id)
             THEN pg_try_advisory_xact_lock(%(lock_ns)s,
                    ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
@@ -193,12 +239,39 @@ UPDATE {table}
  WHERE id = %(id)s AND status = 'processando'
 
 -- name: task_due_beyond_one
--- Whether more than one task is due (at most two index entries read): the listener turn's
--- granted worker, finding tasks due, claims one and goes on claiming directly only when
--- there is a backlog; else it queues for the turn again after the task.
-SELECT count(*) > 1 FROM (SELECT 1 FROM {table}
-                           WHERE status IN ('pendente', 'agendada') AND data_hora <= now()
-                           LIMIT 2) AS d
+-- Whether more than one task is due (at most two live index entries read): the listener
+-- turn's granted worker, finding tasks due, claims one and goes on claiming directly only
+-- when there is a backlog; else it queues for the turn again after the task.
+-- %(due_from)s (NULL: from the start): the session's claim position, as in
+-- task_seconds_to_next_due_from.  One ix_due range per status.
+SELECT count(*) > 1
+  FROM (SELECT 1 FROM (SELECT 1 FROM {table}
+                        WHERE status = 'pendente' AND data_hora <= now()
+                          AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity')
+                        LIMIT 2) AS p
+        UNION ALL
+        SELECT 1 FROM (SELECT 1 FROM {table}
+                        WHERE status = 'agendada' AND data_hora <= now()
+                          AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity')
+                        LIMIT 2) AS a
+        LIMIT 2) AS d
+
+-- name: task_seconds_to_next_due_from
+-- task_seconds_to_next_due from the session's claim position (%(due_from)s: its data_hora
+-- minus the slack; NULL: from the start), for the idle probes of PostgreSQL (the listener
+-- turn's granting statement among them).  Under a pinned xmin, min() from the start of
+-- ix_due steps over an entry of every task processed since the pin began (see
+-- part_claim_pick); from the position it steps over those of the last seconds.  A task due
+-- before the position is not seen: the probe is from the start at least every
+-- FULL_SCAN_EVERY seconds, and the worker waits no longer than that after a positioned
+-- probe (db/claim_position.py).
+SELECT extract(epoch FROM (least(
+         (SELECT min(data_hora) FROM {table}
+           WHERE status = 'pendente'
+             AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity')),
+         (SELECT min(data_hora) FROM {table}
+           WHERE status = 'agendada'
+             AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity'))) - now()))
 
 -- name: task_seconds_to_next_due
 -- One index range per status (the earliest of each), whatever the backlog.

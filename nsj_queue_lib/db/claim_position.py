@@ -1,0 +1,92 @@
+"""Where a PostgreSQL session's claims and idle probes start reading the queue's indexes.
+
+A claim from the start of ix_claim steps over an index entry of every task processed
+since the oldest running transaction began (the entries of their old 'pendente'
+versions cannot be marked killed while that transaction may still see them): one long
+transaction elsewhere in the database makes every claim cost O(tasks since it began).
+So a session remembers the key (prioridade, data_hora, id) of the last task it claimed
+and reads from there, minus SLACK seconds of data_hora (see part_claim_pick in
+sql/postgres/queries.sql for the SQL side).
+
+What lies before that position in the same priority (a task committed more than SLACK
+seconds after its producer transaction began, a task put back to 'pendente' by the
+rescue or a graceful stop, a task inserted with an old data_hora) is found by a read
+from the index start, done on the session's first claim and then at least every
+FULL_SCAN_EVERY seconds: such a task waits at most that long while there is work ahead
+of it.  After a probe from the position that found nothing due, the worker's idle wait
+ends by then too (`wait_cap`), so the bound also holds on a quiet queue.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from typing import Callable, Iterable, Optional, Tuple
+
+# Seconds of data_hora read before the position: a task commits some time after its
+# data_hora (its producer transaction's now()); one committed later than this behind the
+# position waits for the next read from the start.
+SLACK = 2.0
+# Seconds: the longest a session goes without a claim (or idle probe) from the index start.
+FULL_SCAN_EVERY = 2.0
+# pos_prio of a read from the start: branches b and d of part_claim_pick cover every row.
+FROM_START_PRIO = 2147483647
+
+Key = Tuple[int, _dt.datetime, int]
+
+
+class ClaimPosition:
+    """The claim position of one session (not thread-safe: one per session)."""
+
+    def __init__(self, full_every: float = FULL_SCAN_EVERY, slack: float = SLACK,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.full_every = full_every
+        self.slack = _dt.timedelta(seconds=slack)
+        self.clock = clock
+        self.key: Optional[Key] = None  # the last task claimed (same priority: the latest)
+        self._full_at: Optional[float] = None  # clock() of the last claim from the start
+        self.probe_positioned = False  # the last probe rendered read from the position
+
+    def full_due(self) -> bool:
+        """The next claim or probe reads from the index start."""
+        return (self.key is None or self._full_at is None
+                or self.clock() - self._full_at >= self.full_every)
+
+    def full_in(self) -> float:
+        """Seconds until a read from the start is due (0: now)."""
+        if self.full_due():
+            return 0.0
+        assert self._full_at is not None
+        return max(0.0, self._full_at + self.full_every - self.clock())
+
+    def claim_params(self) -> dict:
+        """pos_prio / pos_from of the next claim (a claim from the start when due)."""
+        if self.full_due():
+            self._full_at = self.clock()
+            return {"pos_prio": FROM_START_PRIO, "pos_from": None}
+        assert self.key is not None
+        return {"pos_prio": self.key[0], "pos_from": self.key[1] - self.slack}
+
+    def probe_from(self) -> Optional[_dt.datetime]:
+        """due_from of the next idle probe (None: from the start)."""
+        self.probe_positioned = not self.full_due()
+        if not self.probe_positioned:
+            return None
+        assert self.key is not None
+        return self.key[1] - self.slack
+
+    def wait_cap(self) -> Optional[float]:
+        """After the last probe: the longest the idle wait may last (None: no limit),
+        so that a task due before the position is seen within FULL_SCAN_EVERY."""
+        return self.full_in() if self.probe_positioned else None
+
+    def note(self, rows: Iterable[dict]) -> None:
+        """Move the position to the claimed rows (the last in claim order).  Within the
+        same priority it never goes back (a task found behind it is a straggler)."""
+        keys = [(int(r["prioridade"]), r["data_hora"], int(r["id"])) for r in rows]
+        if not keys:
+            return
+        new = max(keys, key=lambda k: (-k[0], k[1], k[2]))
+        if self.key is not None and self.key[0] == new[0] and self.key[1:] > new[1:]:
+            return
+        self.key = new

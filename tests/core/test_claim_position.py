@@ -1,0 +1,202 @@
+"""The claim and idle probes from the session's claim position (PostgreSQL, #13 item 4).
+
+Real sessions of the library's repository on the test PostgreSQL; the pin is a second
+connection holding a REPEATABLE READ snapshot with an xid, as in the chaos scenario.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import closing
+
+import pytest
+
+from nsj_queue_lib.coordination.base import task_lock_key
+from nsj_queue_lib.db.claim_position import FULL_SCAN_EVERY, SLACK
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from tests.fixtures.waiting import eventually
+
+NEVER = 3600.0  # full_every that keeps every claim of a test positioned
+DEAD = 20_000  # tasks processed under the pin before the measured claims
+
+
+@pytest.fixture(params=[False, True], ids=["plain", "compat"])
+def repo(request, queue):
+    session = DbSession.open(queue.settings())
+    try:
+        yield TaskRepository(session, queue.table, queue.sub_table, legacy=request.param)
+    finally:
+        session.close()
+
+
+def _lock_ns(queue) -> int:
+    return task_lock_key(queue.table, 0)[0]
+
+
+def _insert(queue, n: int = 1, *, prioridade: int = 50, ago: str = "0 s") -> list:
+    """n tasks committed now, with data_hora `ago` in the past (one statement)."""
+    rows = queue.sql(
+        f"INSERT INTO {queue.table} (processo, payload, prioridade, data_hora) "
+        "SELECT 'p', '{}', %s, now() - %s::interval + g * interval '1 microsecond' "
+        "FROM generate_series(1, %s) g RETURNING id", (prioridade, ago, n))
+    return [r["id"] for r in rows]
+
+
+def _claim(repo, queue) -> int:
+    [row] = repo.task_claim_locked(_lock_ns(queue))
+    return row["id"]
+
+
+def test_a_straggler_behind_the_position_is_claimed_within_the_bound(repo, queue):
+    backlog = _insert(queue, 50)
+    assert _claim(repo, queue) == backlog[0]  # the first claim reads from the start
+    # Committed after the position, with a data_hora older than the slack.
+    [straggler] = _insert(queue, ago="1 hour")
+    repo.position.full_every = NEVER
+    assert _claim(repo, queue) == backlog[1]  # from the position: not seen yet
+    repo.position.full_every = FULL_SCAN_EVERY
+    eventually(repo.position.full_due, timeout=FULL_SCAN_EVERY + 5,
+               message="a claim from the start is due")
+    assert _claim(repo, queue) == straggler  # while 48 tasks ahead of it still wait
+    assert queue.count("status = 'pendente'") == 48
+    assert queue.row(straggler)["status"] == "processando"
+
+
+def test_a_late_commit_within_the_slack_is_claimed_from_the_position(repo, queue):
+    backlog = _insert(queue, 10)
+    assert _claim(repo, queue) == backlog[0]
+    repo.position.full_every = NEVER
+    [late] = _insert(queue, ago=f"{SLACK / 2} s")  # older than the position, within slack
+    assert _claim(repo, queue) == late
+
+
+def test_higher_priority_first_lower_after_from_the_position(repo, queue):
+    backlog = _insert(queue, 3)
+    assert _claim(repo, queue) == backlog[0]
+    repo.position.full_every = NEVER
+    [low] = _insert(queue, prioridade=10, ago="1 hour")
+    [high] = _insert(queue, prioridade=90)
+    [older_high] = _insert(queue, prioridade=70, ago="1 hour")
+    order = [_claim(repo, queue) for _ in range(5)]
+    assert order == [high, older_high, backlog[1], backlog[2], low]
+    assert repo.task_claim_locked(_lock_ns(queue)) == []
+
+
+def test_batch_claim_from_the_position_keeps_the_claim_order(repo, queue):
+    first = _insert(queue, 2)
+    session = repo.session
+    session.begin()
+    assert [r["id"] for r in repo.task_claim_batch(1, _lock_ns(queue))] == first[:1]
+    session.commit()
+    repo.position.full_every = NEVER
+    [straggler] = _insert(queue, ago="1 hour")
+    [low] = _insert(queue, prioridade=10)
+    [high] = _insert(queue, prioridade=90, ago="1 hour")
+    session.begin()
+    claimed = [r["id"] for r in repo.task_claim_batch(10, _lock_ns(queue))]
+    session.commit()
+    assert claimed == [high, first[1], low]  # the straggler waits for a read from the start
+    repo.position.full_every = 0.0
+    session.begin()
+    assert [r["id"] for r in repo.task_claim_batch(10, _lock_ns(queue))] == [straggler]
+    session.commit()
+
+
+def test_idle_probe_from_the_position_and_its_wait_cap(repo, queue):
+    [task] = _insert(queue)
+    assert repo.task_seconds_to_next_due() <= 0  # no position yet: from the start
+    assert repo.idle_wait_cap() is None
+    assert _claim(repo, queue) == task
+    repo.position.full_every = NEVER
+    _insert(queue, ago="1 hour")  # a straggler
+    assert repo.task_seconds_to_next_due() is None  # it is behind the position
+    assert 0 < repo.idle_wait_cap() <= NEVER  # so the idle wait ends by the next full read
+    probe, more = repo.idle_probe_sql()
+    assert "%" not in probe + more
+    assert queue.value(probe) is None and queue.value(more) is False
+    _insert(queue, 2, prioridade=10)  # due, ahead of the position (another priority)
+    assert repo.task_seconds_to_next_due() <= 0
+    probe, more = repo.idle_probe_sql()
+    assert queue.value(probe) <= 0 and queue.value(more) is True
+    repo.position.full_every = 0.0
+    assert repo.task_seconds_to_next_due() < -3000  # from the start: the straggler
+    assert repo.idle_wait_cap() is None
+    assert queue.value(repo.idle_probe_sql()[0]) < -3000
+
+
+# -- under a pinned xmin ----------------------------------------------------------------
+def _positional(sql: str, params: dict):
+    order: list = []
+
+    def sub(match):
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", sub, sql), [params[k] for k in order]
+
+
+def _explain_generic(queue, sql: str, params: dict) -> dict:
+    """EXPLAIN (ANALYZE, BUFFERS) of `sql` prepared with the generic plan (the plan a
+    prepared claim settles on), run on a connection of its own (closed after)."""
+    text, values = _positional(sql, params)
+    with closing(queue.server.connect()) as conn, conn.cursor() as cur:
+        cur.execute("SET plan_cache_mode = force_generic_plan")
+        cur.execute(f"PREPARE q AS {text}")
+        marks = f"({', '.join(['%s'] * len(values))})" if values else ""
+        cur.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE q{marks}", values)
+        plan = cur.fetchone()[0]
+    return plan[0]["Plan"]
+
+
+def _buffers(plan: dict) -> int:
+    return plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0)
+
+
+def _nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def test_under_a_pin_the_positioned_claim_and_probes_read_a_bounded_number_of_buffers(
+        repo, queue, pg_server):
+    with closing(pg_server.connect(autocommit=False)) as pin, pin.cursor() as cur:
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        cur.execute("SELECT txid_current()")
+        # DEAD tasks run to the end while the pin holds: the index entries of their
+        # 'pendente' versions cannot be killed.
+        _insert(queue, DEAD, ago="1 hour")
+        queue.sql(f"UPDATE {queue.table} SET status = 'processando'")
+        queue.sql(f"UPDATE {queue.table} SET status = 'sucesso'")
+        live = _insert(queue, 5)
+        assert _claim(repo, queue) == live[0]  # first claim: from the start
+        lock = {"lock_ns": _lock_ns(queue), "unlock": None, "turn_ns": None,
+                "turn_id": None, "hand_id": None}
+        name = "task_claim_locked_compat" if repo.legacy else "task_claim_locked"
+        sql = repo.q[name].replace("%(limit)s", "1")
+        repo.position.full_every = NEVER
+        positioned = _explain_generic(queue, sql, {**lock, **repo.position.claim_params()})
+        repo.position.full_every = 0.0
+        from_start = _explain_generic(queue, sql, {**lock, **repo.position.claim_params()})
+        # Both claimed a task (the next two of the five).
+        assert queue.count("status = 'processando'") == 3
+        assert _buffers(from_start) >= DEAD // 50, from_start  # O(N): ~600 with 20,000
+        assert _buffers(positioned) <= 60, positioned
+        # In the generic plan the branch from the position is an ordered range of ix_claim.
+        # (The planner may read the other two branches with a bitmap and a sort while its
+        # statistics show few waiting rows; ANALYZE re-plans them as the backlog grows.)
+        [scan] = [n for n in _nodes(positioned) if "data_hora >=" in n.get("Index Cond", "")]
+        assert scan["Node Type"] == "Index Scan"
+        assert scan["Index Name"] == f"ix_{queue.fila}_claim"
+        # The idle probes: from the position bounded, from the start O(N).
+        repo.position.full_every = NEVER
+        probes = repo.idle_probe_sql()
+        repo.position.full_every = 0.0
+        full_probes = repo.idle_probe_sql()
+        for near, far in zip(probes, full_probes):
+            assert _buffers(_explain_generic(queue, near, {})) <= 30
+            assert _buffers(_explain_generic(queue, far, {})) >= DEAD // 50
+        pin.rollback()
+    assert queue.count("status = 'sucesso'") == DEAD
