@@ -157,11 +157,16 @@ class MarkedAhead:
     transaction (claim-ahead).  It may be used only if that very transaction commits:
     `DbSession.after_commit` confirms it, a rollback leaves it unconfirmed (the row is
     waiting again and only its lock is left to release), whatever the session commits
-    afterwards."""
+    afterwards.
 
-    def __init__(self) -> None:
+    With `chain` (MySQL and MariaDB; not SingleStore, which ignores AND CHAIN), that
+    COMMIT also opens the transaction the marked task will run in
+    (`DbSession.chain_commit`): one BEGIN less per task."""
+
+    def __init__(self, chain: bool = False) -> None:
         self._task: Optional[dict] = None
         self._committed = False
+        self._chain = chain
 
     def pending(self) -> bool:
         return self._task is not None
@@ -169,6 +174,8 @@ class MarkedAhead:
     def keep(self, session: DbSession, tarefa: dict) -> None:
         self._task, self._committed = tarefa, False
         session.after_commit(self._confirm)
+        if self._chain:
+            session.chain_commit()
 
     def _confirm(self) -> None:
         self._committed = True

@@ -119,7 +119,9 @@ class MysqlGuard:
         ns = task_lock_key(queue_table, 0)[0]
         self.task_prefix = f"{prefix}{ns}:"  # + task id (int32), as in lock_name()
         self._released: Set[int] = set()
-        self._marked = MarkedAhead()  # claimed ahead with the last success, not run yet
+        # Claimed ahead with the last success, not run yet; its COMMIT opens the next
+        # task's transaction (AND CHAIN: native mode never runs on SingleStore).
+        self._marked = MarkedAhead(chain=True)
 
     def _name(self, task_id: int) -> str:
         return lock_name(self.locker.prefix, task_lock_key(self.queue_table, task_id))

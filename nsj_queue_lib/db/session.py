@@ -1,7 +1,9 @@
 """The object that owns a database connection and its transactions.
 
 Connections are opened in autocommit mode; a transaction is an explicit
-BEGIN ... COMMIT issued by `transaction()`.  Driver errors that mean the
+BEGIN ... COMMIT issued by `transaction()`.  On MySQL a caller that knows the next
+transaction follows at once can have a COMMIT start it (COMMIT AND CHAIN), which
+saves the next BEGIN's round trip (`chain_commit`).  Driver errors that mean the
 connection is gone are translated to DatabaseUnavailable, whatever the driver.
 """
 
@@ -193,6 +195,8 @@ class DbSession:
         self.commits = 0  # COMMITs that succeeded on this session
         self._after_commit: List[Callable[[], None]] = []  # of the open transaction
         self._prepared: Dict[str, List[str]] = {}
+        self._chain_next = False  # the open transaction's COMMIT is to be AND CHAIN
+        self._chained = False  # a transaction started by COMMIT AND CHAIN, not yet begun
 
     @classmethod
     def open(cls, settings: Settings, **kwargs: Any) -> DbSession:
@@ -200,6 +204,8 @@ class DbSession:
 
     # -- statements -------------------------------------------------------
     def _run(self, sql: str, params: Params, fetch: str) -> Any:
+        if self._chained and not self.in_transaction:
+            self._end_chained()
         try:
             with contextlib.closing(self.conn.cursor()) as cur:
                 cur.execute(sql, params)
@@ -269,8 +275,27 @@ class DbSession:
     # -- transactions -----------------------------------------------------
     def begin(self) -> None:
         self._after_commit.clear()
-        self.execute("BEGIN")
+        self._chain_next = False
+        if self._chained:
+            self._chained = False  # already open, started by the last COMMIT AND CHAIN
+        else:
+            self.execute("BEGIN")
         self.in_transaction = True
+
+    def chain_commit(self) -> None:
+        """Have the open transaction's COMMIT start the next one at once (MySQL: COMMIT
+        AND CHAIN), so the next `begin()` sends nothing.  For a caller that knows the
+        session's next transaction follows right away (the task claimed ahead): should
+        any other statement come first, the chained transaction, still empty, is
+        committed before it, so such statements run in autocommit as always.  Ignored
+        on PostgreSQL, outside a transaction, and after a rollback."""
+        if self.in_transaction and self.dialect.name == "mysql":
+            self._chain_next = True
+
+    def _end_chained(self) -> None:
+        """Close the (empty) transaction a COMMIT AND CHAIN opened; no `begin()` took it."""
+        self._chained = False
+        self._run("COMMIT", None, "none")
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the open transaction's COMMIT succeeds; a rollback (or
@@ -279,8 +304,10 @@ class DbSession:
         self._after_commit.append(callback)
 
     def commit(self) -> None:
-        self.execute("COMMIT")
+        chain, self._chain_next = self._chain_next, False
+        self.execute("COMMIT AND CHAIN" if chain else "COMMIT")
         self.in_transaction = False
+        self._chained = chain
         self.commits += 1
         callbacks, self._after_commit = self._after_commit, []
         for callback in callbacks:
@@ -290,6 +317,7 @@ class DbSession:
         """Roll back; a lost connection is not an error here (the server rolled back)."""
         self.in_transaction = False
         self._after_commit.clear()
+        self._chain_next = self._chained = False
         try:
             self.execute("ROLLBACK")
         except DatabaseUnavailable:

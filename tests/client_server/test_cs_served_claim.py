@@ -13,9 +13,12 @@ from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.runner import TaskRunner
 from nsj_queue_lib.server.core import Server
 from nsj_queue_lib.server.server_main import DatabaseDueCheck
+from tests.fixtures.database import statements_per_task
 from tests.fixtures.queue import TOKEN, Queue, effects_by_key
+from tests.fixtures.routers import FunctionRouter, insert_effect
 from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import HOST, RawClient
 
@@ -147,6 +150,34 @@ def test_a_stop_puts_a_task_marked_ahead_back_to_waiting(csq, inproc):
                message="lock da tarefa adiantada liberado")
     [again] = inproc.guard().claim()
     assert again["id"] == second
+
+
+def test_on_mariadb_a_served_task_costs_five_statements_and_no_begin(mariadb_csq):
+    # With a backlog: the row fence, the task's INSERT (user code), the served next row
+    # read and locked, one UPDATE (this success + the next mark) and COMMIT AND CHAIN,
+    # which opens the next task's transaction (no BEGIN).  Counted by the server.
+    q = mariadb_csq
+    ids = [q.insert({"n": n}) for n in range(12)]
+    srv = InProcessServer(q)
+    try:
+        guard = srv.guard()
+        session = guard.repo.session
+        runner = TaskRunner(srv.settings, guard.repo, guard,
+                            FunctionRouter(insert_effect(q.qeffects)))
+
+        def run_task() -> None:
+            [tarefa] = guard.claim()
+            assert runner.run(tarefa) is True
+
+        run_task()  # the first task is claimed alone; it marks the second ahead
+        cost = statements_per_task(session, run_task)
+        assert cost == {"Questions": 5, "Com_begin": 0, "Com_commit": 1}
+        assert [r["status"] for r in q.rows()] == ["sucesso"] * 11 + ["processando"]
+        assert sorted(e["tarefa_id"] for e in q.effects()) == ids[:11]
+        assert srv.requests("try_lock") == 0  # every task came from the server's claim
+    finally:
+        srv.close()
+    assert q.row(ids[11])["status"] == "pendente"  # the stop put it back
 
 
 def test_a_served_task_taken_meanwhile_falls_back_without_running_twice(csq, inproc):

@@ -178,3 +178,37 @@ def test_success_message_the_column_cannot_store_keeps_the_work_and_the_next_cla
         name = lock_name(prefix, nq.task_key(task_id))
         assert nq.value("SELECT IS_USED_LOCK(%s)", (name,)) is None, task_id
     assert worker.proc.poll() is None
+
+
+
+def test_with_a_backlog_a_task_costs_four_statements_and_no_begin(nq):
+    # Claim-ahead with a backlog: the task's INSERT (user code), the claim of the next
+    # task, one UPDATE (this success + the next mark) and COMMIT AND CHAIN, which opens
+    # the next task's transaction (no BEGIN).  Counted by the server for the session.
+    from nsj_queue_lib.coordination.mysql import MysqlBackend
+    from nsj_queue_lib.db.repository import TaskRepository
+    from nsj_queue_lib.runtime.runner import TaskRunner
+    from tests.fixtures.database import statements_per_task
+    from tests.fixtures.routers import FunctionRouter, insert_effect
+
+    settings = nq.settings()
+    ids = [nq.insert({"n": n}) for n in range(12)]
+    session = DbSession.open(settings)
+    repo = TaskRepository(session, settings.queue_table)
+    guard = MysqlBackend(settings).guard(session, repo)
+    runner = TaskRunner(settings, repo, guard, FunctionRouter(insert_effect(nq.qeffects)))
+
+    def run_task() -> None:
+        [tarefa] = guard.claim()  # claimed ahead with the last success: no statement
+        assert runner.run(tarefa) is True
+
+    try:
+        run_task()  # the first task claims the second ahead
+        cost = statements_per_task(session, run_task)
+        assert cost == {"Questions": 4, "Com_begin": 0, "Com_commit": 1}
+        assert [r["status"] for r in nq.rows()] == ["sucesso"] * 11 + ["processando"]
+        assert sorted(e["tarefa_id"] for e in nq.effects()) == ids[:11]
+        guard.close()  # a stop: the task claimed ahead goes back to waiting
+        assert nq.row(ids[11])["status"] == "pendente"
+    finally:
+        session.close()

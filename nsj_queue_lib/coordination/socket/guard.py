@@ -26,9 +26,10 @@ class SocketGuard:
     candidate ids itself and locking one on the server.
 
     The next claim goes ahead with a task's 'sucesso' mark, inside its transaction:
-    its round trip overlaps that UPDATE, and with `mark_ahead` (MySQL, which has no
-    per-transaction asynchronous commit) the served task is also marked
-    'processando' there, so one durable COMMIT serves both.  Such a task is used only
+    its round trip overlaps that UPDATE.  With `mark_ahead` (MySQL, which has no
+    per-transaction asynchronous commit) the served task is instead read, row-locked
+    and marked 'processando' with the success in one UPDATE, so one durable COMMIT
+    serves both (and, with `chain`, opens the served task's transaction).  Such a task is used only
     if that COMMIT happened (else its row is waiting again: unlocked, skipped); on
     `close()` (a stop) a task marked ahead and not run goes back to 'pendente'.
 
@@ -41,7 +42,7 @@ class SocketGuard:
 
     def __init__(self, repo: TaskRepository, locker: SocketLocker, queue_table: str,
                  unlock: Optional[Callable[[LockKey], object]] = None,
-                 mark_ahead: bool = False) -> None:
+                 mark_ahead: bool = False, chain: bool = False) -> None:
         self.repo = repo
         self.session = repo.session
         self.locker = locker
@@ -51,7 +52,9 @@ class SocketGuard:
         self._unlock = unlock or locker.unlock
         self._mark_ahead = mark_ahead
         self._ahead: Optional[Callable[[], Optional[List[int]]]] = None  # claim sent
-        self._marked = MarkedAhead()  # claimed ahead with the last success, not run yet
+        # Claimed ahead with the last success, not run yet; with `chain` (MySQL and
+        # MariaDB) its COMMIT opens the transaction the task will run in.
+        self._marked = MarkedAhead(chain=chain)
 
     def claim(self, limit: int = 1) -> List[dict]:
         marked = self._take_next()
@@ -122,12 +125,31 @@ class SocketGuard:
                 self._ahead = self.locker.claim_ahead(self.queue_table, 1)
             except CoordinationError as exc:
                 logger.debug("Claim adiantado não enviado: %s", exc)
-        done = self.repo.task_finish(tarefa["id"], message)
-        if done and ahead and self._mark_ahead:
-            marked = self._mark(self._take_ahead() or ())
-            if marked:
-                self._marked.keep(self.session, marked[0])
-        return done
+        if ahead and self._mark_ahead:
+            return self._finish_and_mark(tarefa["id"], message, self._take_ahead() or [])
+        return self.repo.task_finish(tarefa["id"], message)
+
+    def _finish_and_mark(self, task_id: int, message: str, served: List[int]) -> bool:
+        """MySQL: the success of `task_id` and the 'processando' mark of the task the
+        server handed out, in two statements (its row read and locked, then one UPDATE)
+        instead of three.  Used only if this transaction commits (`MarkedAhead`)."""
+        if not served:
+            return self.repo.task_finish(task_id, message)
+        for extra in served[1:]:  # (claim_ahead asks for one)
+            self.release({"id": extra})
+        next_id = served[0]
+        try:
+            rows = self.repo.task_lock_waiting([next_id])
+            changed = self.repo.task_finish_mark(task_id, message, [r["id"] for r in rows])
+        except BaseException:
+            self.release({"id": next_id})
+            raise
+        if not rows:  # taken (and maybe finished) since the server read it
+            self.release({"id": next_id})
+            return changed == 1
+        rows[0]["status"] = "processando"
+        self._marked.keep(self.session, rows[0])
+        return changed == 2
 
     def release(self, tarefa: dict) -> None:
         try:
