@@ -234,7 +234,8 @@ class TaskRepository:
         """MySQL native: task_finish_release of `task_id` and task_mark_processing_locked
         of `ids` in one statement; how many rows changed (both together)."""
         params: dict = {"id": task_id, "mensagem": self._message(mensagem),
-                        "lock_name": lock_name, "ids": list(ids), "lock_prefix": lock_prefix}
+                        "lock_name": lock_name, "ids": [task_id, *ids],
+                        "lock_prefix": lock_prefix}
         return self.session.execute(_expand_in(self.q["task_finish_release_mark"], params,
                                                "ids"), params)
 
@@ -248,7 +249,8 @@ class TaskRepository:
     def task_finish_mark(self, task_id: int, mensagem: str, ids: Sequence[int]) -> int:
         """MySQL client/server: task_finish of `task_id` and the 'processando' mark of
         `ids` (locked by task_lock_waiting) in one statement; rows changed (both)."""
-        params: dict = {"id": task_id, "mensagem": self._message(mensagem), "ids": list(ids)}
+        params: dict = {"id": task_id, "mensagem": self._message(mensagem),
+                        "ids": [task_id, *ids]}
         return self.session.execute(_expand_in(self.q["task_finish_mark"], params, "ids"),
                                     params)
 

@@ -127,18 +127,21 @@ UPDATE {table}
 
 -- name: task_finish_release_mark
 -- MySQL native mode, claim-ahead: task_finish_release of task %(id)s and
--- task_mark_processing_locked of the rows %(ids)s (locked by task_claim_skip_locked in
--- this transaction) in one UPDATE, one round trip less per task.  The row count is the
--- sum of both; %(ids)s is expanded by the repository.
+-- task_mark_processing_locked of the other rows of %(ids)s (locked by
+-- task_claim_skip_locked in this transaction) in one UPDATE, one round trip less per task.
+-- %(ids)s (expanded by the repository) holds %(id)s too: the WHERE is one primary-key
+-- list, which the optimiser handles faster than an OR of two conditions.  The row count
+-- is the sum of both.
 UPDATE {table}
    SET status = IF(id = %(id)s, 'sucesso', 'processando'),
        mensagem = IF(id = %(id)s, %(mensagem)s, mensagem)
- WHERE (id = %(id)s AND status = 'processando'
-        AND coalesce(RELEASE_LOCK(%(lock_name)s), 1) = 1)
-    OR (id IN %(ids)s AND status IN ('pendente', 'agendada')
-        AND GET_LOCK(CONCAT(%(lock_prefix)s,
-                            (id & 4294967295)
-                            - IF((id & 4294967295) >= 2147483648, 4294967296, 0)), 0) = 1)
+ WHERE id IN %(ids)s
+   AND IF(id = %(id)s,
+          status = 'processando' AND coalesce(RELEASE_LOCK(%(lock_name)s), 1) = 1,
+          status IN ('pendente', 'agendada')
+          AND GET_LOCK(CONCAT(%(lock_prefix)s,
+                              (id & 4294967295)
+                              - IF((id & 4294967295) >= 2147483648, 4294967296, 0)), 0) = 1)
 
 -- name: task_lock_waiting
 -- Client/server mode on MySQL, inside the finishing task's transaction: the rows of the
@@ -152,14 +155,15 @@ SELECT {tarefa_json}
 
 -- name: task_finish_mark
 -- Client/server mode on MySQL: task_finish of task %(id)s and the 'processando' mark of
--- the rows %(ids)s (locked by task_lock_waiting in this transaction) in one UPDATE, two
--- statements less per task than task_finish + task_mark_processing + task_get.  The row
--- count is the sum of both; %(ids)s is expanded by the repository.
+-- the other rows of %(ids)s (locked by task_lock_waiting in this transaction) in one
+-- UPDATE, two statements less per task than task_finish + task_mark_processing +
+-- task_get.  %(ids)s (expanded by the repository) holds %(id)s too, as in
+-- task_finish_release_mark.  The row count is the sum of both.
 UPDATE {table}
    SET status = IF(id = %(id)s, 'sucesso', 'processando'),
        mensagem = IF(id = %(id)s, %(mensagem)s, mensagem)
- WHERE (id = %(id)s AND status = 'processando')
-    OR (id IN %(ids)s AND status IN ('pendente', 'agendada'))
+ WHERE id IN %(ids)s
+   AND IF(id = %(id)s, status = 'processando', status IN ('pendente', 'agendada'))
 
 -- name: task_claim_candidates
 -- One ordered index range per waiting status (ix_claim), merged; never a sort of the
