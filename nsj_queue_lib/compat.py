@@ -9,7 +9,7 @@ that way that still sees signs of 1.2.2 workers on its queue says so loudly.
 from __future__ import annotations
 
 import logging
-from typing import List
+from typing import Any, List, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.keys import compat_1_2_2
@@ -17,19 +17,25 @@ from nsj_queue_lib.coordination.keys import compat_1_2_2
 logger = logging.getLogger(__name__)
 
 
-def legacy_signs(settings: Settings) -> List[str]:
-    """What suggests that 1.2.2 workers use this queue now (PostgreSQL; [] elsewhere)."""
+def legacy_signs(settings: Settings, session: Optional[Any] = None) -> List[str]:
+    """What suggests that 1.2.2 workers use this queue now (PostgreSQL; [] elsewhere).
+
+    Read on `session` (the worker's own connection) or, without it, on a connection
+    opened for the check."""
     if settings.db_driver != "POSTGRES":
         return []
     from nsj_queue_lib.db.repository import TaskRepository
     from nsj_queue_lib.db.session import DbSession
 
-    session = DbSession.open(settings, application_name="nsj_queue_lib:compat")
+    own = session is None
+    if session is None:
+        session = DbSession.open(settings, application_name="nsj_queue_lib:compat")
     try:
         found = TaskRepository(session, settings.queue_table).compat_evidence(
             settings.queue_name)
     finally:
-        session.close()
+        if own:
+            session.close()
     signs = []
     if found.get("sessoes"):
         signs.append(f"{found['sessoes']} conexão(ões) de outro programa com comandos da "
@@ -41,13 +47,13 @@ def legacy_signs(settings: Settings) -> List[str]:
     return signs
 
 
-def startup_check(settings: Settings) -> None:
+def startup_check(settings: Settings, session: Optional[Any] = None) -> None:
     """Log the compatibility mode; shout when it is off (or impossible: client/server
-    mode) and 1.2.2 workers seem present."""
+    mode) and 1.2.2 workers seem present.  `session`: the worker's own connection."""
     if settings.db_driver != "POSTGRES":
         return
     try:
-        signs = legacy_signs(settings)
+        signs = legacy_signs(settings, session)
     except Exception as exc:  # a diagnostic: never stops the worker
         logger.debug("Verificação de workers 1.2.2 não executada: %s", exc)
         return

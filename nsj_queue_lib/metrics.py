@@ -99,6 +99,37 @@ def render(families: Iterable[Family]) -> str:
 
 
 # -- queue gauges read from the database -------------------------------------------
+class GaugeJob:
+    """The gauges' read as a job of the worker (runtime/maintenance.AdminSlots)."""
+
+    name = "metrics_gauges"
+    on_demand = True
+
+    def __init__(self, gauges: QueueGauges) -> None:
+        self.gauges = gauges
+        self.wanted = True  # read once at start, then when a scrape asked
+
+    def next_delay(self) -> float:
+        if not self.wanted:
+            return float("inf")
+        age = time.monotonic() - self.gauges._read_at
+        return max(0.0, self.gauges.interval - age)
+
+    def run_on(self, session: Any, busy: Any = ()) -> None:
+        self.wanted = False
+        try:
+            value = self.gauges.query_on(session)
+        except Exception as exc:
+            if session.in_transaction:
+                session.rollback()
+            value = self.gauges._failed(exc)
+            with self.gauges._lock:
+                self.gauges._store(value)  # (reported by the gauges; no traceback)
+            return
+        with self.gauges._lock:
+            self.gauges._store(value)
+
+
 class QueueGauges:
     """Depth, due count, oldest due age and dead letters of one queue, cached."""
 
@@ -107,47 +138,75 @@ class QueueGauges:
         self.interval = settings.metrics_db_interval if interval is None else interval
         self._lock = threading.Lock()
         self._session: Any = None
-        self._queries: Any = None
+        self._queries: Dict[str, Any] = {}  # by dialect
+        self._job: Optional[GaugeJob] = None  # set when a worker reads them (worker_job)
         self._value: Dict[str, Any] = {}
         self._read_at = 0.0  # monotonic
         self.reads = 0
 
     def read(self) -> Dict[str, Any]:
         """The gauges, from the database at most every `interval` seconds ("ok": False and
-        "erro" when the read failed; the next call tries again)."""
+        "erro" when the read failed; the next call tries again).
+
+        Fed by a worker (`worker_job()`): the last value the worker read on its own
+        connection; this call only asks for a fresh read at its next chance."""
         with self._lock:
+            if self._job is not None:
+                self._job.wanted = True
+                return self._value or {"ok": False, "erro": "ainda não lidas pelo worker",
+                                       "lido_em": time.time()}
             if self._value and time.monotonic() - self._read_at < self.interval:
                 return self._value
             try:
                 value = self._query()
-                value["ok"] = True
             except Exception as exc:
                 self.close_session()
-                value = {"ok": False, "erro": str(exc).strip().splitlines()[0] if str(exc)
-                         else type(exc).__name__}
-                logger.warning("Métricas: falha ao ler a fila %s: %s",
-                               self.settings.queue_table, value["erro"])
-            value["lido_em"] = time.time()
-            self._value, self._read_at = value, time.monotonic()
-            self.reads += 1
+                value = self._failed(exc)
+            self._store(value)
             return value
 
+    def _failed(self, exc: BaseException) -> Dict[str, Any]:
+        value = {"ok": False, "erro": str(exc).strip().splitlines()[0] if str(exc)
+                 else type(exc).__name__}
+        logger.warning("Métricas: falha ao ler a fila %s: %s",
+                       self.settings.queue_table, value["erro"])
+        return value
+
+    def _store(self, value: Dict[str, Any]) -> None:
+        value.setdefault("ok", True)
+        value["lido_em"] = time.time()
+        self._value, self._read_at = value, time.monotonic()
+        self.reads += 1
+
+    def worker_job(self) -> GaugeJob:
+        """A job for the worker's `AdminSlots`: the gauges are read on the worker's own
+        connection (no connection of the endpoint's own), when scraped, at most every
+        `interval` seconds."""
+        if self._job is None:
+            self._job = GaugeJob(self)
+        return self._job
+
     def _query(self) -> Dict[str, Any]:
-        from nsj_queue_lib.db.queries import Queries
         from nsj_queue_lib.db.session import DbSession
 
         if self._session is None:
             self._session = DbSession.open(self.settings,
                                            application_name="nsj_queue_lib:metrics")
-            self._queries = Queries(self._session.dialect, self.settings.queue_table,
-                                    filename="status.sql")
-        s, q = self._session, self._queries
+        return self.query_on(self._session)
+
+    def query_on(self, s: Any) -> Dict[str, Any]:
+        """Read the gauges on session `s`."""
+        from nsj_queue_lib.admin import QueueAdmin
+        from nsj_queue_lib.db.queries import Queries
+
+        q = self._queries.get(s.dialect.name)
+        if q is None:
+            q = self._queries[s.dialect.name] = Queries(s.dialect, self.settings.queue_table,
+                                                        filename="status.sql")
         depth = {status: 0 for status in ACTIVE_STATUSES}
         for row in s.fetch_all(q["metrics_depth"]):
             depth[row["status"]] = int(row["n"] or 0)
         oldest = s.fetch_one(q["metrics_oldest_due"])
-        from nsj_queue_lib.admin import QueueAdmin
-
         paused = QueueAdmin(s, self.settings.queue_table).is_paused()
         return {
             "paused": paused,
@@ -311,6 +370,7 @@ def worker_endpoint(settings: Settings, observer: Any, heartbeat: Any) -> Metric
 
     labels = {"queue": settings.queue_name}
     gauges = QueueGauges(settings)
+    gauges.worker_job()  # read on the worker's own connection (see runtime/supervisor.py)
 
     def health() -> Tuple[bool, str]:
         verdict = judge_state(heartbeat.last_state)

@@ -125,6 +125,10 @@ class TaskGuard(Protocol):
     def release(self, tarefa: dict) -> None:
         """Free the task's lock (idempotent; after commit or rollback)."""
 
+    def claimed_ahead(self) -> List[int]:
+        """Ids of tasks this guard holds but has not handed out yet (claim-ahead), for
+        jobs that run on the same session between two tasks (the rescue skips them)."""
+
     def close(self) -> None:
         """Release what the guard owns besides the session (idempotent)."""
 
@@ -170,6 +174,9 @@ class MarkedAhead:
 
     def pending(self) -> bool:
         return self._task is not None
+
+    def ids(self) -> List[int]:
+        return [self._task["id"]] if self._task is not None else []
 
     def keep(self, session: DbSession, tarefa: dict) -> None:
         self._task, self._committed = tarefa, False

@@ -136,10 +136,13 @@ class ListenerTurn:
         self.marked = False  # the last grant dropped the old news itself (marker seen)
         self._marker: Optional[str] = None  # this session's marker channel, once listened
 
-    def acquire(self, stop: threading.Event, timeout: float) -> str:
+    def acquire(self, stop: threading.Event, timeout: float,
+                until: Optional[Callable[[], bool]] = None) -> str:
         """Wait until this session holds the turn ("held"), `stop` is set ("stopped")
         or `timeout` seconds passed ("timeout": the caller then polls once by itself,
         so a worker whose turn does not come still honours its own poll interval).
+        `until()` true between two slices also ends the wait ("timeout": the worker has
+        an admin job to run).
 
         Waits in slices of at most TURN_SLICE seconds (see the module docstring).  On
         PostgreSQL >= 11 the granting statement also drops the notifications that are
@@ -159,7 +162,7 @@ class ListenerTurn:
             if stop.is_set():
                 return STOPPED
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or (until is not None and until()):
                 return TIMEOUT
             ms = max(1, int(min(TURN_SLICE, left) * 1000))  # 0 would mean "no timeout"
             if self.render is not None:

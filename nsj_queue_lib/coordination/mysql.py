@@ -204,6 +204,9 @@ class MysqlGuard:
             self._marked.keep(self.session, rows[0])
         return changed - len(marked) == 1
 
+    def claimed_ahead(self) -> List[int]:
+        return self._marked.ids()
+
     def release(self, tarefa: dict) -> None:
         task_id = tarefa["id"]
         if task_id in self._released:

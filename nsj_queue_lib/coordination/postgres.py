@@ -202,6 +202,9 @@ class PgGuard:
         except DatabaseUnavailable:
             self._deferred = None  # the session is gone, and its locks with it
 
+    def claimed_ahead(self) -> List[int]:
+        return []  # every claimed task is handed out at once
+
     def settle(self) -> None:
         """Release now what waits for the next claim (before the worker waits idle)."""
         key = self.take_deferred()

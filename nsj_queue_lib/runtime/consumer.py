@@ -26,6 +26,7 @@ from nsj_queue_lib.exceptions import (
 )
 from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner
+from nsj_queue_lib.runtime.maintenance import AdminSlots
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.router import Router
 from nsj_queue_lib.runtime.runner import TaskRunner
@@ -68,9 +69,13 @@ class Consumer:
 
     def __init__(self, settings: Settings, backend: Backend, router: Router,
                  stop: threading.Event,
-                 on_connect: Optional[Callable[[], None]] = None,
-                 observer: Optional[TaskObserver] = None) -> None:
+                 on_connect: Optional[Callable[[DbSession], None]] = None,
+                 observer: Optional[TaskObserver] = None,
+                 slots: Optional[AdminSlots] = None) -> None:
         self.settings = settings
+        # The worker's admin jobs, run on this consumer's connection between two tasks
+        # (None: another thread of the process runs them).
+        self.slots = slots
         # The one object told about claims, outcomes and reconnects (metrics, log context).
         self.observer = observer or TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.backend = backend
@@ -148,7 +153,7 @@ class Consumer:
                 batch_runner = BatchRunner(settings, repo, self.router, self.observer)
             logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
             if self.on_connect is not None:
-                self.on_connect()
+                self.on_connect(session)
             busy = BUSY_FIRST
             gate = self._gate = PauseGate(session, settings.queue_table)
             pending = None  # a task the listener turn already claimed
@@ -157,6 +162,9 @@ class Consumer:
                 if pending is not None:
                     tarefa, pending = pending, None
                 else:
+                    if self.slots is not None and self.slots.due():
+                        # Between two tasks (or batches), outside any transaction.
+                        self.slots.run_due(session, guard.claimed_ahead())
                     self.paused = gate.is_paused()
                     if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
                         _settle(guard)
@@ -234,17 +242,17 @@ class Consumer:
     def _idle_wait(self, repo: TaskRepository, notifier: Notifier, busy: float) -> float:
         # Wake at the earliest of: a notification, the next scheduled task or retry
         # becoming due, the periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL), or a stop.
-        timeout = self.settings.queue_wait_notify_interval
+        timeout = self._admin_cap(self.settings.queue_wait_notify_interval)
         next_due = repo.task_seconds_to_next_due()
         if next_due is not None and next_due <= 0:
-            timeout, busy = busy, min(busy * 2, BUSY_MAX)
+            timeout, busy = min(timeout, busy), min(busy * 2, BUSY_MAX)
         else:
             busy = BUSY_FIRST
             if next_due is not None:
                 timeout = min(timeout, next_due)
             timeout = _capped(timeout, repo)
         remaining = timeout
-        while remaining > 0 and not self.stop.is_set():
+        while remaining > 0 and not self.stop.is_set() and not self._admin_due():
             step = min(WAIT_SLICE, remaining)
             notes = notifier.wait(step)
             remaining -= step
@@ -269,7 +277,8 @@ class Consumer:
         """
         turn.render = repo.idle_probe_sql
         turn.pause_sql = gate.flag_sql if gate.control_seen else None
-        got = turn.acquire(self.stop, self.settings.queue_wait_notify_interval)
+        got = turn.acquire(self.stop, self._admin_cap(self.settings.queue_wait_notify_interval),
+                           until=self._admin_due)
         if got != HELD:
             # Stopping, or the poll interval passed without the turn: the caller's next
             # claim is this worker's periodic poll.
@@ -315,8 +324,9 @@ class Consumer:
                     if next_due is not None:
                         timeout = min(timeout, next_due)
                     timeout = _capped(timeout, repo)
-                self._wait_notes(notifier, timeout)
-                if self.stop.is_set() or gate.is_paused():
+                self._wait_notes(notifier, self._admin_cap(timeout))
+                if self.stop.is_set() or self._admin_due() or gate.is_paused():
+                    # (an admin job due: the turn is handed on before it runs)
                     return None, False, busy
                 tarefa = claim()
                 if tarefa is not None:
@@ -328,9 +338,16 @@ class Consumer:
             except DatabaseUnavailable:
                 turn.forget()  # the session is gone, and its lock with it
 
+    def _admin_cap(self, timeout: float) -> float:
+        """`timeout`, shortened so that an idle wait ends when an admin job is due."""
+        return timeout if self.slots is None else min(timeout, self.slots.delay())
+
+    def _admin_due(self) -> bool:
+        return self.slots is not None and self.slots.due()
+
     def _wait_notes(self, notifier, timeout: float) -> None:
         remaining = timeout
-        while remaining > 0 and not self.stop.is_set():
+        while remaining > 0 and not self.stop.is_set() and not self._admin_due():
             step = min(WAIT_SLICE, remaining)
             notes = notifier.wait(step)
             remaining -= step

@@ -4,8 +4,17 @@ What: rescue re-queues tasks whose worker died; purge deletes old finished
 chains; notify promotes due 'agendada' tasks and re-wakes workers for tasks
 left waiting.  When: at the start of each clock minute listed in
 QUEUE_MINUTE_{RETRY,PURGE,NOTIFY}_THREAD (all workers try at the same instant;
-a per-queue admin lock lets exactly one do the work).  Each run opens its own
-connection and closes it afterwards.
+a per-queue admin lock lets exactly one do the work).
+
+Where: on a connection the worker already holds (`AdminSlots`, one per process):
+the consumer runs a due job between two tasks (never inside a task's transaction)
+and ends its idle waits at the next slot; with QUEUE_CONCURRENCY > 1 the shared
+listener thread runs them.  So a worker process holds one connection per task
+thread (plus the one listener connection with concurrency) and nothing more, not
+a short-lived extra connection per run.  The price: a task that runs through a slot
+delays this worker's run until it ends (another worker of the fleet, idle or
+between two tasks, takes the admin lock and does the job at the slot).
+`run_once()` opens a connection of its own, for tools and tests.
 """
 
 from __future__ import annotations
@@ -14,8 +23,19 @@ import contextlib
 import datetime as _dt
 import logging
 import threading
+import time
 from dataclasses import dataclass
-from typing import Callable, FrozenSet, Iterator, Optional, Tuple
+from typing import (
+    Callable,
+    Collection,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    Optional,
+    Protocol,
+    Tuple,
+)
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import (
@@ -29,9 +49,10 @@ from nsj_queue_lib.coordination.base import (
 from nsj_queue_lib.coordination.keys import compat_1_2_2, task_keys
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED, record_failure
 from nsj_queue_lib.runtime.schedule import seconds_to_next_slot
-from nsj_queue_lib.runtime.service import BackgroundService
+from nsj_queue_lib.runtime.service import OutageReport
 
 logger = logging.getLogger(__name__)
 
@@ -45,26 +66,32 @@ class RunResult:
     count: int = 0
 
 
-class AdminService(BackgroundService):
-    """Runs `work()` at the configured minutes, under the queue's admin lock."""
+class AdminService:
+    """One admin job: `work()` under the queue's admin lock, at the configured minutes."""
 
+    name = "admin"
     admin_id = 0
 
     def __init__(self, settings: Settings, backend: Backend, minutes: FrozenSet[int],
                  stop_event: Optional[threading.Event] = None,
                  clock: Callable[[], _dt.datetime] = _dt.datetime.now) -> None:
-        super().__init__(stop_event)
         self.settings = settings
         self.backend = backend
         self.minutes = minutes
         self.clock = clock
+        self._stop = stop_event or threading.Event()
+        self._busy: Collection[int] = ()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def next_delay(self) -> float:
+        """Seconds to the start of the next configured minute."""
         return seconds_to_next_slot(self.minutes, self.clock())
 
     @contextlib.contextmanager
-    def _admin(self) -> Iterator[Optional[Tuple[TaskRepository, Locker]]]:
-        session = DbSession.open(self.settings, application_name=f"nsj_queue_lib:{self.name}")
+    def _admin(self, session: DbSession) -> Iterator[Optional[Tuple[TaskRepository, Locker]]]:
         locker = self.backend.admin_locker(session)
         key = admin_lock_key(self.settings.queue_table, self.admin_id)
         try:
@@ -81,18 +108,113 @@ class AdminService(BackgroundService):
                     locker.unlock(key)
         finally:
             with contextlib.suppress(Exception):
-                locker.close()
-            session.close()
+                locker.close()  # (a socket server session; a database locker keeps nothing)
 
-    def run_once(self) -> RunResult:
-        with self._admin() as held:
+    def run_on(self, session: DbSession, busy: Collection[int] = ()) -> RunResult:
+        """Run the job on `session`, a connection the caller owns, outside any transaction.
+
+        `busy`: ids of tasks this very session has claimed and not run yet (a task
+        claimed ahead): their locks are this session's own, and session locks are
+        re-entrant, so the rescue must not take them for a dead worker's.
+        """
+        self._busy = busy
+        with self._admin(session) as held:
             if held is None:
                 logger.debug("%s: outro worker está executando", self.name)
                 return RunResult(skipped=True)
             return RunResult(count=self.work(*held))
 
+    def run_once(self) -> RunResult:
+        """Run the job on a connection of its own, closed afterwards (tools, tests)."""
+        session = DbSession.open(self.settings, application_name=f"nsj_queue_lib:{self.name}")
+        try:
+            return self.run_on(session)
+        finally:
+            session.close()
+
     def work(self, repo: TaskRepository, locker: Locker) -> int:  # pragma: no cover
         raise NotImplementedError
+
+
+class Job(Protocol):
+    """What `AdminSlots` runs: an admin job, or another periodic read of the worker.
+
+    A job with `on_demand = True` is asked `next_delay()` afresh at each check (its
+    delay depends on requests that come meanwhile); the others once per run (a clock
+    slot must not be skipped because it was checked a moment after it began).
+    """
+
+    name: str
+
+    def next_delay(self) -> float:
+        """Seconds from now to the job's next run (inf: none planned)."""
+
+    def run_on(self, session: DbSession, busy: Collection[int] = ()) -> object:
+        """Run on the worker's `session` (outside a transaction)."""
+
+
+class AdminSlots:
+    """The worker's jobs and when each is due, run on the connection of whoever checks.
+
+    The owner (the consumer, or the listener thread with QUEUE_CONCURRENCY > 1) calls
+    `run_due(session)` between two tasks and caps its idle waits with `delay()`.  A
+    job that fails is logged and tried again at its next slot: background work never
+    takes the worker down (a database outage is one line, rate-limited).
+    """
+
+    def __init__(self, jobs: List[Job], clock: Callable[[], float] = time.monotonic) -> None:
+        self.jobs = list(jobs)
+        self.clock = clock
+        self._due = {id(job): clock() + job.next_delay() for job in self.jobs}
+        self._outages: Dict[str, OutageReport] = {}
+        self.runs = 0  # (for tests and diagnostics)
+
+    def add(self, job: Job) -> None:
+        self.jobs.append(job)
+        self._due[id(job)] = self.clock() + job.next_delay()
+
+    def _deadline(self, job: Job, now: float) -> float:
+        if getattr(job, "on_demand", False):
+            return now + job.next_delay()
+        return self._due[id(job)]
+
+    def delay(self) -> float:
+        """Seconds until the first job is due (0 when one is due now)."""
+        now = self.clock()
+        return max(0.0, min((self._deadline(j, now) - now for j in self.jobs),
+                            default=float("inf")))
+
+    def due(self) -> bool:
+        return self.delay() <= 0
+
+    def run_due(self, session: DbSession, busy: Collection[int] = ()) -> None:
+        """Run every job that is due on `session` (never inside a transaction)."""
+        for job in self.jobs:
+            if self._deadline(job, self.clock()) > self.clock():
+                continue
+            self.run_now(job, session, busy)
+
+    def run_now(self, job: Job, session: DbSession, busy: Collection[int] = ()) -> None:
+        """Run `job` on `session` at once (guarded) and plan its next run."""
+        outage = self._outages.get(job.name)
+        try:
+            job.run_on(session, busy)
+        except (DatabaseUnavailable, CoordinationError) as exc:
+            if outage is None:
+                outage = self._outages[job.name] = OutageReport(
+                    f"{job.name}: banco ou servidor indisponível", logger, every=900.0)
+            outage.failed(str(exc))
+        except Exception:
+            logger.exception("%s: falha na execução", job.name)
+        else:
+            if outage is not None:
+                outage.recovered()
+        finally:
+            self.runs += 1
+            if session.in_transaction:  # (a job ends its own transactions; never leak one)
+                with contextlib.suppress(Exception):
+                    session.rollback()
+            self._due[id(job)] = self.clock() + job.next_delay()
 
 
 class RetryService(AdminService):
@@ -111,6 +233,8 @@ class RetryService(AdminService):
         while True:
             ids = repo.task_list_running(after, PAGE)
             for task_id in ids:
+                if task_id in self._busy:
+                    continue  # claimed by this very session (its lock is re-entrant here)
                 held = _take_all(locker, task_keys(self.settings, task_id))
                 if held is None:
                     continue  # its worker (2.x, or 1.2.2 in compatibility mode) is alive
@@ -189,7 +313,7 @@ class NotifyService(AdminService):
 
 
 def admin_services(settings: Settings, backend: Backend,
-                   stop_event: threading.Event) -> list:
+                   stop_event: threading.Event) -> List[AdminService]:
     return [
         RetryService(settings, backend, settings.queue_minute_retry_thread, stop_event),
         PurgeService(settings, backend, settings.queue_minute_purge_thread, stop_event),

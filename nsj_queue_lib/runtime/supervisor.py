@@ -9,6 +9,7 @@ from typing import Any, Callable, List, Optional
 from nsj_queue_lib.compat import startup_check
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.backend import make_backend
+from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.health import HeartbeatService
 from nsj_queue_lib.metrics import worker_endpoint
@@ -16,7 +17,7 @@ from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime import signals
 from nsj_queue_lib.runtime.concurrency import Listener, SharedBackend, WakeHub, run_threads
 from nsj_queue_lib.runtime.consumer import Consumer
-from nsj_queue_lib.runtime.maintenance import RetryService, admin_services
+from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService, admin_services
 from nsj_queue_lib.runtime.router import Router
 
 logger = logging.getLogger(__name__)
@@ -37,8 +38,10 @@ class WorkerRuntime:
         self.router = router
         self.stop = threading.Event()
         self.backend = make_backend(settings)
-        self.services = admin_services(settings, self.backend, self.stop)
-        self.services.extend(extra_services or [])
+        # The admin jobs (rescue, purge, notify) run on a connection the worker holds
+        # anyway (see runtime/maintenance.py): one connection per task thread.
+        self.slots = AdminSlots(admin_services(settings, self.backend, self.stop))
+        self.services: List[Any] = list(extra_services or [])
         # Heartbeat file for container probes (python -m nsj_queue_lib.health).
         # The database check is the consumer's own connection state (one connection per
         # worker process): a lost connection fails a statement or, idle, its keepalives.
@@ -52,15 +55,18 @@ class WorkerRuntime:
             # N task threads (a connection each) fed by one listener thread.
             hub = WakeHub(settings.queue_concurrency)
             shared = SharedBackend(self.backend, hub)
-            self.listener = Listener(settings, self.backend, hub, self.stop)
+            # The listener thread runs the admin jobs on its connection between waits.
+            self.listener = Listener(settings, self.backend, hub, self.stop, slots=self.slots)
             self.consumers = [
                 Consumer(settings, shared, router, self.stop,
-                         on_connect=self._on_connect if i == 0 else self.heartbeat.mark_connected,
+                         on_connect=(self._on_connect if i == 0
+                                     else lambda _s: self.heartbeat.mark_connected()),
                          observer=self.observer)
                 for i in range(settings.queue_concurrency)]
         else:
             self.consumers = [Consumer(settings, self.backend, router, self.stop,
-                                       on_connect=self._on_connect, observer=self.observer)]
+                                       on_connect=self._on_connect, observer=self.observer,
+                                       slots=self.slots)]
         self.consumer = self.consumers[0]
         self.on_stop: List[Callable[[], None]] = [self.heartbeat.close, router.close]
         self._connected_once = False
@@ -68,6 +74,8 @@ class WorkerRuntime:
         # Opt-in /metrics and /healthz (METRICS_PORT); bound in run().
         self.metrics = (worker_endpoint(settings, self.observer, self.heartbeat)
                         if settings.metrics_port else None)
+        if self.metrics is not None:  # its queue gauges are read on the worker's connection
+            self.slots.add(self.metrics.gauges.worker_job())  # type: ignore[attr-defined]
 
     def tasks_done(self) -> int:
         return sum(c.tasks_done for c in self.consumers)
@@ -85,13 +93,14 @@ class WorkerRuntime:
                 sorted(set(problems)))
         return problems[0] if problems else None
 
-    def _on_connect(self) -> None:
+    def _on_connect(self, session: DbSession) -> None:
+        """The (first) consumer is connected: its `session` serves the start-up checks."""
         self.heartbeat.mark_connected()
         if not self._connected_once:
             self._connected_once = True
             self._warn_channel_name()
-            startup_check(self.settings)
-        self._rescue_once()
+            startup_check(self.settings, session)
+        self._rescue_once(session)
 
     def _warn_channel_name(self) -> None:
         # Only once the table is known to exist: on a missing table the clear error
@@ -102,12 +111,13 @@ class WorkerRuntime:
                            "pelo db_gen notifica o canal com o nome da tabela",
                            settings.queue_name, settings.queue_table)
 
-    def _rescue_once(self) -> None:
+    def _rescue_once(self, session: DbSession) -> None:
         # At start and after each reconnect: rescue tasks whose worker died (maybe
-        # this very process before a crash) instead of waiting for the next slot.
-        rescue = next(s for s in self.services if isinstance(s, RetryService))
+        # this very process before a crash) instead of waiting for the next slot; on
+        # the consumer's connection, before its first claim (it holds no task yet).
+        rescue = next(j for j in self.slots.jobs if isinstance(j, RetryService))
         try:
-            rescue.run_once()
+            rescue.run_on(session)
         except (DatabaseUnavailable, CoordinationError) as exc:
             logger.warning("Resgate inicial não executado: %s", exc)
 
@@ -121,8 +131,8 @@ class WorkerRuntime:
                 service.start()
             # Shutdown order: the consumer returns only after its current task has
             # committed (its lock and connection stay alive until then, so no other
-            # worker rescues a task that is still running); then the admin threads
-            # stop; then connections close.
+            # worker rescues a task that is still running); then the background
+            # threads (heartbeat, extra services) stop; then connections close.
             if self.listener is not None:
                 self._threads_started = True
                 run_threads(self.consumers, self.listener, self.stop)

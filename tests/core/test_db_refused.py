@@ -1,20 +1,18 @@
 """Wrong credentials or database at start are configuration errors (exit 2, one line);
-a database lost later is an outage: reconnect with back-off, admin threads report it in
+a database lost later is an outage: reconnect with back-off, admin jobs report it in
 one line without traceback, rate-limited.  Real worker processes, real PostgreSQL and
 MariaDB (tests/client_server/test_cs_db_refused.py)."""
 
 from __future__ import annotations
 
 import logging
-import socket
 
 import psycopg2
 import pytest
 
 from nsj_queue_lib.coordination.postgres import PostgresBackend
-from nsj_queue_lib.db.session import refusal
-from nsj_queue_lib.runtime.maintenance import RetryService
-from tests.fixtures.waiting import eventually
+from nsj_queue_lib.db.session import DbSession, refusal
+from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService
 
 
 def assert_config_exit(worker, *expected: str) -> str:
@@ -57,29 +55,33 @@ def test_postgres_password_failure_text_is_recognised():
     assert refusal(psycopg2.OperationalError("Connection refused"), settings) is None
 
 
-def test_admin_thread_reports_an_outage_in_one_line_and_its_end(queue, caplog):
-    """A database lost after start: the admin thread logs one line, no traceback, however
-    many runs fail, and one line when the database is back."""
-    with socket.socket() as sock:  # a local port where nothing listens
-        sock.bind(("127.0.0.1", 0))
-        dead_port = sock.getsockname()[1]
-    good = queue.settings()
-    service = RetryService(good.replace(db_port=dead_port), PostgresBackend(good),
-                           frozenset(range(60)))
-    service.next_delay = lambda: 0.02  # run continuously instead of at clock minutes
-    caplog.set_level(logging.INFO, logger="nsj_queue_lib")
-    service.start()
+def test_admin_jobs_report_an_outage_in_one_line_and_its_end(queue, pg_server, caplog):
+    """The worker's connection lost under its admin jobs: one line, no traceback, however
+    many runs fail, and one line once a run works again."""
+    settings = queue.settings()
+    service = RetryService(settings, PostgresBackend(settings), frozenset(range(60)))
+    slots = AdminSlots([service])
+    dead = DbSession.open(settings)
+    other = pg_server.connect()
     try:
-        eventually(lambda: service.runs >= 15, 20, message="15 execuções sem banco")
-        service.settings = good  # the database is reachable again
-        eventually(lambda: "restabelecido" in caplog.text, 20, message="linha de retorno")
+        with other.cursor() as cur:  # the server ends the session (a restart, a proxy)
+            cur.execute("SELECT pg_terminate_backend(%s)", (dead.conn.get_backend_pid(),))
+        caplog.set_level(logging.INFO, logger="nsj_queue_lib")
+        for _ in range(15):
+            slots.run_now(service, dead)
+        assert slots.runs == 15
+        live = DbSession.open(settings)
+        try:
+            slots.run_now(service, live)  # the consumer reconnected
+        finally:
+            live.close()
     finally:
-        service.stop()
-        service.join(5)
-    lines = [r for r in caplog.records if r.name == "nsj_queue_lib.runtime.service"
+        other.close()
+        dead.close()
+    lines = [r for r in caplog.records if r.name == "nsj_queue_lib.runtime.maintenance"
              and "retry_thread" in r.getMessage() and r.levelno >= logging.INFO
              and ("indisponível" in r.getMessage() or "restabelecido" in r.getMessage())]
     assert [r.levelname for r in lines] == ["WARNING", "INFO"], [r.getMessage() for r in lines]
-    assert "Não foi possível conectar" in lines[0].getMessage()
+    assert "retry_thread: banco ou servidor indisponível" in lines[0].getMessage()
     assert all(r.exc_info is None for r in caplog.records)
     assert "\n" not in lines[0].getMessage()

@@ -151,6 +151,9 @@ class SocketGuard:
         self._marked.keep(self.session, rows[0])
         return changed == 2
 
+    def claimed_ahead(self) -> List[int]:
+        return self._marked.ids()
+
     def release(self, tarefa: dict) -> None:
         try:
             self._unlock(task_lock_key(self.queue_table, tarefa["id"]))
