@@ -205,9 +205,13 @@ class ListenerTurn:
                           "paused := coalesce(paused, false);\n    ")
             after = _AFTER_GRANT.format(channel=marker, probe=probe, ha=int(self.hand_key[0]),
                                         hb=int(self.hand_key[1]))
-        self.session.execute(_WAIT_SLICE.format(ms=int(ms), a=int(self.key[0]),
-                                                b=int(self.key[1]), marker=GRANTED,
-                                                prologue=prologue, after=after))
+        try:
+            self.session.execute(_WAIT_SLICE.format(ms=int(ms), a=int(self.key[0]),
+                                                    b=int(self.key[1]), marker=GRANTED,
+                                                    prologue=prologue, after=after))
+        except BaseException:
+            self._release_after_error()
+            raise
         answer = None
         for notice in [n for n in conn.notices if GRANTED in n]:
             conn.notices.remove(notice)
@@ -219,6 +223,21 @@ class ListenerTurn:
             if self.probe_sql or self.pause_sql:
                 self.grant = json.loads(answer.split(GRANTED, 1)[1].strip())
         return True
+
+    def _release_after_error(self) -> None:
+        """The wait statement failed.  If it failed after the grant (in the marker, the
+        hand-over wait or the probe: a statement timeout, a probe that errors), the
+        session holds the turn, which is not undone with the statement; left held, no
+        other worker would get it until this one reconnects.  Release it; the caller
+        sees the error as before."""
+        from nsj_queue_lib.coordination.postgres import PgLocker
+
+        try:
+            locker = PgLocker(self.session)
+            if not self.session.in_transaction and locker.holds(self.key):
+                locker.unlock(self.key)
+        except Exception as exc:  # the session is gone: the lock went with it
+            logger.debug("Vez de escuta não verificada após o erro: %s", exc)
 
     def _take_until_marker(self, marker: str) -> None:
         """Drop the notifications received before this grant's marker (keeping HALTs in

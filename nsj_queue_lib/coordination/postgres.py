@@ -112,6 +112,19 @@ class PgLocker:
     def close(self) -> None:
         """Locks end with the session; the session's owner closes it."""
 
+    def holds(self, key: LockKey) -> bool:
+        """Whether this session holds `key` now (pg_locks: no unlock attempt, so no
+        server WARNING when it does not)."""
+        if len(key) == 1:
+            k = int(key[0]) & 0xFFFFFFFFFFFFFFFF
+            ids = {"c": k >> 32, "o": k & 0xFFFFFFFF, "s": 1}
+        else:
+            ids = {"c": int(key[0]) & 0xFFFFFFFF, "o": int(key[1]) & 0xFFFFFFFF, "s": 2}
+        return bool(self.session.fetch_value(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
+            "AND pid = pg_backend_pid() AND granted AND classid::int8 = %(c)s "
+            "AND objid::int8 = %(o)s AND objsubid = %(s)s)", ids))
+
 
 def _claim_order(tarefa: dict) -> tuple:
     return (-(tarefa.get("prioridade") or 0), tarefa["data_hora"], tarefa["id"])
@@ -162,9 +175,13 @@ class PgGuard:
 
     def claim(self, limit: int = 1) -> List[dict]:
         turn = self._turn if limit == 1 and self._turn is not None and self._turn.held else None
-        rows = self.repo.task_claim_locked(
-            self.lock_ns, limit, unlock=self._deferred,
-            turn=(*turn.key, turn.hand_key[1]) if turn is not None else None)
+        try:
+            rows = self.repo.task_claim_locked(
+                self.lock_ns, limit, unlock=self._deferred,
+                turn=(*turn.key, turn.hand_key[1]) if turn is not None else None)
+        except BaseException:
+            self._after_failed_claim(turn)
+            raise
         self._deferred = None
         released = False
         for row in rows:
@@ -173,6 +190,26 @@ class PgGuard:
             turn.forget()  # released by the claim: the next idle worker holds it now
             self._turn = None
         return sorted(rows, key=_claim_order) if len(rows) > 1 else rows
+
+    def _after_failed_claim(self, turn: Any) -> None:
+        """A claim that failed may have released the turn and the deferred 1.2.2 key (the
+        statement releases them in its RETURNING and filter, and advisory unlocks are not
+        undone by the error), or not: ask the server, so that no later unlock of a key no
+        longer held draws a server WARNING (or keeps a turn that is gone)."""
+        deferred, self._deferred = self._deferred, None
+        try:
+            if self.repo.session.in_transaction:
+                raise DatabaseUnavailable("claim dentro de uma transação")
+            if deferred is not None and self.locker.holds(legacy_task_key(deferred)):
+                self._deferred = deferred  # still held: the next statement releases it
+            if turn is not None and not self.locker.holds(turn.key):
+                turn.forget()
+                self._turn = None
+        except Exception as exc:  # the session is gone (and its locks with it), or unusable
+            logger.debug("Estado dos locks após o claim com erro não lido: %s", exc)
+            if turn is not None:
+                turn.forget()
+            self._turn = None
 
     def begin(self, tarefa: dict) -> bool:
         return True  # the lock is on this very session: nobody else can hold the task
