@@ -2,7 +2,8 @@
 QUEUE_CONCURRENCY=N), across its start-up and its admin slots, and the admin jobs still
 do their work on it.
 
-Real worker processes log in as a role (PostgreSQL) or user (MariaDB) of their own
+Real worker processes (PostgreSQL: database mode with 1 and 3 task threads, client/server
+mode; MySQL native) log in as a role (PostgreSQL) or user (MariaDB) of their own
 whose connection limit the server enforces (CONNECTION LIMIT / MAX_USER_CONNECTIONS):
 a second connection, however short-lived, is refused by the server, and the job that
 needed it is not done.  The server's session list is also sampled throughout.
@@ -219,10 +220,15 @@ def _run(scenarios: List[Scenario]) -> None:
 
 def test_postgres_worker_holds_one_connection_per_task_thread_across_admin_slots(
         pg_server, tmp_path):
+    # Database mode with 1 and 3 task threads, and client/server mode (the locks live on
+    # the queue server; the worker's database connection is still one).
     queues = [Queue.create(pg_server, log_dir=tmp_path) for _ in range(2)]
+    queues.append(Queue.create(pg_server, mode="cs", log_dir=tmp_path))
     scenarios: List[Scenario] = []
     try:
-        scenarios = [Scenario(queues[0], tmp_path, 1), Scenario(queues[1], tmp_path, 3)]
+        queues[2].start_server()
+        scenarios = [Scenario(queues[0], tmp_path, 1), Scenario(queues[1], tmp_path, 3),
+                     Scenario(queues[2], tmp_path, 1)]
         _run(scenarios)
     finally:
         for s in scenarios:
