@@ -196,7 +196,10 @@ def test_under_a_pin_the_positioned_claim_and_probes_read_a_bounded_number_of_bu
         repo.position.full_every = 0.0
         full_probes = repo.idle_probe_sql()
         for near, far in zip(probes, full_probes):
-            assert _buffers(_explain_generic(queue, near, {})) <= 30
+            plan = _explain_generic(queue, near, {})
+            assert _buffers(plan) <= 30, plan
+            assert {n.get("Index Name") for n in _nodes(plan)} - {None} == {
+                f"ix_{queue.fila}_due"}  # one range per status
             assert _buffers(_explain_generic(queue, far, {})) >= DEAD // 50
         pin.rollback()
     assert queue.count("status = 'sucesso'") == DEAD

@@ -243,16 +243,19 @@ UPDATE {table}
 -- turn's granted worker, finding tasks due, claims one and goes on claiming directly only
 -- when there is a backlog; else it queues for the turn again after the task.
 -- %(due_from)s (NULL: from the start): the session's claim position, as in
--- task_seconds_to_next_due_from.  One ix_due range per status.
+-- task_seconds_to_next_due_from.  One ix_due range per status (ORDER BY data_hora keeps the
+-- planner on ix_due: on ix_claim data_hora is not the leading column).
 SELECT count(*) > 1
   FROM (SELECT 1 FROM (SELECT 1 FROM {table}
                         WHERE status = 'pendente' AND data_hora <= now()
                           AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity')
+                        ORDER BY data_hora
                         LIMIT 2) AS p
         UNION ALL
         SELECT 1 FROM (SELECT 1 FROM {table}
                         WHERE status = 'agendada' AND data_hora <= now()
                           AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity')
+                        ORDER BY data_hora
                         LIMIT 2) AS a
         LIMIT 2) AS d
 
