@@ -26,6 +26,7 @@ rescue waits for the next run).  Correctness is kept; only latency can suffer.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Any, List, Tuple
 
@@ -53,7 +54,9 @@ def _canonical(queue_table: str) -> str:
     return table if schema in ("", "public") else queue_table
 
 
+@functools.lru_cache(maxsize=256)
 def _namespace(queue_table: str, kind: str) -> int:
+    # Cached: asked for every task (its lock key), always for the same few tables.
     return _int32(zlib.crc32(f"nsj_queue_lib:{_canonical(queue_table)}:{kind}".encode()))
 
 
