@@ -212,3 +212,35 @@ def test_with_a_backlog_a_task_costs_four_statements_and_no_begin(nq):
         assert nq.row(ids[11])["status"] == "pendente"
     finally:
         session.close()
+
+
+@pytest.mark.mysql
+def test_admin_slot_between_two_tasks_of_a_busy_worker_leaves_its_task_claimed_ahead(nq):
+    """MySQL native: the admin jobs run on the worker's own session between two tasks,
+    where the next task, claimed ahead, is already 'processando' under a named lock of
+    that very session (GET_LOCK is re-entrant): the rescue must take it for a live task,
+    not for an orphan."""
+    import datetime as _dt
+
+    from nsj_queue_lib.runtime.failure import WORKER_STOPPED
+
+    worker = nq.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD="*",
+                                   QUEUE_MINUTE_PURGE_THREAD="*",
+                                   QUEUE_MINUTE_NOTIFY_THREAD="*")
+    # A backlog that runs through the start of the next minute: begin it late in this one.
+    eventually(lambda: _dt.datetime.now().second >= 48, 65, interval=0.2,
+               message="fim do minuto")
+    now = nq.db_now()
+    nq.sql(f"INSERT INTO {nq.qtable} (status, data_hora, payload) VALUES (%s, %s, %s)",
+           ("sucesso", now - _dt.timedelta(days=100), "antiga"))
+    ids = nq.insert_many([{"efeito": f"b{i}", "sleep": 0.05} for i in range(400)])
+    # The purge ran at the slot while the backlog was still waiting: between two tasks.
+    eventually(lambda: nq.count("payload = 'antiga'") == 0, 40, interval=0.05,
+               message="purge no minuto")
+    assert nq.count("status IN ('pendente', 'processando')") > 0
+    nq.wait_idle(timeout=90)
+    assert nq.count(f"mensagem LIKE '{WORKER_STOPPED[:20]}%%'") == 0, worker.log()
+    assert all(nq.row(i)["status"] == "sucesso" for i in ids)
+    assert nq.count() == len(ids)  # no retry row
+    assert effects_by_key(nq) == {f"b{i}": 1 for i in range(400)}
+    assert "resgatada" not in worker.log()
