@@ -14,8 +14,10 @@ inside a pod) and answers:
 
 The queue gauges (depth by status, age of the oldest due task, dead letters
 waiting) are read with index-range queries (db/sql/<dialect>/status.sql,
-``metrics_*`` and ``status_due_count``) on a connection of their own, at most
-once every METRICS_DB_INTERVAL seconds whatever the scrape rate.
+``metrics_*`` and ``status_due_count``) at most once every METRICS_DB_INTERVAL
+seconds whatever the scrape rate: in a worker, by the worker itself on its own
+connection between two tasks when a scrape asked (`GaugeJob`; a scrape answers the
+last read); in the queue server, on a connection of their own.
 """
 
 from __future__ import annotations
