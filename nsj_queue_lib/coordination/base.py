@@ -163,9 +163,9 @@ class MarkedAhead:
     waiting again and only its lock is left to release), whatever the session commits
     afterwards.
 
-    With `chain` (MySQL and MariaDB; not SingleStore, which ignores AND CHAIN), that
-    COMMIT also opens the transaction the marked task will run in
-    (`DbSession.chain_commit`): one BEGIN less per task."""
+    With `chain` (the MySQL dialect), that COMMIT also opens the transaction the
+    marked task will run in (`DbSession.chain_commit`): one BEGIN less per task
+    (none saved on SingleStore, which ignores AND CHAIN; the session notices)."""
 
     def __init__(self, chain: bool = False) -> None:
         self._task: Optional[dict] = None

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 Params = Optional[Mapping[str, Any]]
 _NAMED_PARAM = re.compile(r"%\((\w+)\)s")
+# pymysql.constants.SERVER_STATUS.SERVER_STATUS_IN_TRANS (MySQL protocol status flag)
+_SERVER_STATUS_IN_TRANS = 1
 
 
 def _connection_errors() -> tuple:
@@ -288,9 +290,18 @@ class DbSession:
         session's next transaction follows right away (the task claimed ahead): should
         any other statement come first, the chained transaction, still empty, is
         committed before it, so such statements run in autocommit as always.  Ignored
-        on PostgreSQL, outside a transaction, and after a rollback."""
+        on PostgreSQL, outside a transaction, and after a rollback; and when the
+        server's answer to the COMMIT shows no open transaction (SingleStore ignores
+        AND CHAIN), the next `begin()` sends BEGIN as usual."""
         if self.in_transaction and self.dialect.name == "mysql":
             self._chain_next = True
+
+    def _server_in_transaction(self) -> bool:
+        """Whether the server reported an open transaction in its last answer (pymysql
+        keeps the status flags of the last OK packet); False when the driver does not
+        tell."""
+        status = getattr(self.conn, "server_status", None)
+        return isinstance(status, int) and bool(status & _SERVER_STATUS_IN_TRANS)
 
     def _end_chained(self) -> None:
         """Close the (empty) transaction a COMMIT AND CHAIN opened; no `begin()` took it."""
@@ -307,7 +318,10 @@ class DbSession:
         chain, self._chain_next = self._chain_next, False
         self.execute("COMMIT AND CHAIN" if chain else "COMMIT")
         self.in_transaction = False
-        self._chained = chain
+        # Chained only if the server says a transaction is open now: SingleStore (even
+        # reached as DB_DRIVER=MYSQL) accepts AND CHAIN and ignores it, and `begin()`
+        # must then send BEGIN rather than run the next task in autocommit.
+        self._chained = chain and self._server_in_transaction()
         self.commits += 1
         callbacks, self._after_commit = self._after_commit, []
         for callback in callbacks:

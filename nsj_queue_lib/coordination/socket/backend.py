@@ -42,11 +42,11 @@ class SocketBackend:
         # MySQL has no per-transaction asynchronous commit: marking the next task in the
         # finishing task's transaction saves a durable commit per task.  PostgreSQL's
         # own mark is already asynchronous (synchronous_commit off).
-        # SingleStore accepts COMMIT AND CHAIN but ignores AND CHAIN: no chained commit.
+        # The chained COMMIT also opens the next task's transaction; SingleStore ignores
+        # AND CHAIN, which DbSession sees in the COMMIT's answer (it then sends BEGIN).
         mysql = repo.dialect.name == "mysql"
         return SocketGuard(repo, locker, self.settings.queue_table, unlock=locker.unlock_nowait,
-                           mark_ahead=mysql,
-                           chain=mysql and self.settings.db_driver != "SINGLE_STORE")
+                           mark_ahead=mysql, chain=mysql)
 
     def notifier(self, session: DbSession) -> SocketNotifier:
         return SocketNotifier.from_settings(self.settings)

@@ -26,10 +26,11 @@ class SocketGuard:
     candidate ids itself and locking one on the server.
 
     The next claim goes ahead with a task's 'sucesso' mark, inside its transaction:
-    its round trip overlaps that UPDATE.  With `mark_ahead` (MySQL, which has no
-    per-transaction asynchronous commit) the served task is instead read, row-locked
-    and marked 'processando' with the success in one UPDATE, so one durable COMMIT
-    serves both (and, with `chain`, opens the served task's transaction).  Such a task is used only
+    without `mark_ahead` its round trip overlaps that UPDATE.  With `mark_ahead`
+    (MySQL, which has no per-transaction asynchronous commit) the finish waits for the
+    server's answer before any SQL, then the served task is read, row-locked and marked
+    'processando' with the success in one UPDATE, so one durable COMMIT serves both
+    (and, with `chain`, opens the served task's transaction).  Such a task is used only
     if that COMMIT happened (else its row is waiting again: unlocked, skipped); on
     `close()` (a stop) a task marked ahead and not run goes back to 'pendente'.
 
