@@ -32,6 +32,21 @@ def success_message(result: Any, task_id: int) -> str:
     return to_str(result)
 
 
+# MySQL errors that refuse a value of one statement (charset, length, collation) and
+# leave the transaction as it was: ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string
+# value"), ER_DATA_TOO_LONG, ER_CANT_AGGREGATE_2/3/N_COLLATIONS, ER_INVALID_CHARACTER_STRING.
+_VALUE_REFUSALS = frozenset({1366, 1406, 1267, 1270, 1271, 1300})
+
+
+def _refused_value(exc: BaseException) -> bool:
+    """Whether `exc` is a MySQL refusal of a value (see _VALUE_REFUSALS)."""
+    import pymysql
+
+    if not isinstance(exc, pymysql.err.MySQLError) or not exc.args:
+        return False
+    return exc.args[0] in _VALUE_REFUSALS
+
+
 def _wants_traceback(exc: BaseException) -> bool:
     """Tracebacks help with bugs in task code; the library's own expected failures
     (a webhook answering 500, a credentials API down) are clear from their message."""
@@ -107,13 +122,16 @@ class TaskRunner:
         """The success UPDATE.  The repository makes any text storable; should the
         database still refuse it (a MySQL column in a narrower charset, in strict
         mode), the UPDATE is repeated with an ASCII-only message: the task's
-        committed work is never lost because of its message.  (A refused statement
-        leaves a MySQL transaction usable; PostgreSQL is covered by `storable`.)"""
+        committed work is never lost because of its message.  Only such a refusal
+        of the value is retried: it fails that one statement and leaves the MySQL
+        transaction usable, whereas a deadlock (and a lock wait timeout, with
+        innodb_rollback_on_timeout) has rolled the whole transaction back, the
+        task's work included; that, like any other error, is a task failure.
+        (PostgreSQL is covered by `storable`.)"""
         try:
             return self.guard.finish(tarefa, message)
         except Exception as exc:
-            if self.session.dialect.name == "postgres" or is_connection_error(
-                    exc, self.session.conn):
+            if self.session.dialect.name == "postgres" or not _refused_value(exc):
                 raise
             logger.warning("Tarefa %s: o banco recusou a mensagem de sucesso (%s); gravada "
                            "com os caracteres não ASCII escapados", tarefa["id"],

@@ -4,21 +4,29 @@ kill -9 and the admin locks."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.coordination.mysql import (
     HaltWatch,
     MysqlBackend,
+    MysqlGuard,
     MysqlLocker,
     check_server_version,
     lock_name,
     lock_prefix,
 )
+from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, ControlTableMissing
+from nsj_queue_lib.runtime.runner import TaskRunner
+from tests.fixtures.database import statements_per_task
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
+from tests.fixtures.routers import FunctionRouter, insert_effect
 from tests.fixtures.waiting import eventually
 
 
@@ -122,9 +130,6 @@ def test_server_version_check(version, singlestore, accepted):
 
 
 def test_the_next_task_is_claimed_with_the_previous_success_and_returned_on_stop(nq):
-    from nsj_queue_lib.coordination.mysql import MysqlGuard
-    from nsj_queue_lib.db.repository import TaskRepository
-
     settings = nq.settings()
     first, second = nq.insert({"n": 1}, prioridade=90), nq.insert({"n": 2})
     session = DbSession.open(settings)
@@ -180,17 +185,10 @@ def test_success_message_the_column_cannot_store_keeps_the_work_and_the_next_cla
     assert worker.proc.poll() is None
 
 
-
 def test_with_a_backlog_a_task_costs_four_statements_and_no_begin(nq):
     # Claim-ahead with a backlog: the task's INSERT (user code), the claim of the next
     # task, one UPDATE (this success + the next mark) and COMMIT AND CHAIN, which opens
     # the next task's transaction (no BEGIN).  Counted by the server for the session.
-    from nsj_queue_lib.coordination.mysql import MysqlBackend
-    from nsj_queue_lib.db.repository import TaskRepository
-    from nsj_queue_lib.runtime.runner import TaskRunner
-    from tests.fixtures.database import statements_per_task
-    from tests.fixtures.routers import FunctionRouter, insert_effect
-
     settings = nq.settings()
     ids = [nq.insert({"n": n}) for n in range(12)]
     session = DbSession.open(settings)
@@ -244,3 +242,58 @@ def test_admin_slot_between_two_tasks_of_a_busy_worker_leaves_its_task_claimed_a
     assert nq.count() == len(ids)  # no retry row
     assert effects_by_key(nq) == {f"b{i}": 1 for i in range(400)}
     assert "resgatada" not in worker.log()
+
+
+def test_a_deadlock_in_the_success_update_is_a_task_failure_not_an_empty_success(nq):
+    # The task updates a business row; another session (heavier, so InnoDB makes the
+    # worker the victim) holds the task's queue row and waits on that business row.
+    # The success UPDATE deadlocks: InnoDB rolls back the task's whole transaction.
+    # Fails before the fix: the runner repeated the UPDATE (meant for charset refusals)
+    # and committed 'sucesso' with none of the task's work.
+    settings = nq.settings()
+    nq.sql(f"CREATE TABLE {nq.quote(nq.schema)}.negocio (id INT PRIMARY KEY, v INT)")
+    nq.sql(f"CREATE TABLE {nq.quote(nq.schema)}.peso (id INT PRIMARY KEY)")
+    nq.sql(f"INSERT INTO {nq.quote(nq.schema)}.negocio VALUES (1, 0)")
+    task_id = nq.insert({"n": 1})
+    session = DbSession.open(settings)
+    repo = TaskRepository(session, settings.queue_table)
+    guard = MysqlBackend(settings).guard(session, repo)
+    other = nq.server.connect(nq.database)
+    waiting = threading.Event()
+    schema = nq.quote(nq.schema)
+
+    def rival() -> None:
+        with other.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.executemany(f"INSERT INTO {schema}.peso VALUES (%s)", [(i,) for i in range(300)])
+            cur.execute(f"SELECT id FROM {nq.qtable} WHERE id = %s FOR UPDATE", (task_id,))
+            waiting.set()
+            cur.execute(f"UPDATE {schema}.negocio SET v = 2 WHERE id = 1")  # waits
+            cur.execute("ROLLBACK")
+
+    thread = threading.Thread(target=rival, daemon=True)
+
+    def handler(tarefa: dict, bd_conn: Any) -> None:
+        insert_effect(nq.qeffects)(tarefa, bd_conn)
+        with bd_conn.cursor() as cur:
+            cur.execute(f"UPDATE {schema}.negocio SET v = 1 WHERE id = 1")
+        thread.start()
+        assert waiting.wait(10)
+        eventually(lambda: {"trx_mysql_thread_id": other.thread_id(), "trx_state": "LOCK WAIT"}
+                   in nq.sql("SELECT trx_mysql_thread_id, trx_state "
+                             "FROM information_schema.innodb_trx"),
+                   10, message="sessão rival esperando a linha de negócio")
+
+    runner = TaskRunner(settings, repo, guard, FunctionRouter(handler))
+    try:
+        [tarefa] = guard.claim()
+        assert runner.run(tarefa) is False  # a recorded failure
+        thread.join(10)
+    finally:
+        session.close()
+        other.close()
+    assert nq.row(task_id)["status"] == "falha"
+    assert "1213" in nq.row(task_id)["mensagem"]
+    assert nq.effects() == []  # the task's work was rolled back, and so recorded
+    assert nq.value(f"SELECT v FROM {schema}.negocio WHERE id = 1") == 0
+    assert [r["status"] for r in nq.rows()][1:] in (["agendada"], ["pendente"])  # a retry
