@@ -28,6 +28,7 @@ from nsj_queue_lib.coordination.base import (
 )
 from nsj_queue_lib.coordination.postgres import PostgresBackend
 from nsj_queue_lib.coordination.socket.backend import SocketBackend
+from nsj_queue_lib.db.claim_position import ClaimPosition
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.repository import MESSAGE_MAX, TaskRepository
@@ -418,7 +419,9 @@ def test_defect_14_claim_reads_one_row_whatever_the_backlog(queue, pg_server):
         session.begin()
         plan = session.fetch_value("EXPLAIN (ANALYZE, FORMAT JSON) " + claim,
                                    {"lock_ns": task_lock_key(queue.table, 0)[0], "unlock": None,
-                                    "turn_ns": None, "turn_id": None, "hand_id": None})
+                                    "turn_ns": None, "turn_id": None, "hand_id": None,
+                                    # a session's first claim: from the index start
+                                    **ClaimPosition().claim_params()})
         session.rollback()
         session.execute("SELECT pg_advisory_unlock_all()")
     finally:
