@@ -13,12 +13,15 @@ from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.runtime.runner import TaskRunner
 from nsj_queue_lib.server.core import Server
 from nsj_queue_lib.server.server_main import DatabaseDueCheck
 from tests.fixtures.database import statements_per_task
 from tests.fixtures.queue import TOKEN, Queue, effects_by_key
-from tests.fixtures.routers import FunctionRouter, insert_effect
+from tests.fixtures.routers import (
+    check_failure_after_success_rolls_back,
+    in_process_runner,
+    insert_effect,
+)
 from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import HOST, RawClient
 
@@ -162,13 +165,7 @@ def test_on_mariadb_a_served_task_costs_five_statements_and_no_begin(mariadb_csq
     try:
         guard = srv.guard()
         session = guard.repo.session
-        runner = TaskRunner(srv.settings, guard.repo, guard,
-                            FunctionRouter(insert_effect(q.qeffects)))
-
-        def run_task() -> None:
-            [tarefa] = guard.claim()
-            assert runner.run(tarefa) is True
-
+        run_task = in_process_runner(srv.settings, guard, insert_effect(q.qeffects))
         run_task()  # the first task is claimed alone; it marks the second ahead
         cost = statements_per_task(session, run_task)
         assert cost == {"Questions": 5, "Com_begin": 0, "Com_commit": 1}
@@ -178,6 +175,15 @@ def test_on_mariadb_a_served_task_costs_five_statements_and_no_begin(mariadb_csq
     finally:
         srv.close()
     assert q.row(ids[11])["status"] == "pendente"  # the stop put it back
+
+
+def test_on_mariadb_a_served_task_failing_after_a_success_leaves_no_effect(mariadb_csq):
+    srv = InProcessServer(mariadb_csq)
+    try:
+        check_failure_after_success_rolls_back(mariadb_csq, srv.guard(), srv.settings)
+        assert srv.requests("try_lock") == 0  # served claims all along
+    finally:
+        srv.close()
 
 
 def test_a_served_task_taken_meanwhile_falls_back_without_running_twice(csq, inproc):

@@ -26,7 +26,12 @@ from nsj_queue_lib.runtime.runner import TaskRunner
 from tests.fixtures.database import statements_per_task
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
-from tests.fixtures.routers import FunctionRouter, insert_effect
+from tests.fixtures.routers import (
+    FunctionRouter,
+    check_failure_after_success_rolls_back,
+    in_process_runner,
+    insert_effect,
+)
 from tests.fixtures.waiting import eventually
 
 
@@ -194,12 +199,8 @@ def test_with_a_backlog_a_task_costs_four_statements_and_no_begin(nq):
     session = DbSession.open(settings)
     repo = TaskRepository(session, settings.queue_table)
     guard = MysqlBackend(settings).guard(session, repo)
-    runner = TaskRunner(settings, repo, guard, FunctionRouter(insert_effect(nq.qeffects)))
-
-    def run_task() -> None:
-        [tarefa] = guard.claim()  # claimed ahead with the last success: no statement
-        assert runner.run(tarefa) is True
-
+    # Each task but the first is claimed ahead with the last success: no statement.
+    run_task = in_process_runner(settings, guard, insert_effect(nq.qeffects))
     try:
         run_task()  # the first task claims the second ahead
         cost = statements_per_task(session, run_task)
@@ -282,7 +283,8 @@ def test_a_deadlock_in_the_success_update_is_a_task_failure_not_an_empty_success
         eventually(lambda: {"trx_mysql_thread_id": other.thread_id(), "trx_state": "LOCK WAIT"}
                    in nq.sql("SELECT trx_mysql_thread_id, trx_state "
                              "FROM information_schema.innodb_trx"),
-                   10, message="sessão rival esperando a linha de negócio")
+                   10, interval=0.25,  # innodb_trx is refreshed if unread for 0.1 s
+                   message="sessão rival esperando a linha de negócio")
 
     runner = TaskRunner(settings, repo, guard, FunctionRouter(handler))
     try:
@@ -297,3 +299,15 @@ def test_a_deadlock_in_the_success_update_is_a_task_failure_not_an_empty_success
     assert nq.effects() == []  # the task's work was rolled back, and so recorded
     assert nq.value(f"SELECT v FROM {schema}.negocio WHERE id = 1") == 0
     assert [r["status"] for r in nq.rows()][1:] in (["agendada"], ["pendente"])  # a retry
+
+
+def test_a_task_failing_after_a_success_in_the_chained_transaction_leaves_no_effect(nq):
+    settings = nq.settings()
+    session = DbSession.open(settings)
+    guard = MysqlBackend(settings).guard(session, TaskRepository(session,
+                                                                 settings.queue_table))
+    try:
+        check_failure_after_success_rolls_back(nq, guard, settings)
+    finally:
+        guard.close()
+        session.close()
