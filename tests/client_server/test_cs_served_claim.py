@@ -16,6 +16,7 @@ from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.server.core import Server
 from nsj_queue_lib.server.server_main import DatabaseDueCheck
 from tests.fixtures.database import statements_per_task
+from tests.fixtures.deadlock import check_deadlock_in_finish_is_a_failure
 from tests.fixtures.queue import TOKEN, Queue, effects_by_key
 from tests.fixtures.routers import (
     check_failure_after_success_rolls_back,
@@ -182,6 +183,18 @@ def test_on_mariadb_a_served_task_failing_after_a_success_leaves_no_effect(maria
     try:
         check_failure_after_success_rolls_back(mariadb_csq, srv.guard(), srv.settings)
         assert srv.requests("try_lock") == 0  # served claims all along
+    finally:
+        srv.close()
+
+
+def test_on_mariadb_a_deadlock_locking_the_served_row_is_a_task_failure(mariadb_csq):
+    # The rival session holds the row the server handed out ahead, which the finish
+    # reads FOR UPDATE before the success + mark UPDATE.
+    q = mariadb_csq
+    ids = [q.insert({"n": 1}, prioridade=90), q.insert({"n": 2})]
+    srv = InProcessServer(q)
+    try:
+        check_deadlock_in_finish_is_a_failure(q, srv.guard(), srv.settings, ids, ids[1])
     finally:
         srv.close()
 

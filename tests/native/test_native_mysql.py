@@ -4,9 +4,6 @@ kill -9 and the admin locks."""
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
@@ -22,12 +19,11 @@ from nsj_queue_lib.coordination.mysql import (
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, ControlTableMissing
-from nsj_queue_lib.runtime.runner import TaskRunner
 from tests.fixtures.database import statements_per_task
+from tests.fixtures.deadlock import check_deadlock_in_finish_is_a_failure
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
 from tests.fixtures.routers import (
-    FunctionRouter,
     check_failure_after_success_rolls_back,
     in_process_runner,
     insert_effect,
@@ -246,59 +242,18 @@ def test_admin_slot_between_two_tasks_of_a_busy_worker_leaves_its_task_claimed_a
 
 
 def test_a_deadlock_in_the_success_update_is_a_task_failure_not_an_empty_success(nq):
-    # The task updates a business row; another session (heavier, so InnoDB makes the
-    # worker the victim) holds the task's queue row and waits on that business row.
-    # The success UPDATE deadlocks: InnoDB rolls back the task's whole transaction.
+    # The rival session holds the task's own row, which the success UPDATE locks.
     # Fails before the fix: the runner repeated the UPDATE (meant for charset refusals)
     # and committed 'sucesso' with none of the task's work.
     settings = nq.settings()
-    nq.sql(f"CREATE TABLE {nq.quote(nq.schema)}.negocio (id INT PRIMARY KEY, v INT)")
-    nq.sql(f"CREATE TABLE {nq.quote(nq.schema)}.peso (id INT PRIMARY KEY)")
-    nq.sql(f"INSERT INTO {nq.quote(nq.schema)}.negocio VALUES (1, 0)")
     task_id = nq.insert({"n": 1})
     session = DbSession.open(settings)
-    repo = TaskRepository(session, settings.queue_table)
-    guard = MysqlBackend(settings).guard(session, repo)
-    other = nq.server.connect(nq.database)
-    waiting = threading.Event()
-    schema = nq.quote(nq.schema)
-
-    def rival() -> None:
-        with other.cursor() as cur:
-            cur.execute("BEGIN")
-            cur.executemany(f"INSERT INTO {schema}.peso VALUES (%s)", [(i,) for i in range(300)])
-            cur.execute(f"SELECT id FROM {nq.qtable} WHERE id = %s FOR UPDATE", (task_id,))
-            waiting.set()
-            cur.execute(f"UPDATE {schema}.negocio SET v = 2 WHERE id = 1")  # waits
-            cur.execute("ROLLBACK")
-
-    thread = threading.Thread(target=rival, daemon=True)
-
-    def handler(tarefa: dict, bd_conn: Any) -> None:
-        insert_effect(nq.qeffects)(tarefa, bd_conn)
-        with bd_conn.cursor() as cur:
-            cur.execute(f"UPDATE {schema}.negocio SET v = 1 WHERE id = 1")
-        thread.start()
-        assert waiting.wait(10)
-        eventually(lambda: {"trx_mysql_thread_id": other.thread_id(), "trx_state": "LOCK WAIT"}
-                   in nq.sql("SELECT trx_mysql_thread_id, trx_state "
-                             "FROM information_schema.innodb_trx"),
-                   10, interval=0.25,  # innodb_trx is refreshed if unread for 0.1 s
-                   message="sessão rival esperando a linha de negócio")
-
-    runner = TaskRunner(settings, repo, guard, FunctionRouter(handler))
+    guard = MysqlBackend(settings).guard(session, TaskRepository(session,
+                                                                 settings.queue_table))
     try:
-        [tarefa] = guard.claim()
-        assert runner.run(tarefa) is False  # a recorded failure
-        thread.join(10)
+        check_deadlock_in_finish_is_a_failure(nq, guard, settings, [task_id], task_id)
     finally:
         session.close()
-        other.close()
-    assert nq.row(task_id)["status"] == "falha"
-    assert "1213" in nq.row(task_id)["mensagem"]
-    assert nq.effects() == []  # the task's work was rolled back, and so recorded
-    assert nq.value(f"SELECT v FROM {schema}.negocio WHERE id = 1") == 0
-    assert [r["status"] for r in nq.rows()][1:] in (["agendada"], ["pendente"])  # a retry
 
 
 def test_a_task_failing_after_a_success_in_the_chained_transaction_leaves_no_effect(nq):
