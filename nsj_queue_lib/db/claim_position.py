@@ -15,6 +15,13 @@ from the index start, done on the session's first claim and then at least every
 FULL_SCAN_EVERY seconds: such a task waits at most that long while there is work ahead
 of it.  After a probe from the position that found nothing due, the worker's idle wait
 ends by then too (`wait_cap`), so the bound also holds on a quiet queue.
+
+The position is used only while the database's xmin horizon is held back (some session
+of the database holds a snapshot more than PIN_AGE transactions old, read from
+pg_stat_activity at most every FULL_SCAN_EVERY seconds): otherwise the old entries are
+marked killed by the scans that step over them, a read from the start costs no more
+than one from the position, and the claim keeps the exact order (a task committed late
+with an old data_hora is taken first, not up to FULL_SCAN_EVERY seconds later).
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ SLACK = 0.5
 # Under a pin each such read steps over every task processed since the pin began, so the
 # sessions that claim do about (sessions / FULL_SCAN_EVERY) of them per second.
 FULL_SCAN_EVERY = 5.0
+# Age (in transactions) of the oldest snapshot of the database above which reads start from
+# the position: about as many index entries a read from the start may step over.
+PIN_AGE = 1000
 # pos_prio of a read from the start: branches b and d of part_claim_pick cover every row.
 FROM_START_PRIO = 2147483647
 
@@ -43,17 +53,30 @@ class ClaimPosition:
     """The claim position of one session (not thread-safe: one per session)."""
 
     def __init__(self, full_every: float = FULL_SCAN_EVERY, slack: float = SLACK,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, pin_age: int = PIN_AGE) -> None:
         self.full_every = full_every
+        self.pin_age = pin_age
+        self.pinned = False  # the xmin horizon was held back at the last check
+        self._pin_checked_at: Optional[float] = None
         self.slack = _dt.timedelta(seconds=slack)
         self.clock = clock
         self.key: Optional[Key] = None  # the last task claimed (same priority: the latest)
         self._full_at: Optional[float] = None  # clock() of the last claim from the start
         self.probe_positioned = False  # the last probe rendered read from the position
 
+    def pin_check_due(self) -> bool:
+        """Whether the caller should read the xmin horizon again (`pin_checked`)."""
+        return (self._pin_checked_at is None
+                or self.clock() - self._pin_checked_at >= self.full_every)
+
+    def pin_checked(self, pinned: bool) -> None:
+        """Record whether the database's xmin horizon is held back (more than pin_age)."""
+        self._pin_checked_at = self.clock()
+        self.pinned = pinned
+
     def full_due(self) -> bool:
         """The next claim or probe reads from the index start."""
-        return (self.key is None or self._full_at is None
+        return (not self.pinned or self.key is None or self._full_at is None
                 or self.clock() - self._full_at >= self.full_every)
 
     def full_in(self) -> float:

@@ -174,11 +174,11 @@ class TaskRepository:
         params = {"lock_ns": lock_ns, "unlock": unlock,
                   "turn_ns": turn[0] if turn else None, "turn_id": turn[1] if turn else None,
                   "hand_id": turn[2] if turn else None}
-        assert self.position is not None
-        params.update(self.position.claim_params())
+        position = self._position()
+        params.update(position.claim_params())
         rows = [_normalize(r) for r in
                 self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)]
-        self.position.note(rows)
+        position.note(rows)
         return rows
 
     def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:
@@ -196,10 +196,10 @@ class TaskRepository:
                     row["status"] = "processando"
         else:
             sql = self.q["task_claim_batch_compat"] if self.legacy else self.q["task_claim_batch"]
-            assert self.position is not None
+            position = self._position()
             rows = [_normalize(r) for r in self.session.fetch_all(
-                sql, {"limit": limit, "lock_ns": lock_ns, **self.position.claim_params()})]
-            self.position.note(rows)
+                sql, {"limit": limit, "lock_ns": lock_ns, **position.claim_params()})]
+            position.note(rows)
         rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
         return rows
 
@@ -315,7 +315,7 @@ class TaskRepository:
             value = self.session.fetch_value(self.q["task_seconds_to_next_due"])
         else:
             value = self.session.fetch_value(self.q["task_seconds_to_next_due_from"],
-                                             {"due_from": self.position.probe_from()})
+                                             {"due_from": self._position().probe_from()})
         return None if value is None else float(value)
 
     def idle_probe_sql(self) -> Tuple[str, str]:
@@ -323,10 +323,19 @@ class TaskRepository:
         no parameter, from this session's claim position when one applies, for a statement
         that cannot bind values (the listener turn's DO block): the position is written
         as an integer number of microseconds."""
-        assert self.position is not None
-        since = _sql_timestamp(self.position.probe_from())
+        since = _sql_timestamp(self._position().probe_from())
         return (self.q["task_seconds_to_next_due_from"].replace("%(due_from)s", since),
                 self.q["task_due_beyond_one"].replace("%(due_from)s", since))
+
+    def _position(self) -> ClaimPosition:
+        """The session's claim position, its view of the xmin horizon refreshed when due
+        (one statement every FULL_SCAN_EVERY seconds at most)."""
+        position = self.position
+        assert position is not None
+        if position.pin_check_due():
+            position.pin_checked(bool(self.session.fetch_value(
+                self.q["xmin_horizon_held"], {"age": position.pin_age})))
+        return position
 
     def idle_wait_cap(self) -> Optional[float]:
         """The longest an idle wait may last after the last probe (None: no limit): a

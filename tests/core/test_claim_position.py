@@ -12,7 +12,7 @@ from contextlib import closing
 import pytest
 
 from nsj_queue_lib.coordination.base import task_lock_key
-from nsj_queue_lib.db.claim_position import FULL_SCAN_EVERY, SLACK
+from nsj_queue_lib.db.claim_position import FULL_SCAN_EVERY, PIN_AGE, SLACK
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from tests.fixtures.waiting import eventually
@@ -25,7 +25,12 @@ DEAD = 20_000  # tasks processed under the pin before the measured claims
 def repo(request, queue):
     session = DbSession.open(queue.settings())
     try:
-        yield TaskRepository(session, queue.table, queue.sub_table, legacy=request.param)
+        repository = TaskRepository(session, queue.table, queue.sub_table, legacy=request.param)
+        # Reads from the position as under a held-back xmin horizon (whatever the other
+        # sessions do): these tests check the positioned reads themselves; the horizon
+        # check has tests of its own below.
+        repository.position.pin_age = -1
+        yield repository
     finally:
         session.close()
 
@@ -123,6 +128,42 @@ def test_idle_probe_from_the_position_and_its_wait_cap(repo, queue):
     assert repo.task_seconds_to_next_due() < -3000  # from the start: the straggler
     assert repo.idle_wait_cap() is None
     assert queue.value(repo.idle_probe_sql()[0]) < -3000
+
+
+# -- when the position is used ----------------------------------------------------------
+def test_with_the_horizon_not_held_back_claims_keep_the_exact_order(repo, queue):
+    repo.position.pin_age = 10**9  # no snapshot of the database is that old
+    repo.position.full_every = NEVER
+    backlog = _insert(queue, 10)
+    assert _claim(repo, queue) == backlog[0]
+    [straggler] = _insert(queue, ago="1 hour")
+    assert _claim(repo, queue) == straggler  # at once, not after a bound
+    assert repo.position.pinned is False
+    assert repo.task_seconds_to_next_due() <= 0 and repo.idle_wait_cap() is None
+
+
+def test_a_held_back_horizon_is_detected_and_so_is_its_end(queue, pg_server):
+    session = DbSession.open(queue.settings())
+    with closing(pg_server.connect(autocommit=False)) as pin, \
+            closing(pg_server.connect()) as other, other.cursor() as burn:
+        try:
+            repo = TaskRepository(session, queue.table, queue.sub_table)
+            with pin.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cur.execute("SELECT txid_current()")
+            for _ in range(PIN_AGE + 1):  # transactions that commit while the pin holds
+                burn.execute("SELECT txid_current()")
+            backlog = _insert(queue, 10)
+            assert _claim(repo, queue) == backlog[0]
+            assert repo.position.pinned is True
+            [straggler] = _insert(queue, ago="1 hour")
+            assert _claim(repo, queue) == backlog[1]  # from the position
+            pin.rollback()
+            repo.position.full_every = 0.0  # the next read checks the horizon again
+            assert _claim(repo, queue) == straggler
+            assert repo.position.pinned is False
+        finally:
+            session.close()
 
 
 # -- under a pinned xmin ----------------------------------------------------------------

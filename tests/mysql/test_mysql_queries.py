@@ -22,7 +22,7 @@ POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_clai
                  "task_due_beyond_one",
                  # the claim and the idle probe from the session's claim position
                  # (db/claim_position.py)
-                 "task_seconds_to_next_due_from"}
+                 "task_seconds_to_next_due_from", "xmin_horizon_held"}
 MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_list_processing",
               "task_finish_release", "task_finish_release_mark", "task_mark_processing_batch",
               "task_unclaim", "task_lock_waiting", "task_finish_mark"}

@@ -259,6 +259,16 @@ SELECT count(*) > 1
                         LIMIT 2) AS a
         LIMIT 2) AS d
 
+-- name: xmin_horizon_held
+-- Whether a session of this database holds a snapshot more than %(age)s transactions old
+-- (a long transaction, an idle-in-transaction session): then the index entries of the
+-- rows updated since cannot be marked killed, and claims read from the session's claim
+-- position (db/claim_position.py).  backend_xmin is shown for every role's sessions.
+-- Only this database's sessions hold back the horizon of its tables.
+SELECT coalesce(max(age(backend_xmin)), 0) > %(age)s
+  FROM pg_stat_activity
+ WHERE datname = current_database()
+
 -- name: task_seconds_to_next_due_from
 -- task_seconds_to_next_due from the session's claim position (%(due_from)s: its data_hora
 -- minus the slack; NULL: from the start), for the idle probes of PostgreSQL (the listener
