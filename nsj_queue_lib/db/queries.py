@@ -121,8 +121,10 @@ class Queries:
                  "tarefa_json": _tarefa_json(table),
                  "control_table": dialect.quote_table(control_table_name(queue_table)),
                  **DIALECT_WORDS[dialect.name]}
-        names.update({name: body.format(**names)
-                      for name, body in raw_parts(dialect, filename).items()})
+        # the rendered pieces (the repository swaps one for another: see task_claim_locked)
+        self.parts = {name: body.format(**names)
+                      for name, body in raw_parts(dialect, filename).items()}
+        names.update(self.parts)
         self._sql = {name: body.format(**names)
                      for name, body in raw_queries(dialect, filename).items()}
 

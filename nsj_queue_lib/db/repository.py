@@ -176,10 +176,20 @@ class TaskRepository:
                   "hand_id": turn[2] if turn else None}
         position = self._position()
         params.update(position.claim_params())
+        sql, name = self._from_start(sql, name, params)
         rows = [_normalize(r) for r in
                 self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)]
         position.note(rows)
         return rows
+
+    def _from_start(self, sql: str, name: str, params: dict) -> Tuple[str, str]:
+        """A claim from the index start runs the single ordered scan (part_claim_pick_full*),
+        in a prepared statement of its own: its plan never depends on position values."""
+        if params["pos_from"] is not None:
+            return sql, name
+        pick = "part_claim_pick_compat" if self.legacy else "part_claim_pick"
+        parts = self.q.parts
+        return sql.replace(parts[pick], parts[pick.replace("pick", "pick_full")]), f"{name}_full"
 
     def task_claim_batch(self, limit: int, lock_ns: int) -> List[dict]:
         """Batch mode: claim up to `limit` due tasks inside the caller's transaction, in
@@ -197,8 +207,9 @@ class TaskRepository:
         else:
             sql = self.q["task_claim_batch_compat"] if self.legacy else self.q["task_claim_batch"]
             position = self._position()
-            rows = [_normalize(r) for r in self.session.fetch_all(
-                sql, {"limit": limit, "lock_ns": lock_ns, **position.claim_params()})]
+            params = {"limit": limit, "lock_ns": lock_ns, **position.claim_params()}
+            sql, _ = self._from_start(sql, "", params)
+            rows = [_normalize(r) for r in self.session.fetch_all(sql, params)]
             position.note(rows)
         rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
         return rows

@@ -28,7 +28,8 @@ def test_every_named_query_is_parsed():
     assert len(headers) == len(set(headers)), "duplicate query name"
     # (part_* blocks are pieces of other queries, rendered into them)
     assert set(raw_queries(POSTGRES)) | set(raw_parts(POSTGRES)) == set(headers)
-    assert set(raw_parts(POSTGRES)) == {"part_claim_pick", "part_claim_pick_compat"}
+    assert set(raw_parts(POSTGRES)) == {"part_claim_pick", "part_claim_pick_compat",
+                                        "part_claim_pick_full", "part_claim_pick_full_compat"}
     assert not any(name.startswith("part_") for name in Queries(POSTGRES, "fila").names())
     for name, body in raw_queries(POSTGRES).items():
         assert body, f"{name} is empty"

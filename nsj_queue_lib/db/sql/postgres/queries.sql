@@ -117,6 +117,32 @@ SELECT p.id
                           LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d) p
  LIMIT %(limit)s
 
+-- name: part_claim_pick_full
+-- part_claim_pick when the session reads from the index start (db/claim_position.py): one
+-- ordered ix_claim scan without position parameters, the claim's plan as before the
+-- position existed.  (With pos_prio = 2147483647 in part_claim_pick, a generic plan made
+-- while the table held few rows may read branch d with a bitmap and a sort of every
+-- waiting row, on every claim from the start.)
+SELECT c.id
+  FROM {table} c
+ WHERE c.status IN ('pendente', 'agendada')
+   AND c.data_hora <= now()
+ ORDER BY c.prioridade DESC, c.data_hora, c.id
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: part_claim_pick_full_compat
+-- part_claim_pick_compat from the index start (see part_claim_pick_full).
+SELECT c.id
+  FROM {table} c
+ WHERE (c.status = 'pendente'
+        OR (c.status = 'agendada'
+            AND (SELECT pg_try_advisory_xact_lock_shared(3))))
+   AND c.data_hora <= now()
+ ORDER BY c.prioridade DESC, c.data_hora, c.id
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
 -- name: task_claim_locked
 -- Claims up to `limit` due tasks and takes their advisory locks in one statement
 -- (autocommit), so 'processando' is visible while it runs and the lock lives on the
