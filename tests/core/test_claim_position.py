@@ -161,6 +161,9 @@ def test_a_held_back_horizon_is_detected_and_so_is_its_end(queue, pg_server):
             pin.rollback()
             repo.position.full_every = 0.0  # the next read checks the horizon again
             assert _claim(repo, queue) == straggler
+            assert repo.position.pinned is True  # for pin_hold seconds after the end
+            repo.position.pin_hold = 0.0
+            assert _claim(repo, queue) == backlog[2]
             assert repo.position.pinned is False
         finally:
             session.close()
