@@ -49,6 +49,7 @@ def _settle(guard: Optional[TaskGuard]) -> None:
     if settle is not None:
         settle()
 
+
 def _capped(timeout: float, repo: TaskRepository) -> float:
     """An idle wait after a probe from the claim position ends when a claim from the index
     start is due (PostgreSQL, db/claim_position.py), so that a task due before the
@@ -165,6 +166,10 @@ class Consumer:
                     if self.slots is not None and self.slots.due():
                         # Between two tasks (or batches), outside any transaction.
                         self.slots.run_due(session, guard.claimed_ahead())
+                        # A stop or HALT that came during the job: no further claim.
+                        self._handle(notifier.wait(0))
+                        if self.stop.is_set():
+                            continue
                     self.paused = gate.is_paused()
                     if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
                         _settle(guard)

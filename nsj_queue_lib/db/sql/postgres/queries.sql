@@ -286,14 +286,17 @@ SELECT count(*) > 1
         LIMIT 2) AS d
 
 -- name: xmin_horizon_held
--- Whether a session of this database holds a snapshot more than %(age)s transactions old
--- (a long transaction, an idle-in-transaction session): then the index entries of the
--- rows updated since cannot be marked killed, and claims read from the session's claim
--- position (db/claim_position.py).  backend_xmin is shown for every role's sessions.
--- Only this database's sessions hold back the horizon of its tables.
-SELECT coalesce(max(age(backend_xmin)), 0) > %(age)s
-  FROM pg_stat_activity
- WHERE datname = current_database()
+-- Whether something holds the xmin horizon more than %(age)s transactions back: then the
+-- index entries of the rows updated since cannot be marked killed, and claims read from
+-- the session's claim position (db/claim_position.py).  What can hold it: a session's
+-- snapshot (a long or idle-in-transaction session; backend_xmin is shown for every role's
+-- sessions; every database counts, as it does before PostgreSQL 14, and a walsender with
+-- hot_standby_feedback has no database), a replication slot, a forgotten prepared
+-- transaction.  A VACUUM's own xmin also counts, though it holds nothing back: at worst
+-- claims then read from the position while it runs.
+SELECT coalesce(greatest((SELECT max(age(backend_xmin)) FROM pg_stat_activity),
+                         (SELECT max(age(xmin)) FROM pg_replication_slots),
+                         (SELECT max(age(transaction)) FROM pg_prepared_xacts)), 0) > %(age)s
 
 -- name: task_seconds_to_next_due_from
 -- task_seconds_to_next_due from the session's claim position (%(due_from)s: its data_hora
