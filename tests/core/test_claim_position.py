@@ -12,7 +12,13 @@ from contextlib import closing
 import pytest
 
 from nsj_queue_lib.coordination.base import task_lock_key
-from nsj_queue_lib.db.claim_position import FULL_SCAN_EVERY, PIN_AGE, SLACK
+from nsj_queue_lib.db.claim_position import (
+    FULL_SCAN_EVERY,
+    PIN_AGE,
+    PIN_CHECK_CLAIMS,
+    SLACK,
+    ClaimPosition,
+)
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from tests.fixtures.waiting import eventually
@@ -167,6 +173,23 @@ def test_a_held_back_horizon_is_detected_and_so_is_its_end(queue, pg_server):
             assert repo.position.pinned is False
         finally:
             session.close()
+
+
+def test_an_idle_session_does_not_check_the_horizon_a_held_one_does():
+    now = [0.0]
+    position = ClaimPosition(clock=lambda: now[0])
+    assert position.pin_check_due()  # the first read
+    position.pin_checked(False)
+    now[0] += 10 * FULL_SCAN_EVERY
+    assert not position.pin_check_due()  # idle: no claim since, no statement
+    row = {"prioridade": 50, "data_hora": None, "id": 1}
+    position.note([row] * (PIN_CHECK_CLAIMS - 1))
+    assert not position.pin_check_due()
+    position.note([row])
+    assert position.pin_check_due()  # busy enough for a pin to cost
+    position.pin_checked(True)
+    now[0] += FULL_SCAN_EVERY
+    assert position.pin_check_due()  # while held: by time alone, to see its end
 
 
 # -- under a pinned xmin ----------------------------------------------------------------
