@@ -1,5 +1,8 @@
 """Client/server mode figures: processing rate and pickup latency with the socket server,
 on PostgreSQL and on MariaDB (python bench/bench_cs.py, or as part of bench/bench.py).
+`--statements [--native] [--cs] [--quick]`: statements per completed task on MariaDB with
+a backlog and with 4 and 32 idle workers while tasks arrive at 100/s, and the idle fleet's
+statements per second without arrivals (each process counted by bench/counting.py).
 
 The server runs as `python -m nsj_queue_lib.server.server_main` and the workers as
 processes in CLIENT_SERVER_MODE; the producer tells the server about each new task
@@ -10,14 +13,16 @@ MariaDB comes from NSJQ_TEST_MYSQL_HOST/_PORT/_USER/_PASS (default 127.0.0.1:330
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -161,7 +166,13 @@ class ClientServerRun:
     def start_server(self) -> None:
         if not self.server:
             return
-        self._spawn(["-m", "nsj_queue_lib.server.server_main"])
+        if self.env.get("NSJQ_BENCH_COUNT_DIR"):  # the server's statements count too
+            self._spawn(["-c", "import runpy, sys; sys.path.insert(0, 'bench'); "
+                         "import counting; counting.install(); "
+                         "runpy.run_module('nsj_queue_lib.server.server_main', "
+                         "run_name='__main__')"])
+        else:
+            self._spawn(["-m", "nsj_queue_lib.server.server_main"])
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -306,9 +317,122 @@ def run_mysql(pg: DevPostgres, report: Report, n: int = 10_000, samples: int = 6
         mariadb.drop()
 
 
+# -- statements per task with idle workers on MariaDB (the PostgreSQL line's method) -----
+def _sessions(target: Target) -> int:
+    return int(target.scalar("SELECT count(*) FROM information_schema.processlist "
+                             "WHERE db = %s", (SCHEMA,)))
+
+
+def _counted(target: Target, server: bool, workers: int, work: Callable[[], int]) -> Dict:
+    """Start the server (if any) and `workers` counting processes, mark the counts once
+    they are all connected and settled, run `work()` (returns the tasks it waits for),
+    stop everything; statements and round trips per completed task since the mark,
+    summed over every process (the server's too)."""
+    from bench.bench_perf import read_counts
+
+    directory = tempfile.mkdtemp(prefix="nsjq-count-")
+    run = ClientServerRun(target, server)
+    run.env["NSJQ_BENCH_COUNT_DIR"] = directory
+    try:
+        run.start_server()
+        run.start_workers(workers)
+        deadline = time.monotonic() + 120
+        while _sessions(target) < workers + int(server):
+            if time.monotonic() > deadline:
+                raise RuntimeError("workers não conectaram")
+            time.sleep(0.1)
+        time.sleep(3.0)  # start-up statements settle (rescue, first probes)
+        Path(directory, "mark").touch()  # counts from here on (bench/counting.py)
+        time.sleep(0.1)
+        started = time.monotonic()
+        expected = work()
+        deadline = time.monotonic() + 120
+        while target.scalar(f"SELECT count(*) FROM {target.effects()}") < expected:
+            if time.monotonic() > deadline:
+                raise RuntimeError("tarefas não concluídas a tempo")
+            time.sleep(0.05)
+        elapsed = time.monotonic() - started
+    finally:
+        run.stop()
+    counts = read_counts(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+    done = int(target.scalar(f"SELECT count(*) FROM {target.effects()}"))
+    if os.environ.get("NSJQ_BENCH_COUNT_TEXT"):  # round trips per task by statement start
+        texts: Dict[str, int] = {}
+        for c in counts:
+            for key, n in c.get("texts", {}).items():
+                texts[key] = texts.get(key, 0) + n
+        for key, n in sorted(texts.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"    {n / done:6.2f}  {key}")
+    total = {k: sum(c[k] - (c["at_mark"] or {}).get(k, 0) for c in counts)
+             for k in ("statements", "round_trips")}
+    return {"statements": total["statements"] / max(done, 1),
+            "round_trips": total["round_trips"] / max(done, 1),
+            "per_second": total["statements"] / elapsed,
+            "connections": max((c["connections_max"] for c in counts), default=0),
+            "tasks": done}
+
+
+def statements_mysql(report: Report, rate: float = 100.0, seconds: float = 30.0,
+                     backlog: int = 3_000, sizes: Tuple[int, ...] = (4, 32),
+                     modes: Tuple[str, ...] = ("native", "client/server")) -> None:
+    """Statements per completed task on MariaDB, native and client/server: with a backlog
+    (the floor: 4 workers, tasks inserted before the mark), then with idle workers while
+    tasks arrive at `rate`/s (bench_perf.py's statements line, counted the same way)."""
+    from bench.bench_perf import Producer
+
+    target = Target("mariadb", None)
+    table = f"{SCHEMA}.{FILA}"
+    print(f"-- statements per task on MariaDB (arrivals {rate:.0f}/s for {seconds:.0f} s)")
+    try:
+        for server, name in ((False, "mariadb native"), (True, "client/server mariadb")):
+            if ("client/server" if server else "native") not in modes:
+                continue
+            target.reset()
+
+            def fill() -> int:
+                conn = target.connect(autocommit=False)
+                client = QueueClient(conn, table)
+                client.insert_tasks([{"processo": "b", "payload": "{}"}
+                                     for _ in range(backlog)])
+                conn.commit()
+                conn.close()
+                return backlog
+
+            floor = _counted(target, server, 4, fill)
+            report(f"{name}: statements per task, backlog", floor["statements"], "stmts",
+                   note=f"({floor['statements']:.2f}; {floor['round_trips']:.2f} round trips)")
+            for idle in sizes:
+                target.reset()
+                quiet = _counted(target, server, idle, lambda: time.sleep(10.0) or 0)
+                report(f"{name}: {idle} idle, no arrivals", quiet["per_second"], "stmts/s",
+                       note="(background cost of the idle fleet, 10 s)")
+                target.reset()
+                producer = Producer(target, rate, seconds, table=table)  # type: ignore[arg-type]
+
+                def arrive(producer: Any = producer) -> int:
+                    producer.start()
+                    producer.join()
+                    return producer.sent
+
+                got = _counted(target, server, idle, arrive)
+                report(f"{name}: statements per task, {idle} idle, {rate:.0f}/s",
+                       got["statements"], "stmts", floor["statements"],
+                       f"({got['statements']:.2f}; {got['round_trips']:.2f} round trips; "
+                       f"target <= 6; baseline: backlog)")
+    finally:
+        target.drop()
+
+
 def main() -> int:
     from bench.bench import report
 
+    if "--statements" in sys.argv[1:]:
+        modes = tuple(m for m, flag in (("native", "--native"), ("client/server", "--cs"))
+                      if flag in sys.argv[1:])
+        statements_mysql(report, seconds=10.0 if "--quick" in sys.argv[1:] else 30.0,
+                         modes=modes or ("native", "client/server"))
+        return 0
     pg = acquire()
     try:
         if "--mysql" in sys.argv[1:]:

@@ -1,9 +1,10 @@
 """Throughput and scale lines: python bench/bench_perf.py [--quick] [--only NAME ...].
 
-Lines (each with a baseline measured in the same run, and the ratio):
-  pgbench     per-task and batched processing of the library vs pgbench running the
-              same claim / side effect / finish SQL from the same number of clients
-  batch       QUEUE_BATCH_SIZE=N vs the per-task rate (4 workers)
+Lines, by --only name (each with a baseline measured in the same run, and the ratio):
+  pgbench     per-task and batched (QUEUE_BATCH_SIZE=--batch) processing of the library,
+              each vs pgbench running the same claim / side effect / finish SQL from the
+              same number of clients, and batch vs the per-task rate (4 workers): the
+              batch lines run here, there is no separate "batch" name
   statements  statements and round trips per completed task with 4 and 32 idle
               workers while tasks arrive at a fixed rate; connections per process
   webhook     one webhook worker process with QUEUE_CONCURRENCY=32 against a local
@@ -109,8 +110,10 @@ def lib_rate(pg: DevPostgres, n: int, procs: int, **extra: str) -> float:
 def pgbench_script(batch: int) -> str:
     """The library's way, in SQL run by pgbench: an autocommit claim (advisory lock,
     asynchronous commit) then BEGIN, side effect, finish + unlock, COMMIT; batched:
-    BEGIN, one claim of up to `batch` rows, per task SAVEPOINT / effect / finish /
-    RELEASE, one COMMIT."""
+    BEGIN, one claim of up to `batch` rows, per task SAVEPOINT (with the release of the
+    last task's in the same round trip, pgbench's \\;) and effect, then one UPDATE
+    marking every task and one COMMIT (runtime/batch.py since session 12; before it each
+    task had its own finish UPDATE and RELEASE: NSJQ_BENCH_PGBENCH_OLD_BATCH=1)."""
     effect = (f"INSERT INTO {EFFECTS} (tarefa_id, t_inicio) "
               "SELECT {id}, extract(epoch FROM clock_timestamp()) WHERE {id} > 0;")
     if batch <= 1:
@@ -133,12 +136,22 @@ def pgbench_script(batch: int) -> str:
         "SELECT coalesce(array_agg(id ORDER BY prioridade DESC, data_hora, id), '{}') "
         "AS ids FROM c \\gset",
     ]
+    old = bool(os.environ.get("NSJQ_BENCH_PGBENCH_OLD_BATCH"))
     for i in range(1, batch + 1):
         task = f"coalesce((':ids'::bigint[])[{i}], 0)"
-        lines += ["SAVEPOINT t;", effect.format(id=task),
-                  f"UPDATE {TABLE} SET status = 'sucesso', mensagem = 'ok' "
-                  f"WHERE id = {task} AND status = 'processando';",
-                  "RELEASE SAVEPOINT t;"]
+        if old:
+            lines += ["SAVEPOINT t;", effect.format(id=task),
+                      f"UPDATE {TABLE} SET status = 'sucesso', mensagem = 'ok' "
+                      f"WHERE id = {task} AND status = 'processando';",
+                      "RELEASE SAVEPOINT t;"]
+        else:
+            lines += ["SAVEPOINT t;" if i == 1 else "RELEASE SAVEPOINT t\\; SAVEPOINT t;",
+                      effect.format(id=task)]
+    if not old:
+        lines.append(f"UPDATE {TABLE} t SET status = 'sucesso', mensagem = m.mensagem "
+                     "FROM unnest(':ids'::bigint[], array_fill('ok'::text, "
+                     "ARRAY[cardinality(':ids'::bigint[])])) AS m(id, mensagem) "
+                     "WHERE t.id = m.id AND t.status = 'processando';")
     lines.append("END;")
     return "\n".join(lines) + "\n"
 
@@ -190,17 +203,20 @@ class Producer(threading.Thread):
     """Enqueues `rate` tasks/s for `seconds`, `per_commit` tasks per transaction."""
 
     def __init__(self, pg: DevPostgres, rate: float, seconds: float,
-                 per_commit: int = 1) -> None:
+                 per_commit: int = 1, table: Optional[str] = None) -> None:
         super().__init__(daemon=True)
+        # `pg`: anything with connect(autocommit=...) (bench_cs.Target for MariaDB, with
+        # `table` its queue).
         self.pg, self.rate, self.seconds = pg, rate, seconds
         self.per_commit = per_commit
+        self.table = table or f"{SCHEMA}.{FILA}"
         self.elapsed = 0.0
         self.sent = 0
         self.stop = threading.Event()
 
     def run(self) -> None:
         conn = self.pg.connect(autocommit=False)
-        client = QueueClient(conn, f"{SCHEMA}.{FILA}")
+        client = QueueClient(conn, self.table)
         start = time.monotonic()
         while not self.stop.is_set():
             elapsed = time.monotonic() - start
@@ -408,8 +424,8 @@ def bench_xmin(pg: DevPostgres, rate: float, before: float, pinned: float,
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", nargs="*",
-                        default=["pgbench", "statements", "webhook", "xmin"])
+    lines = ["pgbench", "statements", "webhook", "xmin"]
+    parser.add_argument("--only", nargs="*", choices=lines, default=lines)
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--pin-seconds", type=float, default=300.0)

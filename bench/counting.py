@@ -166,3 +166,29 @@ def _dump() -> None:
     path = os.path.join(directory, f"counts-{os.getpid()}.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(dict(COUNTS, at_mark=AT_MARK or None, texts=TEXTS), fh)
+
+
+def summary(directory: str, top: int = 15) -> str:
+    """Round trips by statement start, summed over the processes of a kept count
+    directory (NSJQ_BENCH_KEEP=1 with NSJQ_BENCH_COUNT_TEXT=1), counted after the mark."""
+    import glob
+
+    texts: Dict[str, int] = {}
+    statements = round_trips = 0
+    for path in glob.glob(os.path.join(directory, "counts-*.json")):
+        with open(path, encoding="utf-8") as fh:
+            counts = json.load(fh)
+        mark = counts.get("at_mark") or {}
+        statements += counts["statements"] - mark.get("statements", 0)
+        round_trips += counts["round_trips"] - mark.get("round_trips", 0)
+        for key, n in counts.get("texts", {}).items():
+            texts[key] = texts.get(key, 0) + n
+    lines = [f"{statements} statements, {round_trips} round trips"]
+    lines += [f"{n:8d}  {key}" for key, n in sorted(texts.items(), key=lambda kv: -kv[1])[:top]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # python bench/counting.py DIR: what a kept run sent
+    import sys
+
+    print(summary(sys.argv[1]))

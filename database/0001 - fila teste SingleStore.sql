@@ -87,8 +87,18 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_controle` (
     alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
 ) DEFAULT CHARSET = utf8mb4;
 
+-- The admin jobs' last run (rescue, purge, notify; one row each): `horario` is the slot
+-- (a clock minute, UTC) it ran for.  Written under the job's admin lock; a worker that
+-- reaches the job late (busy through the slot) skips it when its slot is already here.
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste_rotinas` (
+    rotina VARCHAR(30) NOT NULL PRIMARY KEY,
+    horario DATETIME NOT NULL,
+    executado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    executado_por VARCHAR(150) NULL
+) DEFAULT CHARSET = utf8mb4;
+
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 3 (93700e008beb)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 3 (3cfb470bcedc)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

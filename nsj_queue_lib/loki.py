@@ -42,6 +42,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.logfields import ContextFilter, JsonFormatter, loki_metadata
 from nsj_queue_lib.logsafe import protect_handler
+from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import BackgroundService
 from nsj_queue_lib.text import redact_url, without_credentials
 
@@ -214,6 +215,8 @@ class LokiSender(BackgroundService):
         super().__init__()
         self.handler = handler
         self.fail_delay = 0.0
+        # 1 s doubling up to backoff_max, no jitter (one sender per process).
+        self._backoff = Backoff(1.0, handler.backoff_max, jitter=1.0)
 
     @property
     def thread(self) -> Optional[threading.Thread]:
@@ -231,9 +234,10 @@ class LokiSender(BackgroundService):
             if not batch and not dropped:
                 return
             if not self.handler._send(batch, dropped):
-                self.fail_delay = min(self.handler.backoff_max, self.fail_delay * 2 or 1.0)
+                self.fail_delay = self._backoff.next()
                 return
             self.fail_delay = 0.0
+            self._backoff.reset()
 
 
 def install_loki_handler(settings: Settings, **options: Any) -> Optional[LokiHandler]:

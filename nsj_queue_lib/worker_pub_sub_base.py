@@ -51,7 +51,7 @@ from __future__ import annotations
 import logging
 import threading
 from types import MappingProxyType
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Mapping, Optional, TypeVar
 
 from nsj_queue_lib.exceptions import ConfigError, SubscriberNotRegistered
 from nsj_queue_lib.pubsub.message import (
@@ -62,6 +62,9 @@ from nsj_queue_lib.pubsub.message import (
     unwrap_legacy_envelope,
 )
 from nsj_queue_lib.worker_base import WorkerBase, accepts_extra_arg
+
+if TYPE_CHECKING:
+    from nsj_queue_lib.runtime.router import TaskContext
 
 logger = logging.getLogger(__name__)
 
@@ -220,36 +223,65 @@ class WorkerPubSubBase(WorkerBase):
             return False
         return accepts_extra_arg(handler, _HANDLER_ARGS)
 
-    # -- execution ----------------------------------------------------------
-    def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
-                multi_db_conn: Any = None) -> Optional[str]:
-        """Run the handler (or the webhook) of the task's subscriber."""
-        subscriber_id = self._subscriber_id(tarefa)
-        payload = unwrap_legacy_envelope(payload, tarefa)  # rows written by 1.2.2
+    # -- handlers the router calls (see nsj_queue_lib.runtime.router) ----------
+    # The one router (runtime/router.py) sends subscriber and dead-letter tasks here
+    # with the task's typed context; the subscription is read through its repository
+    # (the task's own session, in its transaction).
+    def run_subscriber(self, ctx: TaskContext) -> Any:
+        """A subscriber task: its `@Subscriber` handler, or its webhook."""
+        return self._run_subscriber(ctx, ctx.tarefa.get("payload"))
+
+    def run_dead(self, ctx: TaskContext) -> Any:
+        """A dead-letter task: its `@DeadSubscriber` handler, else `execute_dead`."""
+        handler = self._dead_handler(ctx.tarefa)
+        if handler is None:
+            return super().run_dead(ctx)
+        return self._run_dead(ctx, handler, ctx.tarefa.get("payload"))
+
+    def _run_subscriber(self, ctx: TaskContext, payload: Optional[str]) -> Any:
+        subscriber_id = self._subscriber_id(ctx.tarefa)
+        payload = unwrap_legacy_envelope(payload, ctx.tarefa)  # rows written by 1.2.2
         handler = self.subscriber_handler(subscriber_id)
         if handler is not None:
-            subscription = self.load_subscription(subscriber_id, bd_conn)
-            return self._call_handler(handler, payload, subscription, tarefa, bd_conn,
-                                      multi_db_conn)
+            return self._call_handler(handler, payload, self.read_subscription(ctx, subscriber_id),
+                                      ctx)
         if self.is_webhook_subscriber(subscriber_id):
-            subscription = self.load_subscription(subscriber_id, bd_conn)
-            return self.deliver_webhook(payload, subscription, tarefa)
+            return self.deliver_webhook(payload, self.read_subscription(ctx, subscriber_id),
+                                        ctx.tarefa)
         raise SubscriberNotRegistered(
             f"Subscriber '{subscriber_id}' não registrado no worker {type(self).__name__}: "
             f"nenhum método com @Subscriber('{subscriber_id}') nem "
             f"@SubscriberWebhook('{subscriber_id}').")
 
+    def _dead_handler(self, tarefa: Dict[str, Any]) -> Optional[Callable]:
+        subscriber_id = tarefa.get("subscriber_id")
+        return self.subscriber_handler(str(subscriber_id), dead=True) if subscriber_id else None
+
+    def _run_dead(self, ctx: TaskContext, handler: Callable, payload: Optional[str]) -> Any:
+        subscriber_id = str(ctx.tarefa["subscriber_id"])
+        payload = unwrap_legacy_envelope(payload, ctx.tarefa)
+        return self._call_handler(handler, payload, self.read_subscription(ctx, subscriber_id),
+                                  ctx)
+
+    # -- direct calls (the WorkerBase methods, for code that calls them itself) ------
+    def execute(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
+                multi_db_conn: Any = None) -> Optional[str]:
+        """Run the handler (or the webhook) of the task's subscriber."""
+        return self._run_subscriber(self._context(tarefa, bd_conn, multi_db_conn), payload)
+
     def execute_dead(self, payload: str, tarefa: Dict[str, Any], bd_conn: Any,
                      multi_db_conn: Any = None) -> Optional[str]:
         """Run the `@DeadSubscriber` handler, or `WorkerBase.execute_dead` when there is none."""
-        subscriber_id = tarefa.get("subscriber_id")
-        handler = self.subscriber_handler(subscriber_id, dead=True) if subscriber_id else None
-        payload = unwrap_legacy_envelope(payload, tarefa)
+        handler = self._dead_handler(tarefa)
         if handler is None:
-            return super().execute_dead(payload, tarefa, bd_conn, multi_db_conn)
-        subscription = self.load_subscription(subscriber_id, bd_conn)
-        return self._call_handler(handler, payload, subscription, tarefa, bd_conn,
-                                  multi_db_conn)
+            return super().execute_dead(unwrap_legacy_envelope(payload, tarefa), tarefa,
+                                        bd_conn, multi_db_conn)
+        return self._run_dead(self._context(tarefa, bd_conn, multi_db_conn), handler, payload)
+
+    def _context(self, tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any) -> TaskContext:
+        from nsj_queue_lib.runtime.router import TaskContext
+
+        return TaskContext.for_connection(tarefa, self.settings, bd_conn, multi_db_conn)
 
     def _subscriber_id(self, tarefa: Dict[str, Any]) -> str:
         subscriber_id = tarefa.get("subscriber_id")
@@ -259,47 +291,36 @@ class WorkerPubSubBase(WorkerBase):
                 "tarefas geradas pela publicação (QueueClient.insert_task_pub_sub).")
         return str(subscriber_id)
 
-    def _call_handler(self, handler: Callable, payload: str, subscription: Dict[str, Any],
-                      tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any) -> Any:
-        args = (handler_payload(payload, subscription), subscription, tarefa, bd_conn)
-        if multi_db_conn is not None and accepts_extra_arg(handler, _HANDLER_ARGS):
-            return handler(*args, multi_db_conn)
+    def _call_handler(self, handler: Callable, payload: Optional[str],
+                      subscription: Dict[str, Any], ctx: TaskContext) -> Any:
+        args = (handler_payload(payload, subscription), subscription, ctx.tarefa, ctx.bd_conn)
+        if ctx.multi_db_conn is not None and accepts_extra_arg(handler, _HANDLER_ARGS):
+            return handler(*args, ctx.multi_db_conn)
         return handler(*args)
 
     # -- subscription -------------------------------------------------------
-    def _repository(self, bd_conn: Any) -> Any:
-        """The subscriber-table repository on the connection of `bd_conn` (cached per
-        connection: one per task thread)."""
-        from nsj_queue_lib.db.repository import TaskRepository
-        from nsj_queue_lib.db.session import DbSession
-
-        raw = getattr(bd_conn, "conn", bd_conn)
-        local = self._thread_local()
-        cached = getattr(local, "sub_repo", None)
-        if cached is not None and cached[0] is raw:
-            return cached[1]
-        settings = self.settings
-        sub_table = getattr(settings, "queue_subscriber_table", None)
-        if not sub_table:
+    def read_subscription(self, ctx: TaskContext, subscriber_id: str) -> Dict[str, Any]:
+        """The subscriber row as handlers see it, read now through the task's repository
+        (its session and transaction)."""
+        settings = ctx.settings or self.settings
+        if not getattr(settings, "queue_subscriber_table", None):
             raise ConfigError("QUEUE_SUBSCRIBER_TABLE não configurada: o worker pub/sub "
                               "precisa da tabela de assinaturas.")
-        repo = TaskRepository(DbSession(raw), settings.queue_table, sub_table)
-        local.sub_repo = (raw, repo)
-        return repo
-
-    def load_subscription(self, subscriber_id: str, bd_conn: Any) -> Dict[str, Any]:
-        """The subscriber row as handlers see it, read now in the task's transaction."""
-        row = self._repository(bd_conn).subscriber_get(subscriber_id)
+        row = ctx.repository().subscriber_get(subscriber_id)
         if row is None:
             raise SubscriptionNotFound(
                 f"Assinatura '{subscriber_id}' não encontrada na tabela "
-                f"{self.settings.queue_subscriber_table} (removida após a publicação?).")
+                f"{settings.queue_subscriber_table} (removida após a publicação?).")
         return normalize_subscription(row)
+
+    def load_subscription(self, subscriber_id: str, bd_conn: Any) -> Dict[str, Any]:
+        """`read_subscription` on the connection `bd_conn` (for code that calls it itself)."""
+        return self.read_subscription(self._context({}, bd_conn, None), subscriber_id)
 
     # -- webhook ------------------------------------------------------------
     def _thread_local(self) -> threading.local:
-        """Per task thread state (QUEUE_CONCURRENCY: one HTTP session and one subscriber
-        repository per thread, each reused by every task of that thread)."""
+        """Per task thread state (QUEUE_CONCURRENCY: one HTTP session per thread, reused by
+        every task of that thread)."""
         return self.__dict__.setdefault("_per_thread", threading.local())
 
     def _http_session(self) -> Any:

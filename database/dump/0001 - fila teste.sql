@@ -91,6 +91,16 @@ CREATE TABLE IF NOT EXISTS "public"."fila_teste_controle" (
     alterado_em timestamptz NOT NULL DEFAULT now()
 );
 
+-- The admin jobs' last run (rescue, purge, notify; one row each): `horario` is the slot
+-- (a clock minute, UTC) it ran for.  Written under the job's admin lock; a worker that
+-- reaches the job late (busy through the slot) skips it when its slot is already here.
+CREATE TABLE IF NOT EXISTS "public"."fila_teste_rotinas" (
+    rotina varchar(30) NOT NULL PRIMARY KEY,
+    horario timestamp NOT NULL,
+    executado_em timestamptz NOT NULL DEFAULT now(),
+    executado_por varchar(150)
+);
+
 -- Wakes the workers (LISTEN "fila_teste") when a task is inserted: a task due now is claimed,
 -- and a future one (scheduled or a retry) makes idle workers re-arm their timer to its time.
 CREATE OR REPLACE FUNCTION "public"."notify_fila_teste_insert"() RETURNS trigger
@@ -107,7 +117,7 @@ CREATE OR REPLACE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
 
 -- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
-COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 3 (4dc7dd67f4c2)';
+COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 3 (10a11be91d37)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

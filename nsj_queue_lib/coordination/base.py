@@ -15,7 +15,7 @@ protocols and on the backend's `Capabilities`, never on which backend it is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
     from nsj_queue_lib.db.repository import TaskRepository
@@ -96,6 +96,10 @@ class Capabilities:
     batch_claim: bool
     # The task lock lives on the task's own database session (it dies with it).
     lock_on_task_session: bool
+    # The notifier itself wakes an idle worker when a task becomes due, scheduled ones
+    # too (MySQL native's idle turn polls the probe): the idle wait needs no next-due
+    # probe of its own, nor a retry loop while due rows are held by other workers.
+    wakes_when_due: bool = False
 
 
 class TaskGuard(Protocol):
@@ -145,8 +149,14 @@ class Backend(Protocol):
     def guard(self, session: DbSession, repo: TaskRepository) -> TaskGuard:
         """The claim strategy bound to `session` (one per task thread)."""
 
-    def notifier(self, session: DbSession) -> Notifier:
-        """Wake-ups for the worker's idle wait."""
+    def notifier(self, session: DbSession,
+                 has_idle: Optional[Callable[[], bool]] = None) -> Notifier:
+        """Wake-ups for the worker's idle wait.
+
+        `has_idle` tells whether the process has a task slot free (QUEUE_CONCURRENCY);
+        a notifier that takes part in a fleet-wide idle turn competes for it only then.
+        None: always (one task at a time).
+        """
 
     def admin_locker(self, session: DbSession) -> Locker:
         """Locks for the admin jobs and the rescue, owned by `session`."""

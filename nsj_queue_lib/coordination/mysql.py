@@ -5,9 +5,11 @@
   (GET_LOCK) and the row is marked 'processando', then committed.  The named lock
   belongs to the session, like a PostgreSQL advisory lock: it dies with the
   connection, so the rescue recognises a dead worker's task by its free lock.
-* Wake-ups: MySQL has no LISTEN/NOTIFY.  An idle worker polls an index-only probe
-  (is any task due? one entry of the (status, data_hora) index, whatever the
-  backlog) every QUEUE_POLL_INTERVAL seconds, faster right after activity.
+* Wake-ups: MySQL has no LISTEN/NOTIFY.  One idle worker per queue (the holder of
+  the idle turn, coordination/mysql_turn.py) polls an index-only probe (is any task
+  due? one entry of the (status, data_hora) index, whatever the backlog) every
+  QUEUE_POLL_INTERVAL seconds, faster right after activity; the other idle workers
+  wait for the turn inside the server.
 * HALT: `QueueAdmin.halt()` writes the request, timed by the database, to the
   queue's control table; each worker reads it at most every HALT_CHECK seconds
   (also between tasks) and stops when it is newer than what it saw at start.
@@ -20,10 +22,9 @@ database besides the queue's namespace: ``nsjq:<database tag>:<namespace>:<id>``
 from __future__ import annotations
 
 import logging
-import re
 import time
 import zlib
-from typing import List, Optional, Set
+from typing import Any, Callable, List, Optional, Set
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.config import Settings
@@ -35,14 +36,20 @@ from nsj_queue_lib.coordination.base import (
     Notification,
     task_lock_key,
 )
+from nsj_queue_lib.coordination.mysql_turn import IdleTurn
 from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.server import (
+    MIN_MARIADB,
+    MIN_MYSQL,
+    has_skip_locked,
+    is_mariadb,
+    is_singlestore,
+)
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
 
-MIN_MYSQL = (8, 0)
-MIN_MARIADB = (10, 6)
 CANDIDATES = 16  # index entries read per status for a claim (more for bigger batches)
 FAST_POLL_FOR = 2.0  # seconds after activity during which the probe runs at its fastest
 
@@ -65,10 +72,9 @@ def check_server_version(version: str, singlestore: bool) -> None:
             "python -m nsj_queue_lib.server.server_main)")
     if singlestore:
         raise ConfigError(f"SingleStore não tem FOR UPDATE SKIP LOCKED nem GET_LOCK: {hint}.")
-    numbers = tuple(int(n) for n in re.findall(r"\d+", version)[:2])
-    mariadb = "mariadb" in version.lower()
-    needed = MIN_MARIADB if mariadb else MIN_MYSQL
-    if len(numbers) < 2 or numbers < needed:
+    if not has_skip_locked(version, singlestore):
+        mariadb = is_mariadb(version)
+        needed = MIN_MARIADB if mariadb else MIN_MYSQL
         name = "MariaDB" if mariadb else "MySQL"
         raise ConfigError(
             f"O modo nativo MySQL exige {name} >= {needed[0]}.{needed[1]} (FOR UPDATE SKIP "
@@ -256,13 +262,20 @@ class HaltWatch:
             self.control = admin.has_control_table()
             self.baseline = admin.halt_requested_at() if self.control else None
 
-    def requested(self, admin: QueueAdmin) -> bool:
-        now = self.clock()
-        if not self.control or now < self._next:
-            return False
-        self._next = now + HALT_CHECK
-        at = admin.halt_requested_at()
+    def due(self) -> bool:
+        """Time for a read of the request (at most every HALT_CHECK seconds)."""
+        return self.control and self.clock() >= self._next
+
+    def seen(self, at: Any) -> bool:
+        """A read of the request (by any statement) gave `at`: True when it is a HALT
+        newer than the baseline."""
+        self._next = self.clock() + HALT_CHECK
         return at is not None and (self.baseline is None or at > self.baseline)
+
+    def requested(self, admin: QueueAdmin) -> bool:
+        if not self.due():
+            return False
+        return self.seen(admin.halt_requested_at())
 
 
 class ProbeNotifier:
@@ -270,14 +283,17 @@ class ProbeNotifier:
 
     Polls every `interval` seconds at most, and four times as often during the
     first FAST_POLL_FOR seconds after a task was seen, so a burst of tasks is
-    picked up quickly.  `wait(0)` (asked between tasks) only reads the HALT
-    request, when due.  There is no broadcast: `notify()` is a no-op, except
+    picked up quickly.  With `prefix` (native mode), only the idle worker holding
+    the queue's idle turn polls; the others wait for it inside the server
+    (coordination/mysql_turn.py).  `wait(0)` (asked between tasks) only reads the
+    HALT request, when due.  There is no broadcast: `notify()` is a no-op, except
     HALT, written to the control table.
     """
 
     def __init__(self, repo: TaskRepository, admin: QueueAdmin, channel: str, interval: float,
                  clock=time.monotonic, sleep=time.sleep,
-                 halt: Optional[HaltWatch] = None) -> None:
+                 halt: Optional[HaltWatch] = None, prefix: Optional[str] = None,
+                 has_idle: Optional[Callable[[], bool]] = None) -> None:
         self.repo = repo
         self.channel = channel
         self.interval = interval
@@ -286,10 +302,19 @@ class ProbeNotifier:
         self.halt = halt or HaltWatch(clock)
         self.admin = admin
         self._last_seen = clock()
+        self.prefix = prefix  # the named locks' prefix; None: every idle worker polls
+        self.turn: Optional[IdleTurn] = None
+        # QUEUE_CONCURRENCY: the listener waits for the turn only while a task thread of
+        # its process is idle (else it would poll for tasks nobody there can take).
+        self.compete: Callable[[], bool] = has_idle or (lambda: True)
 
     def listen(self) -> None:
         """Note the HALT request already there (it does not stop this worker)."""
         self.halt.start(self.admin)
+        if self.prefix is not None and self.turn is None:
+            self.turn = IdleTurn.for_queue(self.repo.session, self.admin.queue_table,
+                                           self.prefix, self.repo.q["task_has_due"],
+                                           self.halt.control)
 
     def _halted(self) -> List[Notification]:
         return [Notification(self.channel, HALT_PAYLOAD)] if self.halt.requested(self.admin) else []
@@ -302,6 +327,8 @@ class ProbeNotifier:
         if timeout <= 0:
             return self._halted()
         deadline = self.clock() + timeout
+        if self.turn is not None:
+            return self._wait_turn(self.turn, deadline)
         while True:
             halted = self._halted()
             if halted:
@@ -314,12 +341,60 @@ class ProbeNotifier:
                 return []
             self.sleep(min(self._step(), remaining))
 
+    def _wait_turn(self, turn: IdleTurn, deadline: float) -> List[Notification]:
+        """`wait()` with the idle turn: wait for it (reading HALT), then poll while held."""
+        halt = [Notification(self.channel, HALT_PAYLOAD)]
+        while True:
+            remaining = deadline - self.clock()
+            if not self.compete():
+                turn.release()
+                if self._halted():
+                    return halt
+                if remaining <= 0:
+                    return []
+                self.sleep(min(HALT_CHECK, remaining))
+                continue
+            if not turn.held:
+                granted, at = turn.wait(min(HALT_CHECK, max(0.0, remaining)))
+                if self.halt.control and self.halt.seen(at):
+                    return halt
+                if granted:
+                    # The holder before may have handed the turn on to claim a task: give
+                    # that claim a fast step to commit, then poll fast for a while.
+                    self._last_seen = self.clock()
+                    self.sleep(min(self.interval / 4, max(0.0, deadline - self.clock())))
+                elif remaining <= 0:
+                    return []
+                continue
+            read_halt = self.halt.due()
+            due, at = turn.probe(read_halt)
+            if read_halt and self.halt.seen(at):
+                return halt
+            if due:  # (the probe handed the turn on)
+                self._last_seen = self.clock()
+                return [Notification(self.channel, "")]
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                return []
+            self.sleep(min(self._step(), remaining))
+
+    def claimed(self) -> None:
+        """The consumer claimed a task not announced by the probe (its periodic claim, a
+        scheduled time): hand the turn on before running it."""
+        if self.turn is not None:
+            self.turn.release()
+
     def notify(self, payload: str = "") -> None:
         if payload == HALT_PAYLOAD:
             self.admin.halt()
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Hand the turn on (a stop, a reconnection); its lock also dies with the session."""
+        if self.turn is not None:
+            try:
+                self.turn.release()
+            except Exception as exc:  # the session is unusable: the lock goes with it
+                logger.debug("Vez ociosa não liberada: %s", exc)
 
 
 class MysqlBackend:
@@ -327,7 +402,8 @@ class MysqlBackend:
 
     name = "mysql"
     capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=False,
-                                batch_claim=True, lock_on_task_session=True)
+                                batch_claim=True, lock_on_task_session=True,
+                                wakes_when_due=True)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -340,7 +416,7 @@ class MysqlBackend:
         if self._checked:
             return
         version = str(session.fetch_value("SELECT VERSION()") or "")
-        singlestore = self.settings.db_driver == "SINGLE_STORE" or _is_singlestore(session)
+        singlestore = self.settings.db_driver == "SINGLE_STORE" or is_singlestore(session)
         check_server_version(version, singlestore)
         logger.info("MySQL nativo: servidor %s (SKIP LOCKED + locks nomeados)", version)
         self._checked = True
@@ -348,11 +424,12 @@ class MysqlBackend:
     def guard(self, session: DbSession, repo: TaskRepository) -> MysqlGuard:
         return MysqlGuard(repo, self.settings.queue_table, self.prefix)
 
-    def notifier(self, session: DbSession) -> ProbeNotifier:
+    def notifier(self, session: DbSession,
+                 has_idle: Optional[Callable[[], bool]] = None) -> ProbeNotifier:
         repo = TaskRepository(session, self.settings.queue_table)
         return ProbeNotifier(repo, QueueAdmin(session, self.settings.queue_table),
                              self.settings.queue_name, self.settings.queue_poll_interval,
-                             halt=self._halt)
+                             halt=self._halt, prefix=self.prefix, has_idle=has_idle)
 
     def admin_locker(self, session: DbSession) -> MysqlLocker:
         return MysqlLocker(session, self.prefix)
@@ -361,11 +438,4 @@ class MysqlBackend:
         if payload == HALT_PAYLOAD:
             QueueAdmin(session, self.settings.queue_table).halt()
         # Idle workers poll the probe: nothing to send.
-
-
-def _is_singlestore(session: DbSession) -> bool:
-    try:
-        return session.fetch_value("SELECT @@memsql_version") is not None
-    except Exception:
-        return False
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import select
 import time
-from typing import Any, List, Optional, Set
+from typing import Any, Callable, List, Optional, Set
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import (
@@ -274,7 +274,9 @@ class PostgresBackend:
     def guard(self, session: DbSession, repo: TaskRepository) -> PgGuard:
         return PgGuard(repo, self.settings.queue_table)
 
-    def notifier(self, session: DbSession) -> PgNotifier:
+    def notifier(self, session: DbSession,
+                 has_idle: Optional[Callable[[], bool]] = None) -> PgNotifier:
+        # (the listener turn is taken by the runtime, see coordination/listener_turn.py)
         return PgNotifier(session, self.channel)
 
     def admin_locker(self, session: DbSession) -> PgLocker:

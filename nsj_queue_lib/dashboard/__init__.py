@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from typing import Any, List, Optional
 
@@ -50,6 +49,7 @@ def run(args: Any) -> int:
     """Serve until SIGTERM/SIGINT; the exit code."""
     from nsj_queue_lib.dashboard.server import DashboardServer
     from nsj_queue_lib.log import configure_logging
+    from nsj_queue_lib.runtime.signals import on_stop_signals
 
     try:
         settings = Settings.from_env(require=("db",))
@@ -60,10 +60,10 @@ def run(args: Any) -> int:
         return 2
     configure_logging(settings)
 
-    def _stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    def _stop(signum: int) -> None:
+        raise KeyboardInterrupt  # ends serve_forever() below, in the main thread
 
-    signal.signal(signal.SIGTERM, _stop)
+    restore = on_stop_signals(_stop)
     mode = "ações habilitadas (DASHBOARD_TOKEN)" if server.auth.enabled else "somente leitura"
     logger.info("Painel em http://%s:%s/ (%s)", server.host, server.port, mode)
     try:
@@ -72,6 +72,7 @@ def run(args: Any) -> int:
         pass
     finally:
         server.stop()
+        restore()
     return 0
 
 

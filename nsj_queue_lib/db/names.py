@@ -20,3 +20,9 @@ def control_table_name(queue_table: str) -> str:
     """The control table (pause state) of a queue table: 'schema.fila' -> 'schema.fila_controle'."""
     *schema, table = queue_table.split(".")
     return ".".join([*schema, object_name(table, "controle")])
+
+
+def admin_table_name(queue_table: str) -> str:
+    """The admin jobs' last runs of a queue table: 'schema.fila' -> 'schema.fila_rotinas'."""
+    *schema, table = queue_table.split(".")
+    return ".".join([*schema, object_name(table, "rotinas")])

@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Dict, Optional
 
 from nsj_queue_lib.db.dialect import Dialect
-from nsj_queue_lib.db.names import control_table_name
+from nsj_queue_lib.db.names import admin_table_name, control_table_name
 
 # The 26 columns of the `tarefa` dict handed to user code (payload resolved from
 # the first attempt, since retries do not repeat it).
@@ -85,6 +85,23 @@ def raw_parts(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]
             if name.startswith(PART)}
 
 
+# A part holding {claim_status} is written once and rendered once per entry: under its
+# name plus the suffix, with that part as the claim's status condition (sql/postgres: the
+# claims beside 1.2.2 workers differ from the others only there).
+CLAIM_STATUS = {"": "part_claim_status", "_compat": "part_claim_status_compat"}
+
+
+def _render_parts(raw: Dict[str, str], names: Dict[str, str]) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for name, body in raw.items():
+        if "{claim_status}" not in body:
+            out[name] = body.format(**names)
+            continue
+        for suffix, status in CLAIM_STATUS.items():
+            out[name + suffix] = body.format(**names, claim_status=raw[status].format(**names))
+    return out
+
+
 # Columns of TAREFA_COLUMNS holding a timestamp (a JSON row carries them as text).
 TAREFA_TIMESTAMPS = ("data_hora_inicial", "data_hora", "proxima_tentativa",
                      "data_hora_anterior")
@@ -120,10 +137,10 @@ class Queries:
         names = {"table": table, "sub_table": sub, "tarefa_cols": _tarefa_cols(dialect, table),
                  "tarefa_json": _tarefa_json(table),
                  "control_table": dialect.quote_table(control_table_name(queue_table)),
+                 "admin_table": dialect.quote_table(admin_table_name(queue_table)),
                  **DIALECT_WORDS[dialect.name]}
         # the rendered pieces (the repository swaps one for another: see task_claim_locked)
-        self.parts = {name: body.format(**names)
-                      for name, body in raw_parts(dialect, filename).items()}
+        self.parts = _render_parts(raw_parts(dialect, filename), names)
         names.update(self.parts)
         self._sql = {name: body.format(**names)
                      for name, body in raw_queries(dialect, filename).items()}

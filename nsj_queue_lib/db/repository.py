@@ -11,12 +11,19 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.db.claim_position import ClaimPosition
 from nsj_queue_lib.db.queries import TAREFA_TIMESTAMPS, Queries
+from nsj_queue_lib.db.server import (
+    LOCK_WAIT_SINGLESTORE,
+    NOWAIT,
+    SKIP_LOCKED,
+    session_row_lock_mode,
+)
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.text import clean, safe_text, to_str
 
 DEFAULT_PRIORITY = 50
 MYSQL_INSERT_CHUNK = 500  # rows per multi-row INSERT (keeps under max_allowed_packet)
 _PARAM = re.compile(r"%\((\w+)\)s")
+ROW_LOCK_WAIT = 1  # seconds the rescue's fence waits where NOWAIT is missing (the minimum)
 MESSAGE_MAX = 500  # length of the mensagem / mensagem_anterior columns
 
 # Task statuses as persisted (the vocabulary of the reference).
@@ -78,6 +85,13 @@ def _utc_naive(value: Any) -> Any:
     return value
 
 
+def _row_lock_busy(exc: BaseException) -> bool:
+    """A MySQL row-lock wait that ended without the lock: 1205 (lock wait timeout; also
+    MariaDB's NOWAIT) or 3572 (MySQL's NOWAIT).  The connection stays usable."""
+    code = getattr(exc, "errno", None) or (exc.args[0] if exc.args else None)
+    return isinstance(code, int) and code in (1205, 3572)
+
+
 def _expand_in(sql: str, params: dict, name: str) -> str:
     """MySQL: turn `IN %(name)s` into `IN (%(name_0)s, ...)` (mysql-connector binds no
     tuples); values stay parameters.  An empty list matches nothing."""
@@ -100,6 +114,8 @@ class TaskRepository:
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
+        # PostgreSQL: the next-due probe answered by the last claim that found nothing
+        self._claim_probe: Optional[Tuple[Optional[float]]] = None
         # PostgreSQL: where this session's claims and idle probes start reading
         # (db/claim_position.py); MySQL's claim is another module's.
         self.position: Optional[ClaimPosition] = (
@@ -176,11 +192,26 @@ class TaskRepository:
                   "hand_id": turn[2] if turn else None}
         position = self._position()
         params.update(position.claim_params())
+        params["due_from"] = position.probe_from()
         sql, name = self._from_start(sql, name, params)
-        rows = [_normalize(r) for r in
-                self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)]
+        self._claim_probe = None
+        rows = self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)
+        if len(rows) == 1 and rows[0]["id"] is None:  # nothing claimed: the probe's row
+            value = rows[0]["nsjq_next_due"]
+            self._claim_probe = (None if value is None else float(value),)
+            return []
+        for row in rows:
+            del row["nsjq_next_due"]
+        rows = [_normalize(r) for r in rows]
         position.note(rows)
         return rows
+
+    def take_empty_claim_due(self) -> Optional[Tuple[Optional[float]]]:
+        """What task_seconds_to_next_due would answer, as read by the last claim of
+        task_claim_locked when it found nothing (a 1-tuple), once; None when that claim
+        got tasks, or after it was taken (the caller then probes)."""
+        probe, self._claim_probe = self._claim_probe, None
+        return probe
 
     def _from_start(self, sql: str, name: str, params: dict) -> Tuple[str, str]:
         """A claim from the index start runs the single ordered scan (part_claim_pick_full*),
@@ -281,8 +312,31 @@ class TaskRepository:
         return self.session.fetch_one(self.q["task_lock_row"], {"id": task_id}) is not None
 
     def task_try_lock_row(self, task_id: int) -> bool:
-        """Lock a 'processando' row without waiting; False if it is locked or not running."""
-        return self.session.fetch_one(self.q["task_try_lock_row"], {"id": task_id}) is not None
+        """Lock a 'processando' row without waiting; False if it is locked or not running.
+
+        In the form the server has (db/server.py): SKIP LOCKED; else NOWAIT; else a plain
+        FOR UPDATE waiting one second at most.  A held row is then an error 1205."""
+        mode = session_row_lock_mode(self.session)
+        params = {"id": task_id}
+        if mode == SKIP_LOCKED:
+            return self.session.fetch_one(self.q["task_try_lock_row"], params) is not None
+        try:
+            if mode == NOWAIT:
+                return self.session.fetch_one(self.q["task_try_lock_row_nowait"],
+                                              params) is not None
+            names = (("session_lock_wait_get_singlestore", "session_lock_wait_set_singlestore")
+                     if mode == LOCK_WAIT_SINGLESTORE
+                     else ("session_lock_wait_get", "session_lock_wait_set"))
+            kept = self.session.fetch_value(self.q[names[0]])
+            self.session.execute(self.q[names[1]], {"seconds": ROW_LOCK_WAIT})
+            try:
+                return self.task_lock_row(task_id)
+            finally:
+                self.session.execute(self.q[names[1]], {"seconds": kept})
+        except Exception as exc:
+            if _row_lock_busy(exc):
+                return False  # held by a running task transaction
+            raise
 
     def task_get(self, task_id: int) -> Optional[dict]:
         return _normalize(self.session.fetch_one(self.q["task_get"], {"id": task_id}))
@@ -293,6 +347,23 @@ class TaskRepository:
     def task_finish(self, task_id: int, mensagem: str) -> bool:
         params = {"id": task_id, "mensagem": self._message(mensagem)}
         return self.session.execute(self.q["task_finish"], params) == 1
+
+    def task_finish_many(self, ids: Sequence[int], mensagens: Sequence[str]) -> int:
+        """Batch mode: mark the tasks `ids` 'sucesso', each with its message (same order),
+        in one statement; how many rows it marked (only rows still 'processando')."""
+        if not ids:
+            return 0
+        texts = [self._message(m) for m in mensagens]
+        if self.dialect.name == "postgres":
+            return self.session.execute(self.q["task_finish_many"],
+                                        {"ids": list(ids), "mensagens": texts})
+        params: dict = {}
+        sql = self.q["task_finish_many"]
+        for name, values in (("ids", ids), ("mensagens", texts)):
+            keys = [f"{name}_{i}" for i in range(len(values))]
+            params.update(zip(keys, values))
+            sql = sql.replace(f"%({name})s", ", ".join(f"%({k})s" for k in keys))
+        return self.session.execute(sql, params)
 
     def task_finish_unlock(self, task_id: int, mensagem: str, key: LockKey) -> bool:
         params = {"id": task_id, "mensagem": self._message(mensagem),
@@ -378,6 +449,18 @@ class TaskRepository:
 
     def task_purge(self, days: int, limit: int) -> int:
         return self.session.execute(self.q["task_purge"], {"days": days, "limit": limit})
+
+    # -- admin jobs' last runs --------------------------------------------
+    def admin_slot_get(self, rotina: str) -> Optional[_dt.datetime]:
+        """The slot (naive UTC minute) job `rotina` last ran for; None: never."""
+        return self.session.fetch_value(self.q["admin_slot_get"], {"rotina": rotina})
+
+    def admin_slot_set(self, rotina: str, horario: _dt.datetime, por: str) -> None:
+        """Record that `rotina` ran for slot `horario` (the caller holds the job's admin
+        lock, so no other worker writes this row meanwhile)."""
+        params = {"rotina": rotina, "horario": horario, "por": por[:150]}
+        if not self.session.execute(self.q["admin_slot_update"], params):
+            self.session.execute(self.q["admin_slot_insert"], params)
 
     # -- pub/sub ----------------------------------------------------------
     def subscriber_fanout(self, publication_id: int) -> int:

@@ -86,6 +86,7 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
         "table": qualified(fila),
         "sub_table": qualified(object_name(fila, "subscriber")),
         "control_table": qualified(object_name(fila, "controle")),
+        "admin_table": qualified(object_name(fila, "rotinas")),
         "function": qualified(object_name("notify", fila, "insert")),
         "trigger": q(object_name("trigger_insert", fila)),
         "view_cadeias": qualified(object_name(fila, "cadeias")),

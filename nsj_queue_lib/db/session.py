@@ -199,6 +199,7 @@ class DbSession:
         self._prepared: Dict[str, List[str]] = {}
         self._chain_next = False  # the open transaction's COMMIT is to be AND CHAIN
         self._chained = False  # a transaction started by COMMIT AND CHAIN, not yet begun
+        self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server.py)
 
     @classmethod
     def open(cls, settings: Settings, **kwargs: Any) -> DbSession:
@@ -302,6 +303,18 @@ class DbSession:
         tell."""
         status = getattr(self.conn, "server_status", None)
         return isinstance(status, int) and bool(status & _SERVER_STATUS_IN_TRANS)
+
+    def transaction_usable(self) -> bool:
+        """Whether the explicit transaction is open and usable as far as the client knows,
+        without a round trip: on PostgreSQL, not aborted by an error (libpq's status of
+        the last answer); on MySQL, the server's last answer showed a transaction open
+        (an error answer carries no status: a statement after it tells)."""
+        if self.dialect.name == "postgres":
+            import psycopg2.extensions
+
+            return (self.conn.info.transaction_status
+                    == psycopg2.extensions.TRANSACTION_STATUS_INTRANS)
+        return self._server_in_transaction()
 
     def _end_chained(self) -> None:
         """Close the (empty) transaction a COMMIT AND CHAIN opened; no `begin()` took it."""

@@ -6,6 +6,20 @@ own SAVEPOINT: its `bd_conn` writes and its success mark are kept, or, when it
 raises, rolled back to the savepoint and replaced by the recorded failure (with
 its next attempt or dead letter), as in per-task mode.  One COMMIT ends the batch.
 
+The success marks are written together: a task that succeeded has its savepoint kept
+(not rolled back) and its ('sucesso', message) written for all such tasks of the batch
+in one UPDATE right before the COMMIT, in the same transaction, so what commits is what
+per-task marks would have committed.  A failure is still recorded inside its own
+savepoint at once.  A task whose transaction the client sees broken when it returns
+(PostgreSQL: aborted by an error its code caught; MySQL: ended by the server) is marked
+at once as before, so that error fails that task only.  Should the UPDATE of the marks
+fail or mark fewer rows than tasks (a trigger refusing a message, task code changing its
+own row), the whole batch is rolled back (its tasks run again, their outside effects
+too) and this runner marks each task at once for DEFER_PAUSE seconds.  On PostgreSQL
+the release of one task's savepoint and the next task's SAVEPOINT go in one round trip
+(the library's own SQL only; MySQL, where multi-statement is off, needs no release:
+a SAVEPOINT replaces the one of the same name).
+
 Crash semantics: until that commit nothing of the batch is visible.  A SIGKILL or a
 lost connection mid-batch rolls the whole batch back, so every task in it is
 'pendente' again and later runs to completion exactly once: committed database
@@ -16,7 +30,8 @@ finishes the current batch, then stops.
 
 PostgreSQL claims in one statement; MySQL >= 8.0 / MariaDB >= 10.6 in two (rows
 locked with SKIP LOCKED, then marked), native or client/server; SingleStore (no SKIP
-LOCKED) refuses batch mode.
+LOCKED) refuses batch mode.  On MySQL the worker's session runs at READ COMMITTED in
+batch mode (the tasks' `bd_conn` work too), as PostgreSQL does by default.
 
 Keep N small (10 to 50): a batch holds its row locks and its transaction open for
 the sum of its tasks' durations, and PostgreSQL handles at most 64 subtransactions
@@ -29,7 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import task_lock_key
@@ -44,6 +59,8 @@ logger = logging.getLogger(__name__)
 
 SAVEPOINT = "nsjq_tarefa"
 SUBTRANSACTION_CACHE = 64  # PGPROC_MAX_CACHED_SUBXIDS
+# Seconds a runner marks each success at once after the batch's joint mark failed.
+DEFER_PAUSE = 60.0
 
 
 @dataclass
@@ -61,6 +78,11 @@ class BatchClaimer:
         self.session = repo.session
         self.size = size
         self.lock_ns = task_lock_key(queue_table, 0)[0]
+        if self.session.dialect.name == "mysql":
+            # At REPEATABLE READ the claim's range scan leaves next-key locks that block
+            # every producer's INSERT of a waiting task until the batch commits; at READ
+            # COMMITTED (PostgreSQL's default) only the claimed rows are locked.
+            self.session.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         if size > SUBTRANSACTION_CACHE:
             logger.warning("QUEUE_BATCH_SIZE=%s passa de %s: com mais subtransações por "
                            "transação o PostgreSQL fica mais lento para todas as sessões",
@@ -89,22 +111,33 @@ class BatchRunner:
         self.session = repo.session
         self.router = router
         self.observer = observer
+        self.postgres = self.session.dialect.name == "postgres"
+        self._release = False  # PostgreSQL: the last task's savepoint is still open
+        self._defer_after = 0.0  # monotonic time from which success marks are joint again
 
     def run(self, batch: Batch) -> int:
-        """Run every task of `batch` and commit; return how many tasks ran.
+        """Run every task of `batch` and commit; return how many tasks ran (0: the batch
+        was rolled back because its joint success mark failed; its tasks run again).
 
         Raises DatabaseUnavailable when the connection is lost (the server rolls the
         whole batch back; its tasks run again later).
         """
         outcomes: List[Optional[bool]] = []
         seconds: List[float] = []
+        marks: Optional[List[Tuple[int, str]]] = (
+            [] if time.monotonic() >= self._defer_after else None)
+        self._release = False
         try:
             for tarefa in batch.tasks:
                 if self.observer is not None:
                     self.observer.claimed(tarefa)
                 started = time.monotonic()
-                outcomes.append(self._run_one(tarefa))
+                outcomes.append(self._run_one(tarefa, marks))
                 seconds.append(time.monotonic() - started)
+            if marks and not self._mark_successes(marks):
+                self.session.rollback()
+                self._defer_after = time.monotonic() + DEFER_PAUSE
+                return 0
             self.session.commit()
         except BaseException:
             self.session.rollback()
@@ -115,20 +148,64 @@ class BatchRunner:
         logger.debug("Lote de %s tarefas gravado", len(batch.tasks))
         return len(batch.tasks)
 
-    def _run_one(self, tarefa: dict) -> Optional[bool]:
+    def _mark_successes(self, marks: List[Tuple[int, str]]) -> bool:
+        """The joint success mark (one UPDATE); False when it failed or marked fewer rows
+        than tasks (the caller rolls the batch back)."""
+        session = self.session
+        try:
+            marked = self.repo.task_finish_many([m[0] for m in marks], [m[1] for m in marks])
+        except Exception as exc:
+            if is_connection_error(exc, session.conn) and not session.is_alive():
+                raise DatabaseUnavailable(
+                    f"Conexão perdida ao gravar o lote: {exc}") from exc
+            logger.warning("Lote desfeito: a marca de sucesso conjunta de %s tarefas falhou "
+                           "(%s); as tarefas rodam de novo, cada uma marcada ao terminar, por "
+                           "%.0f s", len(marks), error_text(exc), DEFER_PAUSE)
+            return False
+        if marked != len(marks):
+            logger.warning("Lote desfeito: a marca de sucesso conjunta gravou %s de %s "
+                           "tarefas; as tarefas rodam de novo, cada uma marcada ao terminar, "
+                           "por %.0f s", marked, len(marks), DEFER_PAUSE)
+            return False
+        return True
+
+    def _savepoint(self) -> None:
+        """The task's SAVEPOINT; on PostgreSQL with the release of the last task's in the
+        same round trip (the library's own statements only)."""
+        if self._release:
+            self.session.execute(f"RELEASE SAVEPOINT {SAVEPOINT}; SAVEPOINT {SAVEPOINT}")
+        else:
+            # (MySQL: a SAVEPOINT replaces the one of the same name, no release needed)
+            self.session.execute(f"SAVEPOINT {SAVEPOINT}")
+            if not self.postgres and not self.session.transaction_usable():
+                # The server ended the batch's transaction (a deadlock the last task's
+                # code caught): what follows would run in autocommit.
+                raise RuntimeError("a transação do lote foi encerrada pelo servidor; lote "
+                                   "desfeito")
+        self._release = self.postgres
+
+    def _run_one(self, tarefa: dict, marks: Optional[List[Tuple[int, str]]]) -> Optional[bool]:
+        """Run one task in its savepoint.  A success is appended to `marks` (its mark is
+        written with the others at the end of the batch) or, when `marks` is None or the
+        task left its transaction broken, marked at once."""
         task_id = tarefa["id"]
         session = self.session
         ok: Optional[bool] = None
         ctx = TaskContext.for_session(tarefa, self.settings, self.repo)
-        session.execute(f"SAVEPOINT {SAVEPOINT}")
+        self._savepoint()
         try:
             result = self.router.route(ctx)
             message = success_message(result, task_id)
+            if marks is not None and session.transaction_usable():
+                self.router.before_commit(ctx)
+                marks.append((task_id, message))
+                ok = True
+                return ok
+            # At once: a broken transaction makes this UPDATE fail, a failure of this task.
             if not self.repo.task_finish(task_id, message):  # never: the row is locked here
                 session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
                 return None
             self.router.before_commit(ctx)
-            session.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
             ok = True
             return ok
         except KeyboardInterrupt:
@@ -143,7 +220,6 @@ class BatchRunner:
             if record_failure(self.repo, tarefa, error_text(exc), self.settings) is None:
                 logger.warning("Tarefa %s já não estava 'processando'; falha não registrada",
                                task_id)
-            session.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
             ok = False
             return ok
         finally:

@@ -3,10 +3,11 @@
 Each task thread is a `Consumer` with its own database connection (claims, runs and
 commits its tasks as a single-threaded worker does).  One listener thread, with
 one more connection, receives the queue's wake-ups (LISTEN, or the socket server)
-and hands each one to ONE idle task thread; HALT stops them all.  The listener
-thread also runs the admin jobs (rescue, purge, notify) on its connection between
-two waits; the heartbeat is shared.  So a process holds N + 1 connections, and a
-wake-up makes one claim in a process, not N.
+and hands each one to ONE idle task thread; HALT stops them all.  The listener thread
+does nothing else: the admin jobs (rescue, purge, notify) run on the task threads'
+connections between two tasks (runtime/maintenance.py AdminSlots), so a long purge
+delays neither a wake-up nor HALT.  The heartbeat is shared.  So a process holds
+N + 1 connections, and a wake-up makes one claim in a process, not N.
 
 The worker's code runs on several threads at once: `execute` (and the handlers of
 pub/sub and webhook workers) must not keep per-task state on `self`.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
@@ -29,7 +30,6 @@ from nsj_queue_lib.exceptions import (
     DatabaseRefused,
     DatabaseUnavailable,
 )
-from nsj_queue_lib.runtime.maintenance import AdminSlots
 from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
 
@@ -132,7 +132,9 @@ class SharedBackend:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._backend, name)
 
-    def notifier(self, session: DbSession) -> SharedNotifier:
+    def notifier(self, session: DbSession,
+                 has_idle: Optional[Callable[[], bool]] = None) -> SharedNotifier:
+        # (task threads read the hub; the Listener's own notifier competes for any turn)
         return SharedNotifier(self.hub, lambda: self._backend.notifier(session))
 
 
@@ -142,9 +144,8 @@ class Listener:
     name = "listener_thread"
 
     def __init__(self, settings: Settings, backend: Any, hub: WakeHub,
-                 stop: threading.Event, slots: Optional[AdminSlots] = None) -> None:
+                 stop: threading.Event) -> None:
         self.settings = settings
-        self.slots = slots  # the process's admin jobs, run on this thread's connection
         self.backend = backend
         self.hub = hub
         self.stop = stop
@@ -172,19 +173,12 @@ class Listener:
         if notes:
             self.hub.post(notes)
 
-    def _admin_cap(self, timeout: float) -> float:
-        return timeout if self.slots is None else min(timeout, self.slots.delay())
-
-    def _admin_due(self) -> bool:
-        return self.slots is not None and self.slots.due()
-
     def _listen_turn(self, turn: ListenerTurn, notifier: Any, session: DbSession) -> None:
         """PostgreSQL, while some task thread is idle: hold the queue's listener turn (as
         an idle single-threaded worker does), so a wake-up reaches one process of the
         fleet, not every process.  Hands the turn on after each wake-up, or when no task
         thread is idle any more."""
-        if turn.acquire(self.stop, self._admin_cap(self.settings.queue_wait_notify_interval),
-                        until=self._admin_due) != HELD:
+        if turn.acquire(self.stop, self.settings.queue_wait_notify_interval) != HELD:
             return
         try:
             if turn.marked:
@@ -197,12 +191,12 @@ class Listener:
             # above: one idle thread claims once to cover it.
             self.hub.post([Notification("", "")])
             while not self.stop.is_set():
-                notes = notifier.wait(self._admin_cap(LISTEN_SLICE))
+                notes = notifier.wait(LISTEN_SLICE)
                 if notes:
                     self._deliver(notes)
                     return
-                if not self.hub.has_idle() or self._admin_due():
-                    return  # (an admin job due: hand the turn on before it runs)
+                if not self.hub.has_idle():
+                    return
         finally:
             try:
                 turn.release()
@@ -219,7 +213,7 @@ class Listener:
             try:
                 session = DbSession.open(
                     self.settings, application_name=f"nsj_queue_lib:{self.settings.queue_name}")
-                notifier = self.backend.notifier(session)
+                notifier = self.backend.notifier(session, has_idle=self.hub.has_idle)
                 notifier.listen()
                 self.problem = None
                 connected_once = True
@@ -229,12 +223,10 @@ class Listener:
                 self.hub.post([Notification("", "")])
                 turn = turn_for(notifier, session, self.settings.queue_table)
                 while not self.stop.is_set():
-                    if self.slots is not None and self.slots.due():
-                        self.slots.run_due(session)
                     if turn is not None and self.hub.has_idle():
                         self._listen_turn(turn, notifier, session)
                         continue
-                    notes = notifier.wait(self._admin_cap(LISTEN_SLICE))
+                    notes = notifier.wait(LISTEN_SLICE)
                     if turn is not None:
                         # Not holding the turn: another process's listener is woken for
                         # new tasks; only HALT matters here.

@@ -75,8 +75,8 @@ class Consumer:
                  slots: Optional[AdminSlots] = None) -> None:
         self.settings = settings
         # The worker's admin jobs, run on this consumer's connection between two tasks
-        # (None: another thread of the process runs them).
-        self.slots = slots
+        # (shared by the task threads of a process; None: no jobs).
+        self.slots = slots if slots is not None else AdminSlots([])
         # The one object told about claims, outcomes and reconnects (metrics, log context).
         self.observer = observer or TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.backend = backend
@@ -163,7 +163,7 @@ class Consumer:
                 if pending is not None:
                     tarefa, pending = pending, None
                 else:
-                    if self.slots is not None and self.slots.due():
+                    if self.slots.due():
                         # Between two tasks (or batches), outside any transaction.
                         self.slots.run_due(session, guard.claimed_ahead())
                         # A stop or HALT that came during the job: no further claim.
@@ -247,8 +247,14 @@ class Consumer:
     def _idle_wait(self, repo: TaskRepository, notifier: Notifier, busy: float) -> float:
         # Wake at the earliest of: a notification, the next scheduled task or retry
         # becoming due, the periodic poll (QUEUE_WAIT_NOTIFY_INTERVAL), or a stop.
-        timeout = self._admin_cap(self.settings.queue_wait_notify_interval)
-        next_due = repo.task_seconds_to_next_due()
+        timeout = self.slots.cap(self.settings.queue_wait_notify_interval)
+        probe = repo.take_empty_claim_due()  # (PostgreSQL: the empty claim just made)
+        if probe is not None:
+            next_due = probe[0]
+        elif self.backend.capabilities.wakes_when_due:
+            next_due = None  # (MySQL native: one idle worker of the fleet probes, for all)
+        else:
+            next_due = repo.task_seconds_to_next_due()
         if next_due is not None and next_due <= 0:
             timeout, busy = min(timeout, busy), min(busy * 2, BUSY_MAX)
         else:
@@ -257,7 +263,7 @@ class Consumer:
                 timeout = min(timeout, next_due)
             timeout = _capped(timeout, repo)
         remaining = timeout
-        while remaining > 0 and not self.stop.is_set() and not self._admin_due():
+        while remaining > 0 and not self.stop.is_set() and not self.slots.due():
             step = min(WAIT_SLICE, remaining)
             notes = notifier.wait(step)
             remaining -= step
@@ -282,8 +288,8 @@ class Consumer:
         """
         turn.render = repo.idle_probe_sql
         turn.pause_sql = gate.flag_sql if gate.control_seen else None
-        got = turn.acquire(self.stop, self._admin_cap(self.settings.queue_wait_notify_interval),
-                           until=self._admin_due)
+        got = turn.acquire(self.stop, self.slots.cap(self.settings.queue_wait_notify_interval),
+                           until=self.slots.due)
         if got != HELD:
             # Stopping, or the poll interval passed without the turn: the caller's next
             # claim is this worker's periodic poll.
@@ -296,9 +302,15 @@ class Consumer:
                 # the drop below could miss them (they would then come with the probe's
                 # answer and cause a claim that finds nothing).  One round trip brings them.
                 notifier.session.execute("SELECT 1")
+            after_claim = False  # the last statement was this loop's claim (it found nothing)
             while not self.stop.is_set():
                 backlog = True  # (unknown: as if a backlog, claim directly after the task)
-                if grant is not None:
+                probe = repo.take_empty_claim_due() if after_claim else None
+                if probe is not None:
+                    # PostgreSQL: that claim also read the next due time, with its own
+                    # snapshot.  What arrived with its answer is kept (it may be news).
+                    next_due = probe[0]
+                elif grant is not None:
                     # Probed by the granting statement, after the old news was dropped.
                     self._handle(turn.halts)
                     next_due = grant["due"]
@@ -329,13 +341,14 @@ class Consumer:
                     if next_due is not None:
                         timeout = min(timeout, next_due)
                     timeout = _capped(timeout, repo)
-                self._wait_notes(notifier, self._admin_cap(timeout))
-                if self.stop.is_set() or self._admin_due() or gate.is_paused():
+                self._wait_notes(notifier, self.slots.cap(timeout))
+                if self.stop.is_set() or self.slots.due() or gate.is_paused():
                     # (an admin job due: the turn is handed on before it runs)
                     return None, False, busy
                 tarefa = claim()
                 if tarefa is not None:
                     return tarefa, True, BUSY_FIRST
+                after_claim = True
             return None, False, busy
         finally:
             try:
@@ -343,16 +356,9 @@ class Consumer:
             except DatabaseUnavailable:
                 turn.forget()  # the session is gone, and its lock with it
 
-    def _admin_cap(self, timeout: float) -> float:
-        """`timeout`, shortened so that an idle wait ends when an admin job is due."""
-        return timeout if self.slots is None else min(timeout, self.slots.delay())
-
-    def _admin_due(self) -> bool:
-        return self.slots is not None and self.slots.due()
-
     def _wait_notes(self, notifier, timeout: float) -> None:
         remaining = timeout
-        while remaining > 0 and not self.stop.is_set() and not self._admin_due():
+        while remaining > 0 and not self.stop.is_set() and not self.slots.due():
             step = min(WAIT_SLICE, remaining)
             notes = notifier.wait(step)
             remaining -= step

@@ -4,17 +4,21 @@ What: rescue re-queues tasks whose worker died; purge deletes old finished
 chains; notify promotes due 'agendada' tasks and re-wakes workers for tasks
 left waiting.  When: at the start of each clock minute listed in
 QUEUE_MINUTE_{RETRY,PURGE,NOTIFY}_THREAD (all workers try at the same instant;
-a per-queue admin lock lets exactly one do the work).
+a per-queue admin lock lets exactly one do the work).  Once per slot: under that
+lock a job reads, and after its work writes, the slot it ran for in the queue's
+`<fila>_rotinas` table, so a worker that reaches the job late (a task ran through
+the slot) skips it when another worker already ran it for the current slot.  A queue
+whose table predates `<fila>_rotinas` runs as before (a late worker repeats the job).
 
 Where: on a connection the worker already holds (`AdminSlots`, one per process):
-the consumer runs a due job between two tasks (never inside a task's transaction)
-and ends its idle waits at the next slot; with QUEUE_CONCURRENCY > 1 the shared
-listener thread runs them.  So a worker process holds one connection per task
-thread (plus the one listener connection with concurrency) and nothing more, not
-a short-lived extra connection per run.  The price: a task that runs through a slot
-delays this worker's run until it ends (another worker of the fleet, idle or
-between two tasks, takes the admin lock and does the job at the slot).
-`run_once()` opens a connection of its own, for tools and tests.
+a consumer runs a due job between two tasks (never inside a task's transaction)
+and ends its idle waits at the next slot.  With QUEUE_CONCURRENCY > 1 every task
+thread does so on its own connection, and the first that is free at the slot runs
+the job (two threads never run the same job at once); the listener thread runs no
+job, so a long purge delays neither the wake-ups nor HALT.  So a worker process
+holds one connection per task thread (plus the one listener connection with
+concurrency) and nothing more.  `run_once()` opens a connection of its own, for
+tools and tests.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -34,6 +40,7 @@ from typing import (
     List,
     Optional,
     Protocol,
+    Set,
     Tuple,
 )
 
@@ -51,18 +58,22 @@ from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED, record_failure
-from nsj_queue_lib.runtime.schedule import seconds_to_next_slot
+from nsj_queue_lib.runtime.schedule import current_slot, seconds_to_next_slot
 from nsj_queue_lib.runtime.service import OutageReport
 
 logger = logging.getLogger(__name__)
 
 PAGE = 100
 PROMOTE_BATCH = 1000
+# A slot's run may start up to this many seconds before the minute (the wait that ends
+# at a slot runs on the monotonic clock): it still counts as that minute's run.
+SLOT_EARLY = 1.0
+MISSING_RECHECK = 600.0  # seconds between looks for a missing <fila>_rotinas table
 
 
 @dataclass
 class RunResult:
-    skipped: bool = False  # another worker held the admin lock
+    skipped: bool = False  # another worker held the admin lock, or ran the job this slot
     count: int = 0
 
 
@@ -80,7 +91,12 @@ class AdminService:
         self.minutes = minutes
         self.clock = clock
         self._stop = stop_event or threading.Event()
-        self._busy: Collection[int] = ()
+        self._local = threading.local()  # per thread: the task threads share one job
+        self._missing_until = 0.0  # no <fila>_rotinas table: no slot record until then
+
+    @property
+    def _busy(self) -> Collection[int]:
+        return getattr(self._local, "busy", ())
 
     @property
     def stopped(self) -> bool:
@@ -110,19 +126,72 @@ class AdminService:
             with contextlib.suppress(Exception):
                 locker.close()  # (a socket server session; a database locker keeps nothing)
 
-    def run_on(self, session: DbSession, busy: Collection[int] = ()) -> RunResult:
+    def run_on(self, session: DbSession, busy: Collection[int] = (),
+               slot: Optional[_dt.datetime] = None) -> RunResult:
         """Run the job on `session`, a connection the caller owns, outside any transaction.
 
         `busy`: ids of tasks this very session has claimed and not run yet (a task
         claimed ahead): their locks are this session's own, and session locks are
         re-entrant, so the rescue must not take them for a dead worker's.
+        `slot` (naive UTC minute): skip the job when it already ran for this slot (or a
+        later one), and record the slot after the work; None: run unconditionally (the
+        start-up rescue, tools).
         """
-        self._busy = busy
+        self._local.busy = busy
         with self._admin(session) as held:
             if held is None:
                 logger.debug("%s: outro worker está executando", self.name)
                 return RunResult(skipped=True)
-            return RunResult(count=self.work(*held))
+            repo = held[0]
+            if slot is not None and self._ran_for(repo, slot):
+                logger.debug("%s: já executada no horário %s UTC; ignorada", self.name,
+                             f"{slot:%H:%M}")
+                return RunResult(skipped=True)
+            count = self.work(*held)
+            if slot is not None:
+                self._record(repo, slot)
+            return RunResult(count=count)
+
+    def run_slot(self, session: DbSession, busy: Collection[int] = ()) -> RunResult:
+        """The run at a slot (`AdminSlots`): at most once per slot across the workers."""
+        now = self.clock() + _dt.timedelta(seconds=SLOT_EARLY)
+        return self.run_on(session, busy, slot=current_slot(self.minutes, now))
+
+    def _ran_for(self, repo: TaskRepository, slot: _dt.datetime) -> bool:
+        if time.monotonic() < self._missing_until:
+            return False
+        try:
+            last = repo.admin_slot_get(self.name)
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            self._no_record(exc)
+            return False
+        return last is not None and last >= slot
+
+    def _record(self, repo: TaskRepository, slot: _dt.datetime) -> None:
+        if time.monotonic() < self._missing_until:
+            return
+        try:
+            with repo.session.transaction():
+                repo.admin_slot_set(self.name, slot, f"{socket.gethostname()}:{os.getpid()}")
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            self._no_record(exc)
+
+    def _no_record(self, exc: BaseException) -> None:
+        """<fila>_rotinas unusable (a queue not upgraded yet, a role without grants on it):
+        the job runs as before, without the once-per-slot check, for MISSING_RECHECK s;
+        never a reason not to run it."""
+        self._missing_until = time.monotonic() + MISSING_RECHECK
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if _missing_table(exc):
+            logger.info("%s: sem a tabela das rotinas (%s): um worker atrasado pode repetir "
+                        "a rotina; crie-a com nsj-queue schema upgrade", self.name, text)
+        else:
+            logger.warning("%s: tabela das rotinas inacessível (%s): um worker atrasado pode "
+                           "repetir a rotina", self.name, text)
 
     def run_once(self) -> RunResult:
         """Run the job on a connection of its own, closed afterwards (tools, tests)."""
@@ -141,7 +210,8 @@ class Job(Protocol):
 
     A job with `on_demand = True` is asked `next_delay()` afresh at each check (its
     delay depends on requests that come meanwhile); the others once per run (a clock
-    slot must not be skipped because it was checked a moment after it began).
+    slot must not be skipped because it was checked a moment after it began).  A job
+    with a `run_slot(session, busy)` method (`AdminService`) is run through it.
     """
 
     name: str
@@ -156,49 +226,74 @@ class Job(Protocol):
 class AdminSlots:
     """The worker's jobs and when each is due, run on the connection of whoever checks.
 
-    The owner (the consumer, or the listener thread with QUEUE_CONCURRENCY > 1) calls
-    `run_due(session)` between two tasks and caps its idle waits with `delay()`.  A
-    job that fails is logged and tried again at its next slot: background work never
-    takes the worker down (a database outage is one line, rate-limited).
+    Every consumer of the process (one, or each task thread with QUEUE_CONCURRENCY > 1)
+    calls `run_due(session)` between two tasks when `due()`, and caps its idle waits with
+    `cap()`.  A job being run by one thread is neither due nor counted in `delay()` for
+    the others until it ends.  A job that fails is logged and tried again at its next
+    slot: background work never takes the worker down (a database outage is one line,
+    rate-limited).
     """
 
     def __init__(self, jobs: List[Job], clock: Callable[[], float] = time.monotonic) -> None:
         self.jobs = list(jobs)
         self.clock = clock
+        self._lock = threading.Lock()
         self._due = {id(job): clock() + job.next_delay() for job in self.jobs}
+        self._running: Set[int] = set()  # jobs a thread is running now
         self._outages: Dict[str, OutageReport] = {}
         self.runs = 0  # (for tests and diagnostics)
 
     def add(self, job: Job) -> None:
-        self.jobs.append(job)
-        self._due[id(job)] = self.clock() + job.next_delay()
+        with self._lock:
+            self.jobs.append(job)
+            self._due[id(job)] = self.clock() + job.next_delay()
 
     def _deadline(self, job: Job, now: float) -> float:
+        if id(job) in self._running:
+            return float("inf")
         if getattr(job, "on_demand", False):
             return now + job.next_delay()
         return self._due[id(job)]
 
     def delay(self) -> float:
         """Seconds until the first job is due (0 when one is due now)."""
-        now = self.clock()
-        return max(0.0, min((self._deadline(j, now) - now for j in self.jobs),
-                            default=float("inf")))
+        with self._lock:
+            now = self.clock()
+            return max(0.0, min((self._deadline(j, now) - now for j in self.jobs),
+                                default=float("inf")))
 
     def due(self) -> bool:
         return self.delay() <= 0
 
+    def cap(self, timeout: float) -> float:
+        """`timeout`, shortened so that an idle wait ends when a job is due."""
+        return min(timeout, self.delay())
+
+    def _take(self, job: Job) -> bool:
+        """Mark `job` as run by the calling thread if it is due and nobody runs it."""
+        with self._lock:
+            now = self.clock()
+            if self._deadline(job, now) > now:
+                return False
+            self._running.add(id(job))
+            return True
+
     def run_due(self, session: DbSession, busy: Collection[int] = ()) -> None:
         """Run every job that is due on `session` (never inside a transaction)."""
-        for job in self.jobs:
-            if self._deadline(job, self.clock()) > self.clock():
-                continue
-            self.run_now(job, session, busy)
+        for job in list(self.jobs):
+            if self._take(job):
+                self._run(job, session, busy)
 
     def run_now(self, job: Job, session: DbSession, busy: Collection[int] = ()) -> None:
         """Run `job` on `session` at once (guarded) and plan its next run."""
+        with self._lock:
+            self._running.add(id(job))
+        self._run(job, session, busy)
+
+    def _run(self, job: Job, session: DbSession, busy: Collection[int]) -> None:
         outage = self._outages.get(job.name)
         try:
-            job.run_on(session, busy)
+            getattr(job, "run_slot", job.run_on)(session, busy)
         except (DatabaseUnavailable, CoordinationError) as exc:
             if outage is None:
                 outage = self._outages[job.name] = OutageReport(
@@ -210,11 +305,13 @@ class AdminSlots:
             if outage is not None:
                 outage.recovered()
         finally:
-            self.runs += 1
             if session.in_transaction:  # (a job ends its own transactions; never leak one)
                 with contextlib.suppress(Exception):
                     session.rollback()
-            self._due[id(job)] = self.clock() + job.next_delay()
+            with self._lock:
+                self.runs += 1
+                self._due[id(job)] = self.clock() + job.next_delay()
+                self._running.discard(id(job))
 
 
 class RetryService(AdminService):
@@ -259,6 +356,13 @@ class RetryService(AdminService):
         if rescued:
             self.backend.wake_workers(repo.session)
         return rescued
+
+
+def _missing_table(exc: BaseException) -> bool:
+    """The statement failed because its table does not exist (PostgreSQL or MySQL)."""
+    if getattr(exc, "pgcode", None) == "42P01":
+        return True
+    return type(exc).__module__.startswith("pymysql") and exc.args[:1] == (1146,)
 
 
 def _take_all(locker: Locker, keys: list) -> Optional[list]:

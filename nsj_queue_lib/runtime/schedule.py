@@ -22,25 +22,43 @@ def seconds_to_next_slot(minutes: FrozenSet[int], now: _dt.datetime) -> float:
     raise ValueError("no minute configured")
 
 
+def current_slot(minutes: FrozenSet[int], now: _dt.datetime) -> Optional[_dt.datetime]:
+    """Start of the latest clock minute listed in `minutes` at or before `now`, as a naive
+    UTC datetime (the same slot for every worker, whatever its time zone); None when no
+    minute is configured.  A naive `now` is local time."""
+    base = now.replace(second=0, microsecond=0)
+    for step in range(0, 24 * 60 + 1):
+        slot = base - _dt.timedelta(minutes=step)
+        if slot.minute in minutes:
+            return slot.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return None
+
+
 def retry_delay_seconds(tentativa: int, base_interval_minutes: float) -> float:
     """Delay before the next attempt: tentativa x QUEUE_BASE_INTERVAL_RETRY minutes."""
     return max(0.0, tentativa * base_interval_minutes * 60.0)
 
 
 class Backoff:
-    """Exponential back-off with jitter for reconnects (0.5 s doubling up to `cap`)."""
+    """Exponential back-off for reconnects and retries: `first` seconds doubling up to
+    `cap`, each delay drawn in [`jitter` x delay, delay] (jitter=1.0: none).
+
+    The one back-off of the library: the worker's and listener's reconnects (0.5 s to
+    10 s), the socket client's reconnects and the Loki sender's retries.
+    """
 
     def __init__(self, first: float = 0.5, cap: float = 10.0,
-                 rng: Optional[random.Random] = None) -> None:
+                 rng: Optional[random.Random] = None, jitter: float = 0.5) -> None:
         self.first = first
         self.cap = cap
-        self.attempt = 0
+        self.jitter = jitter
+        self.attempt = 0  # delays handed out since the last reset
         self._rng = rng or random.Random()
 
     def next(self) -> float:
         delay = min(self.cap, self.first * (2 ** self.attempt))
         self.attempt += 1
-        return delay * (0.5 + self._rng.random() / 2)
+        return delay * (self.jitter + self._rng.random() * (1.0 - self.jitter))
 
     def reset(self) -> None:
         self.attempt = 0

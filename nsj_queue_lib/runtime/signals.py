@@ -13,14 +13,39 @@ logger = logging.getLogger(__name__)
 EXIT_FORCED = 1
 
 
-def install(stop: threading.Event, grace_seconds: float,
-            on_first: Callable[[], None] = lambda: None) -> Callable[[], None]:
-    """Install the handlers (main thread only); return a function restoring the old ones."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def on_stop_signals(callback: Callable[[int], None]) -> Callable[[], None]:
+    """Call `callback(signum)` on SIGTERM and SIGINT (main thread only: elsewhere nothing
+    is installed); return a function restoring the previous handlers.
+
+    The one place that installs signal handlers: the worker (`install`), the queue
+    server and the dashboard.
+    """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     previous: Dict[int, Any] = {}
 
     def handler(signum: int, frame: Any) -> None:
+        callback(signum)
+
+    for sig in STOP_SIGNALS:
+        previous[sig] = signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def install(stop: threading.Event, grace_seconds: float,
+            on_first: Callable[[], None] = lambda: None) -> Callable[[], None]:
+    """The worker's handlers: the first signal sets `stop` (and gives the running task
+    `grace_seconds`), the second exits at once; return a function restoring the old ones."""
+
+    def first_then_force(signum: int) -> None:
         name = signal.Signals(signum).name
         if stop.is_set():
             logger.warning("%s recebido novamente: saindo imediatamente", name)
@@ -35,14 +60,7 @@ def install(stop: threading.Event, grace_seconds: float,
         timer.daemon = True
         timer.start()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        previous[sig] = signal.signal(sig, handler)
-
-    def restore() -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-    return restore
+    return on_stop_signals(first_then_force)
 
 
 def _force_exit(grace: float) -> None:

@@ -55,13 +55,14 @@ class WorkerRuntime:
             # N task threads (a connection each) fed by one listener thread.
             hub = WakeHub(settings.queue_concurrency)
             shared = SharedBackend(self.backend, hub)
-            # The listener thread runs the admin jobs on its connection between waits.
-            self.listener = Listener(settings, self.backend, hub, self.stop, slots=self.slots)
+            # The listener thread only listens; the admin jobs run on the task threads'
+            # connections between their tasks (whichever thread is free first).
+            self.listener = Listener(settings, self.backend, hub, self.stop)
             self.consumers = [
                 Consumer(settings, shared, router, self.stop,
                          on_connect=(self._on_connect if i == 0
                                      else lambda _s: self.heartbeat.mark_connected()),
-                         observer=self.observer)
+                         observer=self.observer, slots=self.slots)
                 for i in range(settings.queue_concurrency)]
         else:
             self.consumers = [Consumer(settings, self.backend, router, self.stop,

@@ -8,7 +8,9 @@ picked up within about one interval.  (Waking only when the answer changes would
 miss tasks that arrive back to back.)  Busy workers merge the wake-ups they receive
 meanwhile into one.
 The probe is skipped while no worker listens.  A failing probe (database down) is
-logged and retried at the next round; it never blocks waiting for a worker.
+retried at the next round and logged by the shared OutageReport (the first failure,
+then one line every OUTAGE_LOG_EVERY seconds, and the recovery); it never blocks
+waiting for a worker.
 Runs on the shared BackgroundService lifecycle.
 """
 
@@ -18,9 +20,11 @@ import logging
 import threading
 from typing import Callable, Optional
 
-from nsj_queue_lib.runtime.service import BackgroundService
+from nsj_queue_lib.runtime.service import BackgroundService, OutageReport
 
 logger = logging.getLogger(__name__)
+
+OUTAGE_LOG_EVERY = 20.0  # seconds between two lines of a lasting probe failure
 
 
 class CheckTasksThread(BackgroundService):
@@ -37,7 +41,8 @@ class CheckTasksThread(BackgroundService):
         self._listeners = listeners
         self._interval = interval
         self._probe_interval = min(probe_interval or interval, interval)
-        self._failures = 0
+        self._outage = OutageReport("Verificação de tarefas pendentes", logger,
+                                    every=OUTAGE_LOG_EVERY)
 
     def next_delay(self) -> float:
         return self._probe_interval
@@ -52,13 +57,9 @@ class CheckTasksThread(BackgroundService):
         try:
             due = bool(self._has_due_tasks())
         except Exception as exc:  # the DB may be down; keep serving locks
-            self._failures += 1
-            log = logger.error if self._failures % 200 == 1 else logger.debug
-            log("Falha ao verificar tarefas pendentes (%d seguida(s)): %s", self._failures, exc)
+            self._outage.failed(str(exc))
             return False
-        if self._failures:
-            logger.info("Verificação de tarefas pendentes restabelecida.")
-            self._failures = 0
+        self._outage.recovered()
         if not due:
             return False
         woken = self._wake_workers()

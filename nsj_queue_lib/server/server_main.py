@@ -17,11 +17,11 @@ from typing import Any, Callable, List, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused
 from nsj_queue_lib.log import configure_logging
+from nsj_queue_lib.runtime.signals import on_stop_signals
 from nsj_queue_lib.server.core import Server
 
 logger = logging.getLogger(__name__)
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class DatabaseDueCheck:
@@ -82,14 +82,12 @@ def serve(server: Server, *, install_signals: bool = True,
     not be bound.
     """
     stop_requested = threading.Event()
-    previous: dict[int, Any] = {}
-    if install_signals and threading.current_thread() is threading.main_thread():
-        def _on_signal(signum: int, frame: Any) -> None:
-            logger.info("Sinal %s recebido; encerrando.", signal.Signals(signum).name)
-            stop_requested.set()
 
-        for sig in _STOP_SIGNALS:
-            previous[sig] = signal.signal(sig, _on_signal)
+    def _on_signal(signum: int) -> None:
+        logger.info("Sinal %s recebido; encerrando.", signal.Signals(signum).name)
+        stop_requested.set()
+
+    restore = on_stop_signals(_on_signal) if install_signals else (lambda: None)
     try:
         try:
             server.start()
@@ -105,8 +103,7 @@ def serve(server: Server, *, install_signals: bool = True,
         server.stop()
         return 0
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore()
 
 
 def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, *,

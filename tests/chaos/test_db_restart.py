@@ -85,9 +85,13 @@ def _can_restart_mariadb() -> str:
 
 @pytest.mark.mysql
 @pytest.mark.restarts_shared_db
-@pytest.mark.parametrize("mode", [pytest.param("cs", id="client-server"),
-                                  pytest.param("db", id="native")])
-def test_mariadb_restart_mid_run(make_queue, mode):
+@pytest.mark.parametrize("mode,extra", [
+    pytest.param("cs", {}, id="client-server"),
+    pytest.param("db", {}, id="native"),
+    # #13 item 6 on MySQL native: batch and concurrency variants.
+    pytest.param("db", {"QUEUE_BATCH_SIZE": 5}, id="native-batch"),
+    pytest.param("db", {"QUEUE_CONCURRENCY": 4}, id="native-concurrency")])
+def test_mariadb_restart_mid_run(make_queue, mode, extra):
     problem = _can_restart_mariadb()
     if problem:
         if os.environ.get("CI"):
@@ -96,9 +100,10 @@ def test_mariadb_restart_mid_run(make_queue, mode):
     q = make_queue("mariadb", mode)
     if mode == "cs":
         q.start_server()
+    label = "".join(f", {k}={v}" for k, v in extra.items())
     run = ChaosRun(q, "2. database restart (mariadbd SIGKILL + start)"
-                      + (" (MySQL nativo)" if mode == "db" else ""))
-    run.start_workers(3)
+                      + (" (MySQL nativo)" if mode == "db" else "") + label)
+    run.start_workers(3, **extra)
     run.start_producer(run.items())
     for _ in run.faults(every=run.window / 2, jitter=0.0, max_faults=1):
         took = _restart_mariadb(q)

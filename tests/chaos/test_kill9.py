@@ -13,7 +13,12 @@ TARGETS = [pytest.param("postgres", "db", {}, id="postgres"),
            pytest.param("postgres", "db", {"QUEUE_CONCURRENCY": 4}, id="postgres-concurrency"),
            pytest.param("mariadb", "cs", {}, id="mariadb-cs", marks=pytest.mark.mysql),
            # MySQL native: the named lock dies with the killed connection.
-           pytest.param("mariadb", "db", {}, id="mariadb-native", marks=pytest.mark.mysql)]
+           pytest.param("mariadb", "db", {}, id="mariadb-native", marks=pytest.mark.mysql),
+           # #13 item 6 on MySQL native: batch and concurrency variants.
+           pytest.param("mariadb", "db", {"QUEUE_BATCH_SIZE": 5}, id="mariadb-native-batch",
+                        marks=pytest.mark.mysql),
+           pytest.param("mariadb", "db", {"QUEUE_CONCURRENCY": 4},
+                        id="mariadb-native-concurrency", marks=pytest.mark.mysql)]
 
 
 @pytest.mark.parametrize("kind,mode,extra", TARGETS)

@@ -15,6 +15,8 @@ def test_batch_mode_with_the_socket_server(csq):
         csq.wait_chain_done(task_id)
     assert effects_by_key(csq) == {f"b{i}": 1 for i in range(6) if i != 2}
     assert csq.row(ids[2])["status"] == "falha"
+    # each success with its own message (the batch marks them together at its end)
+    assert all(csq.row(i)["mensagem"] == f"ok {i}" for i in ids if i != ids[2])
     assert worker.proc.poll() is None
 
 

@@ -9,55 +9,18 @@ from typing import Any, Iterator
 
 import pytest
 
-from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.server.core import Server
-from nsj_queue_lib.server.server_main import DatabaseDueCheck
 from tests.fixtures.database import statements_per_task
 from tests.fixtures.deadlock import check_deadlock_in_finish_is_a_failure
-from tests.fixtures.queue import TOKEN, Queue, effects_by_key
+from tests.fixtures.queue import TOKEN, effects_by_key
 from tests.fixtures.routers import (
     check_failure_after_success_rolls_back,
     in_process_runner,
     insert_effect,
 )
+from tests.fixtures.servers import InProcessServer
 from tests.fixtures.waiting import eventually
-from tests.server.socket_server_helpers import HOST, RawClient
-
-
-class InProcessServer:
-    """The real `Server` on the queue's ports, in this process, with the real database
-    candidates query; its candidate list is trusted for an hour unless `max_age` says
-    otherwise, so a test decides when it is read (`server.claims.refresh()`)."""
-
-    def __init__(self, q: Queue, max_age: float = 3600.0) -> None:
-        self.settings = q.settings()
-        self.check = DatabaseDueCheck(self.settings)
-        self.server = Server(lambda: False, host=HOST, notify_port=q.notify_port,
-                             lock_port=q.lock_port, token=TOKEN, timeout=q.timeout,
-                             channel=q.fila, check_interval=3600,
-                             due_candidates=self.check.candidates, queue_table=q.table,
-                             claim_max_age=max_age)
-        self.server.start()
-        self.closers: list[Any] = []
-
-    def guard(self) -> Any:
-        session = DbSession.open(self.settings)
-        guard = make_backend(self.settings).guard(session, TaskRepository(
-            session, self.settings.queue_table))
-        self.closers += [guard, session]
-        return guard
-
-    def requests(self, op: str) -> int:
-        return self.server.stats()["requests"].get(op, 0)
-
-    def close(self) -> None:
-        for obj in self.closers:
-            obj.close()
-        self.server.stop()
-        self.check.close()
+from tests.server.socket_server_helpers import RawClient
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """One contract for every coordination backend: the claim (TaskGuard), the wake-ups
 (Notifier) and the locks (Locker), run against PostgreSQL, MySQL native on MariaDB, and
 the socket server on PostgreSQL and on MariaDB (real databases, real server process).
-A difference between backends is skipped only through its `Capabilities` flag."""
+A difference between backends is skipped or shaped only through its `Capabilities` flags
+(each of them is read here: wakes_on_insert, notify_is_transactional, batch_claim,
+lock_on_task_session)."""
 
 from __future__ import annotations
 
@@ -135,3 +137,119 @@ def test_an_idle_worker_is_woken_by_an_insert_without_producer_notify(h):
         woke = notifier.wait(0.5)
     assert woke, "nenhum aviso"
     assert time.monotonic() - started < 1.0
+
+
+def _listening(h: Harness, backend: Any = None) -> Any:
+    """A notifier listening on a session of its own, with any stale wake-up drained."""
+    notifier = (backend or h.backend).notifier(h.session())
+    h.closers.append(notifier)
+    notifier.listen()
+    notifier.wait(0.3)
+    return notifier
+
+
+def _wait_for(notifier: Any, payload: str, timeout: float = 5.0) -> List[Any]:
+    """Everything received until a wake-up with `payload` came (fails at the deadline)."""
+    got: List[Any] = []
+    deadline = time.monotonic() + timeout
+    while not any(n.payload == payload for n in got):
+        assert time.monotonic() < deadline, f"nenhum aviso {payload!r}: {got}"
+        got += notifier.wait(0.5)
+    return got
+
+
+def test_notify_wakes_a_listening_worker_and_a_transactional_one_only_at_commit(h):
+    listener = _listening(h)
+    producer = h.session()
+    sender = h.backend.notifier(producer)
+    h.closers.append(sender)
+    producer.begin()
+    producer.execute(f"INSERT INTO {h.q.qtable} (payload) VALUES ('novo')")
+    sender.notify("")
+    if h.backend.capabilities.notify_is_transactional:
+        assert listener.wait(0.5) == []  # held with the transaction
+    producer.commit()
+    assert [n.payload for n in _wait_for(listener, "")][-1] == ""
+
+
+def test_wake_workers_wakes_a_listening_worker(h):
+    listener = _listening(h)
+    h.q.insert({"n": "novo"})
+    _wait_for(listener, "")  # (the insert's own wake-up, where there is one)
+    listener.wait(0.3)
+    h.backend.wake_workers(h.session(), "")  # a due task is waiting: work to announce
+    _wait_for(listener, "")
+
+
+def test_halt_reaches_every_listener_listening_then_and_no_later_one(h):
+    first, second = _listening(h), _listening(h)
+    h.backend.wake_workers(h.session(), "HALT")
+    for notifier in (first, second):
+        _wait_for(notifier, "HALT")
+    later = _listening(h, make_backend(h.settings))  # a worker process started later
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        assert all(n.payload != "HALT" for n in later.wait(0.5))
+
+
+def test_a_task_taken_over_is_refused_by_begin_or_finish(h):
+    """The row left 'processando' behind the worker's back (as a rescue does): where the
+    lock lives on the task's own session nobody else can take the task, so begin() is
+    True and finish() finds the row changed; elsewhere begin() says so at once."""
+    task_id = h.q.insert({"n": 1})
+    guard = h.guard()
+    [tarefa] = guard.claim()
+    h.q.sql(f"UPDATE {h.q.qtable} SET status = 'pendente' WHERE id = %s", (task_id,))
+    session = guard.repo.session
+    session.begin()
+    if h.backend.capabilities.lock_on_task_session:
+        assert guard.begin(tarefa) is True
+        assert guard.finish(tarefa, "ok") is False
+    else:
+        assert guard.begin(tarefa) is False
+    session.rollback()
+    guard.release(tarefa)
+    assert h.q.row(task_id)["status"] == "pendente"
+    [again] = h.guard().claim()  # free for another worker
+    assert again["id"] == task_id
+
+
+def test_close_hands_back_a_task_claimed_ahead(h):
+    first = h.q.insert({"n": 1}, prioridade=90)
+    second = h.q.insert({"n": 2})
+    guard = h.guard()
+    [tarefa] = guard.claim()
+    assert tarefa["id"] == first and _run(h, guard, tarefa)
+    ahead = guard.claimed_ahead()
+    assert ahead in ([], [second])
+    if ahead:
+        assert h.q.row(second)["status"] == "processando"
+    guard.close()  # a stop before running it
+    assert h.q.row(second)["status"] == "pendente"
+    [other] = h.guard().claim()  # no lock of the closed guard left on it
+    assert other["id"] == second
+    assert h.q.row(first)["status"] == "sucesso"
+
+
+def test_the_task_lock_lives_where_the_capability_says(h):
+    """lock_on_task_session: the task's lock ends with its database session alone;
+    otherwise (socket server) it outlives that session until the guard closes."""
+    task_id = h.q.insert({"n": 1})
+    guard = h.guard()
+    guard.claim()
+    admin = h.backend.admin_locker(h.session())
+    h.closers.append(admin)
+    key = task_lock_key(h.settings.queue_table, task_id)
+    guard.repo.session.close()  # the database session only
+    deadline = time.monotonic() + 5
+    if h.backend.capabilities.lock_on_task_session:
+        while not admin.try_lock(key):
+            assert time.monotonic() < deadline, "lock não liberado com a sessão"
+            time.sleep(0.02)
+    else:
+        assert admin.try_lock(key) is False
+        guard.close()
+        while not admin.try_lock(key):
+            assert time.monotonic() < deadline, "lock não liberado com o guard"
+            time.sleep(0.02)
+    assert admin.unlock(key)

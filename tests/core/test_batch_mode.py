@@ -9,7 +9,13 @@ from __future__ import annotations
 import signal
 import time
 
+import psycopg2.extensions
+
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.batch import BatchClaimer, BatchRunner
 from tests.fixtures.processes import wait_ready
+from tests.fixtures.routers import FunctionRouter, insert_effect
 from tests.fixtures.waiting import eventually
 
 
@@ -108,3 +114,97 @@ def test_sigterm_mid_batch_finishes_the_whole_batch_and_takes_no_other(
     assert _count(queue, "id = ANY(%s) AND status = 'sucesso'", (ids,)) == 3
     assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)
     assert queue.row(waiting)["status"] == "pendente"
+
+
+def test_joint_success_mark_gives_each_task_its_own_message_and_never_marks_a_failure(
+        queue, pg_server):
+    """The successes of a batch are marked in one UPDATE at its end: each with its own
+    message, none lost, none on a failed task.  A task whose code caught an SQL error
+    left its transaction aborted: it fails alone, the rest of its batch commits."""
+    queue.sql(f'ALTER TABLE "{queue.schema}".efeitos ADD COLUMN tx bigint '
+              "DEFAULT txid_current()")
+    payloads = [{"efeito": f"m{i}", "fail": i % 4 == 1, "sql_error": i % 8 == 6}
+                for i in range(16)]
+    ids = _insert_many(queue, pg_server, payloads)
+    worker = queue.start_worker(QUEUE_BATCH_SIZE="8", QUEUE_MAX_RETRY="1")
+    wait_ready(worker)
+    eventually(lambda: _count(queue, "id = ANY(%s) AND status IN ('sucesso', 'falha')",
+                                   (ids,)) == 16, timeout=30, message="16 tasks done")
+    bad = {i for i, p in zip(ids, payloads) if p["fail"] or p["sql_error"]}
+    good = [i for i in ids if i not in bad]
+    assert len(bad) == 6
+    for task_id in good:
+        row = queue.row(task_id)
+        assert (row["status"], row["mensagem"]) == ("sucesso", f"ok {task_id}")
+    for task_id, p in zip(ids, payloads):
+        if task_id in bad:
+            row = queue.row(task_id)
+            assert row["status"] == "falha", row
+            if p["fail"]:
+                assert "falha programada" in row["mensagem"]
+    effects = queue.effects("tipo = 'execute'")
+    assert sorted(e["tarefa_id"] for e in effects) == sorted(good)  # once each, no failure's
+    assert len({e["tx"] for e in effects}) == 2  # two batches, one commit each
+    assert "marca de sucesso conjunta" not in worker.log()  # no batch was redone
+    assert worker.proc.poll() is None
+
+
+def test_a_refused_joint_mark_rolls_the_batch_back_then_marks_each_task_alone(
+        queue, pg_server):
+    """A trigger refuses one task's success message: the joint mark fails, the batch is
+    rolled back and runs again with each success marked at once, so only that task fails."""
+    queue.sql(f"""CREATE FUNCTION "{queue.schema}".recusa() RETURNS trigger LANGUAGE plpgsql
+                  AS $$ BEGIN RAISE EXCEPTION 'mensagem recusada pelo gatilho'; END $$""")
+    queue.sql(f"""CREATE TRIGGER recusa BEFORE UPDATE ON {queue.table} FOR EACH ROW
+                  WHEN (NEW.status = 'sucesso' AND NEW.mensagem = 'recusada')
+                  EXECUTE FUNCTION "{queue.schema}".recusa()""")
+    payloads = [{"efeito": f"r{i}"} for i in range(5)]
+    payloads[3]["return"] = "recusada"
+    ids = _insert_many(queue, pg_server, payloads)
+    worker = queue.start_worker(QUEUE_BATCH_SIZE="5", QUEUE_MAX_RETRY="1")
+    wait_ready(worker)
+    eventually(lambda: _count(queue, "id = ANY(%s) AND status IN ('sucesso', 'falha')",
+                                   (ids,)) == 5, timeout=30, message="5 tasks done")
+    refused = ids[3]
+    assert queue.row(refused)["status"] == "falha"
+    assert "recusada pelo gatilho" in queue.row(refused)["mensagem"]
+    for task_id in ids:
+        if task_id != refused:
+            row = queue.row(task_id)
+            assert (row["status"], row["mensagem"]) == ("sucesso", f"ok {task_id}")
+    effects = queue.effects("tipo = 'execute'")
+    assert sorted(e["tarefa_id"] for e in effects) == sorted(i for i in ids if i != refused)
+    assert "marca de sucesso conjunta" in worker.log()
+
+
+class _CountingCursor(psycopg2.extensions.cursor):
+    """Counts the round trips (execute calls) sent on its connection."""
+
+    sent = 0
+
+    def execute(self, query, vars=None):
+        type(self).sent += 1
+        return super().execute(query, vars)
+
+
+def test_a_batch_costs_two_round_trips_per_task_and_four_per_batch(queue):
+    """Per task the release of the last savepoint with the task's SAVEPOINT (one round
+    trip) and its work; per batch BEGIN, the claim, the joint success UPDATE and COMMIT.
+    (Before: SAVEPOINT, work, success UPDATE and RELEASE per task; 3 per batch.)"""
+    settings = queue.settings()
+    ids = [queue.insert({"n": n}) for n in range(4 * 5)]
+    session = DbSession.open(settings)
+    try:
+        session.conn.cursor_factory = _CountingCursor
+        repo = TaskRepository(session, settings.queue_table, legacy=False)
+        claimer = BatchClaimer(repo, settings.queue_table, 4)
+        runner = BatchRunner(settings, repo, FunctionRouter(insert_effect(queue.qeffects)))
+        assert runner.run(claimer.claim()) == 4  # (the first claim also reads the horizon)
+        before = _CountingCursor.sent
+        for _ in range(4):
+            assert runner.run(claimer.claim()) == 4
+        assert (_CountingCursor.sent - before) / 4 == 4 * 2 + 4
+    finally:
+        session.close()
+    assert sorted(e["tarefa_id"] for e in queue.effects()) == ids  # each once
+    assert all(queue.row(i)["status"] == "sucesso" for i in ids)

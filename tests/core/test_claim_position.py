@@ -240,7 +240,7 @@ def test_under_a_pin_the_positioned_claim_and_probes_read_a_bounded_number_of_bu
         live = _insert(queue, 5)
         assert _claim(repo, queue) == live[0]  # first claim: from the start
         lock = {"lock_ns": _lock_ns(queue), "unlock": None, "turn_ns": None,
-                "turn_id": None, "hand_id": None}
+                "turn_id": None, "hand_id": None, "due_from": None}
         name = "task_claim_locked_compat" if repo.legacy else "task_claim_locked"
         sql = repo.q[name].replace("%(limit)s", "1")
         repo.position.full_every = NEVER
@@ -254,7 +254,8 @@ def test_under_a_pin_the_positioned_claim_and_probes_read_a_bounded_number_of_bu
         # In the generic plan the branch from the position is an ordered range of ix_claim.
         # (The planner may read the other two branches with a bitmap and a sort while its
         # statistics show few waiting rows; ANALYZE re-plans them as the backlog grows.)
-        [scan] = [n for n in _nodes(positioned) if "data_hora >=" in n.get("Index Cond", "")]
+        [scan] = [n for n in _nodes(positioned) if "data_hora >=" in n.get("Index Cond", "")
+                  and n.get("Index Name") != f"ix_{queue.fila}_due"]  # (not the probe's)
         assert scan["Node Type"] == "Index Scan"
         assert scan["Index Name"] == f"ix_{queue.fila}_claim"
         # The idle probes: from the position bounded, from the start O(N).
@@ -270,3 +271,28 @@ def test_under_a_pin_the_positioned_claim_and_probes_read_a_bounded_number_of_bu
             assert _buffers(_explain_generic(queue, far, {})) >= DEAD // 50
         pin.rollback()
     assert queue.count("status = 'sucesso'") == DEAD
+
+
+def test_a_claim_that_finds_nothing_answers_the_next_due_time(repo, queue, pg_server):
+    """The claim that finds nothing also answers the idle probe (once), read with its own
+    snapshot, so the idle worker sends no probe of its own; a claim that gets a task
+    answers none."""
+    ns = _lock_ns(queue)
+    assert repo.task_claim_locked(ns) == []
+    assert repo.take_empty_claim_due() == (None,)  # nothing waits
+    assert repo.take_empty_claim_due() is None  # taken once
+    [scheduled] = _insert(queue, ago="-30 s")  # due in 30 s
+    assert repo.task_claim_locked(ns) == []
+    [due] = repo.take_empty_claim_due()
+    assert 25 < due <= 30
+    [task] = _insert(queue)
+    with closing(pg_server.connect(autocommit=False)) as other, other.cursor() as cur:
+        cur.execute(f"SELECT id FROM {queue.table} WHERE id = %s FOR UPDATE", (task,))
+        assert repo.task_claim_locked(ns) == []  # due, but another session holds the row
+        [due] = repo.take_empty_claim_due()
+        assert due <= 0  # so the worker backs off and claims again soon
+        other.rollback()
+    [row] = repo.task_claim_locked(ns)
+    assert row["id"] == task and "nsjq_next_due" not in row
+    assert repo.take_empty_claim_due() is None
+    assert queue.row(scheduled)["status"] == "pendente"

@@ -1,6 +1,11 @@
-"""A task's whole life on MariaDB in MySQL native mode, in process: MysqlGuard (SKIP
-LOCKED + real named locks) + TaskRunner + the admin services.  The same lifecycle with
-worker processes runs on every dialect in tests/core/test_lifecycle.py."""
+"""MySQL native mode on MariaDB, in process: MysqlGuard (SKIP LOCKED + real named locks) +
+TaskRunner + the admin services, for what only MySQL has (a row whose named lock another
+session holds, SIGNAL and lock wait timeouts in user code, a killed connection, the
+microsecond clock) and what the admin services do there (rescue next to a live task,
+promotion, with their wake-ups).  The task's life itself (success, priority and age,
+retries, dead letters, rescue after kill -9, purge and its admin lock) runs with worker
+processes on every backend in tests/core/test_lifecycle.py; claim, locks and wake-ups
+in tests/contract; the SQL in test_mysql_repository.py."""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.queue_client import QueueClient
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
-from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
+from nsj_queue_lib.runtime.maintenance import NotifyService, RetryService
 from nsj_queue_lib.runtime.runner import TaskRunner
 from tests.fixtures.routers import FunctionRouter
 from tests.fixtures.waiting import eventually
@@ -106,29 +111,6 @@ def handler_ok(q):
     return run
 
 
-def handler_fail(q):
-    def run(tarefa: dict, bd_conn) -> str:
-        bd_conn.execute(f"INSERT INTO `{q.database}`.efeitos (tarefa_id, chave) "
-                        "VALUES (%(id)s, 'desfeito')", {"id": tarefa["id"]})
-        raise ValueError(f"falhou {tarefa['tentativa']}")
-    return run
-
-
-def test_success_commits_effect_and_status_together(myqueue, workers, backend):
-    task_id = _enqueue(myqueue, {"a": 1})
-    w = workers(handler_ok(myqueue))
-    tarefa = w.claim()
-    assert tarefa["id"] == task_id and tarefa["status"] == "processando"
-    assert tarefa["payload"] == '{"a": 1}' and tarefa["pub_sub"] is False
-    assert lock_holder(myqueue, task_id) == w.session.fetch_value("SELECT CONNECTION_ID()")
-    assert workers(handler_ok(myqueue)).claim() is None  # nothing else to take
-    assert w.runner.run(tarefa) is True
-    row = myqueue.row(task_id)
-    assert (row["status"], row["mensagem"]) == ("sucesso", f'ok {task_id} {{"a": 1}}')
-    assert [(e["tarefa_id"], e["chave"]) for e in myqueue.effects()] == [(task_id, "ok")]
-    assert lock_holder(myqueue, task_id) is None  # lock released
-
-
 def test_claim_skips_a_task_locked_by_another_worker(myqueue, workers):
     first = _enqueue(myqueue, prioridade=90)
     second = _enqueue(myqueue, prioridade=10)
@@ -140,62 +122,6 @@ def test_claim_skips_a_task_locked_by_another_worker(myqueue, workers):
     assert a.locker.unlock(task_lock_key(myqueue.table, first))
     assert [b.claim()["id"], b.claim()["id"]] == [first, second]
     assert b.claim() is None
-
-
-def test_claim_takes_highest_priority_then_oldest(myqueue, workers):
-    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
-    low = _enqueue(myqueue, prioridade=10, data_hora=old)
-    new_high = _enqueue(myqueue, prioridade=80)
-    old_high = _enqueue(myqueue, prioridade=80, data_hora=old)
-    w = workers(handler_ok(myqueue))
-    assert [w.run_next()[0]["id"] for _ in range(3)] == [old_high, new_high, low]
-
-
-def test_failure_rolls_back_and_requeues_with_payload(myqueue, workers):
-    task_id = _enqueue(myqueue, "carga original")
-    w = workers(handler_fail(myqueue), QUEUE_MAX_RETRY="3")
-    assert w.run_next()[1] is False
-    assert myqueue.effects() == []  # the handler's write rolled back
-    first = myqueue.row(task_id)
-    assert (first["status"], first["reenfileirado"]) == ("falha", 1)
-    assert first["mensagem"].startswith("ValueError: falhou 1")
-    retry = myqueue.rows("id_inicial = %s", (task_id,))
-    assert [(r["tentativa"], r["status"], r["payload"]) for r in retry] == [(2, "agendada", None)]
-    # the retry is due at once (QUEUE_BASE_INTERVAL_RETRY=0) and gets the root's payload
-    ok = workers(handler_ok(myqueue))
-    tarefa2, outcome2 = ok.run_next()
-    assert (tarefa2["id"], tarefa2["tentativa"], tarefa2["payload"]) == \
-        (retry[0]["id"], 2, "carga original")
-    assert outcome2 is True
-    assert myqueue.row(retry[0]["id"])["status"] == "sucesso"
-
-
-def test_retry_waits_for_its_delay(myqueue, workers):
-    _enqueue(myqueue)
-    w = workers(handler_fail(myqueue), QUEUE_BASE_INTERVAL_RETRY="0.01")  # 0.6 s
-    w.run_next()
-    assert w.claim() is None
-    wait = w.repo.task_seconds_to_next_due()
-    assert 0 < wait <= 0.6
-    tarefa = eventually(w.claim, timeout=5, message="retry due")
-    assert tarefa["tentativa"] == 2
-
-
-def test_exhausted_retries_go_to_the_dead_queue_and_end_there(myqueue, workers):
-    task_id = _enqueue(myqueue, {"morta": True}, prioridade=70)
-    w = workers(handler_fail(myqueue), QUEUE_MAX_RETRY="1")
-    w.run_next()
-    first = myqueue.row(task_id)
-    assert (first["status"], first["estouro_tentativas"]) == ("falha", 1)
-    assert "fila de mortos" in first["mensagem"]
-    (dead,) = myqueue.rows("dead = TRUE")
-    assert (dead["status"], dead["live_id"], dead["payload"], dead["prioridade"]) == \
-        ("pendente", task_id, '{"morta": true}', 70)
-    tarefa, outcome = w.run_next()
-    assert tarefa["id"] == dead["id"] and tarefa["dead"] is True and outcome is False
-    assert "também na fila de mortos" in myqueue.row(dead["id"])["mensagem"]
-    assert myqueue.count() == 2  # no new chain
-    assert w.claim() is None
 
 
 def test_sql_errors_of_the_handler_are_task_failures_not_lost_connections(myqueue, workers):
@@ -276,40 +202,6 @@ def test_retry_service_rescues_a_task_whose_worker_died(myqueue, workers, backen
     assert retry["status"] == "agendada"
     assert backend.wakes == [""]
     assert running.runner.run(alive) is True  # the live worker was left alone
-
-
-def test_admin_service_skips_when_another_worker_holds_its_lock(myqueue, backend):
-    from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
-
-    holder = DbSession.open(make_settings(myqueue))
-    try:
-        assert backend.admin_locker(holder).try_lock(admin_lock_key(myqueue.table, ADMIN_PURGE))
-        result = PurgeService(make_settings(myqueue), backend, frozenset({0})).run_once()
-        assert result.skipped is True
-    finally:
-        holder.close()
-
-
-def test_purge_service_keeps_active_chains(myqueue, workers, backend):
-    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=90)
-    finished = [_enqueue(myqueue, data_hora=old) for _ in range(3)]
-    active_root = _enqueue(myqueue, "payload da cadeia", data_hora=old)
-    myqueue.sql(f"UPDATE {myqueue.table} SET status = 'sucesso' WHERE id IN %s",
-                (tuple(finished),))
-    # the active chain: old root failed, its retry is still waiting
-    w = workers(handler_fail(myqueue))
-    assert w.run_next()[0]["id"] == active_root
-    myqueue.sql(f"UPDATE {myqueue.table} SET data_hora = %s WHERE id_inicial = %s",
-                (old.replace(tzinfo=None), active_root))
-    settings = make_settings(myqueue, QUEUE_PURGE_MAX_AGE="60", QUEUE_PURGE_LIMIT="2")
-    result = PurgeService(settings, backend, frozenset({0})).run_once()
-    assert result.count == 3
-    assert {r["id"] for r in myqueue.rows()} == {
-        active_root, myqueue.rows("id_inicial = %s", (active_root,))[0]["id"]}
-    # the retry still finds the chain's payload
-    ok = workers(handler_ok(myqueue))
-    tarefa, outcome = ok.run_next()
-    assert tarefa["payload"] == "payload da cadeia" and outcome is True
 
 
 def test_notify_service_promotes_due_scheduled_tasks(myqueue, backend):

@@ -80,6 +80,7 @@ def test_shipped_file_applies_to_an_empty_database(mysql_server):
             kinds = {r[0]: r[1] for r in cur.fetchall()}
             assert kinds == {"fila_teste": "BASE TABLE", "fila_teste_subscriber": "BASE TABLE",
                              "fila_teste_controle": "BASE TABLE",
+                             "fila_teste_rotinas": "BASE TABLE",
                              "fila_teste_cadeias": "VIEW", "fila_teste_resumo": "VIEW"}
     finally:
         with conn.cursor() as cur:

@@ -1,9 +1,21 @@
-"""Batch mode (QUEUE_BATCH_SIZE) in MySQL native mode on MariaDB, with real workers."""
+"""Batch mode (QUEUE_BATCH_SIZE) and QUEUE_CONCURRENCY in MySQL native mode on MariaDB,
+with real workers."""
 
 from __future__ import annotations
 
+import signal
+
+import pytest
+
+from nsj_queue_lib.admin import QueueAdmin
+from nsj_queue_lib.coordination.mysql import lock_name, lock_prefix
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.batch import BatchClaimer, BatchRunner
+from tests.fixtures.database import statements_per_task
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
+from tests.fixtures.routers import FunctionRouter, insert_effect
 from tests.fixtures.waiting import eventually
 
 
@@ -51,3 +63,127 @@ def test_concurrency_threads_on_mysql_native(nq):
     nq.wait_idle()
     assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)
     assert worker.proc.poll() is None
+
+
+def test_joint_success_mark_on_mariadb_and_a_refused_one_redoes_the_batch(nq):
+    """The successes of a batch are marked in one UPDATE at its end, each with its own
+    message and never on a failed task; when a trigger refuses one message that UPDATE
+    fails, the batch is rolled back and runs again marking each task at once, so only
+    the refused task fails."""
+    nq.sql(f"""CREATE TRIGGER {nq.schema}.{nq.fila}_recusa BEFORE UPDATE ON {nq.table} FOR EACH ROW
+               BEGIN
+                 IF NEW.status = 'sucesso' AND NEW.mensagem = 'recusada' THEN
+                   SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'mensagem recusada pelo gatilho';
+                 END IF;
+               END""")
+    payloads = [{"efeito": f"j{i}", "fail": i % 4 == 1} for i in range(8)]
+    ids = nq.insert_many(payloads)
+    worker = nq.start_worker(QUEUE_BATCH_SIZE="8", QUEUE_MAX_RETRY="1")
+    wait_ready(worker)
+    for task_id in ids:
+        nq.wait_chain_done(task_id)
+    failed = {i for i, p in zip(ids, payloads) if p["fail"]}
+    for task_id in ids:
+        row = nq.row(task_id)
+        if task_id in failed:
+            assert row["status"] == "falha" and "falha programada" in row["mensagem"]
+        else:
+            assert (row["status"], row["mensagem"]) == ("sucesso", f"ok {task_id}")
+    assert "marca de sucesso conjunta" not in worker.log()
+    # Now a batch with a message the trigger refuses.
+    more = nq.insert_many([{"efeito": f"k{i}", **({"return": "recusada"} if i == 2 else {})}
+                           for i in range(4)])
+    for task_id in more:
+        nq.wait_chain_done(task_id)
+    assert nq.row(more[2])["status"] == "falha"
+    assert "recusada pelo gatilho" in nq.row(more[2])["mensagem"]
+    assert all(nq.row(i)["status"] == "sucesso" for i in more if i != more[2])
+    effects = [e["tarefa_id"] for e in nq.effects("tipo = 'execute'")]
+    assert sorted(effects) == sorted(i for i in [*ids, *more] if i not in failed
+                                     and i != more[2])  # once each
+    assert "marca de sucesso conjunta" in worker.log()
+    assert worker.proc.poll() is None
+
+
+def test_a_producer_inserts_while_a_batch_runs(nq, tmp_path):
+    # Fails before the fix: at REPEATABLE READ the batch claim's next-key locks made every
+    # INSERT of a waiting task wait for the batch's COMMIT (here: lock wait timeout).
+    started, release = tmp_path / "started", tmp_path / "release"
+    ids = nq.insert_many([{"efeito": "a", "started_file": str(started),
+                           "wait_file": str(release)}, {"efeito": "b"}])
+    worker = nq.start_worker(QUEUE_BATCH_SIZE="5")
+    eventually(started.exists, 30, message="batch started")
+    conn = nq.new_conn()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION innodb_lock_wait_timeout = 5")
+        late = nq.client(conn).insert_task("teste", "teste", "teste", None, '{"efeito": "c"}')
+        conn.commit()
+    finally:
+        conn.close()
+    assert nq.row(late)["status"] == "pendente"
+    release.touch()
+    nq.wait_idle(timeout=30)
+    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted([*ids, late])
+    assert worker.proc.poll() is None
+
+
+def _three_held_tasks(nq, tmp_path):
+    """3 tasks running at once in a QUEUE_CONCURRENCY=3 worker, each held until
+    `release` exists; returns (worker, ids, release, a waiting task inserted after)."""
+    release = tmp_path / "release"
+    started = [tmp_path / f"started{i}" for i in range(3)]
+    ids = nq.insert_many([{"efeito": f"r{i}", "started_file": str(started[i]),
+                           "wait_file": str(release)} for i in range(3)])
+    worker = nq.start_worker(QUEUE_CONCURRENCY="3")
+    eventually(lambda: all(f.exists() for f in started), 30, message="3 tasks running")
+    waiting = nq.insert({"efeito": "espera"})
+    return worker, ids, release, waiting
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "halt"])
+def test_stop_with_concurrency_finishes_every_running_task_and_takes_no_other(
+        nq, tmp_path, stop):
+    worker, ids, release, waiting = _three_held_tasks(nq, tmp_path)
+    if stop == "sigterm":
+        worker.signal(signal.SIGTERM)
+    else:
+        with QueueAdmin.from_settings(nq.settings()) as admin:
+            admin.halt(por="teste")
+        # Native HALT is a control row the listener reads every 0.5 s: a task that ends
+        # before it is read may let its thread take the next task, as documented.
+        eventually(lambda: "HALT recebido" in worker.log(), 15, message="HALT lido")
+    release.touch()
+    assert worker.wait_exit(30) == 0, worker.log()
+    assert [nq.row(i)["status"] for i in ids] == ["sucesso"] * 3
+    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)  # once each
+    # Claimed ahead with a success, perhaps, but handed back when the threads stopped.
+    assert nq.row(waiting)["status"] == "pendente", worker.log()
+    assert nq.count() == 4  # no failed attempt, no retry
+    prefix = lock_prefix(nq.settings())
+    assert nq.value("SELECT IS_USED_LOCK(%s)", (lock_name(prefix, nq.task_key(waiting)),)) \
+        is None
+
+
+def test_a_batch_on_mariadb_costs_two_statements_per_task_and_five_per_batch(nq):
+    """Counted by the server for the session: per task its SAVEPOINT (no RELEASE: the
+    next SAVEPOINT replaces it) and its work; per batch BEGIN, the claim's SELECT and
+    UPDATE, the joint success UPDATE and COMMIT.  (Before: 4 per task and 4 per batch.)"""
+    settings = nq.settings()
+    ids = [nq.insert({"n": n}) for n in range(4 * 8)]
+    session = DbSession.open(settings)
+    try:
+        repo = TaskRepository(session, settings.queue_table)
+        claimer = BatchClaimer(repo, settings.queue_table, 4)
+        runner = BatchRunner(settings, repo, FunctionRouter(insert_effect(nq.qeffects)))
+
+        def run_batch() -> None:
+            assert runner.run(claimer.claim()) == 4
+
+        cost = statements_per_task(session, run_batch, short=2, long=6)
+        assert cost == {"Questions": 4 * 2 + 5, "Com_begin": 1, "Com_commit": 1}
+    finally:
+        session.close()
+    assert sorted(e["tarefa_id"] for e in nq.effects()) == ids  # each once
+    assert all(r["status"] == "sucesso" and r["mensagem"] == "Concluído com sucesso"
+               for r in nq.rows())

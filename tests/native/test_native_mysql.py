@@ -21,7 +21,6 @@ from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, ControlTableMissing
 from tests.fixtures.database import statements_per_task
 from tests.fixtures.deadlock import check_deadlock_in_finish_is_a_failure
-from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
 from tests.fixtures.routers import (
     check_failure_after_success_rolls_back,
@@ -31,26 +30,18 @@ from tests.fixtures.routers import (
 from tests.fixtures.waiting import eventually
 
 
-def test_success_retry_dead_letter_and_priority(nq):
-    worker = nq.start_worker(QUEUE_MAX_RETRY="2")
-    low = nq.insert({"efeito": "low"}, prioridade=10)
-    high = nq.insert({"efeito": "high"}, prioridade=90)
-    wait_ready(worker)
+def test_every_named_lock_is_released_with_its_task_while_the_worker_stays_connected(nq):
+    # (Success, retry, dead letter and priority order themselves: tests/core/test_lifecycle
+    # on every backend.)  A named lock not released would only end with the session.
+    worker = nq.start_ready_worker(QUEUE_MAX_RETRY="2")
+    ok = nq.insert({"efeito": "ok"})
     retry = nq.insert({"efeito": "retry", "fail_until": 2})
     dead = nq.insert({"efeito": "dead", "fail": True})
-    for task_id in (low, high, retry, dead):
+    for task_id in (ok, retry, dead):
         nq.wait_chain_done(task_id)
     nq.wait_idle()
-    order = [e["tarefa_id"] for e in nq.effects("chave IN ('low', 'high')")]
-    assert order == [high, low]
-    r1, r2 = nq.chain(retry)
-    assert [(r["tentativa"], r["status"]) for r in (r1, r2)] == [(1, "falha"), (2, "sucesso")]
-    d1, d2 = nq.chain(dead)
-    assert [(r["tentativa"], r["status"]) for r in (d1, d2)] == [(1, "falha"), (2, "falha")]
-    [letter] = nq.dead_letters(dead)
-    assert letter["status"] == "sucesso"
-    assert effects_by_key(nq) == {"low": 1, "high": 1, "retry": 1}
-    # Every named lock was released with its task (the worker is still connected).
+    assert effects_by_key(nq) == {"ok": 1, "retry": 1}
+    assert nq.count() == 6  # ok; retry x 2; dead x 2 + its dead letter
     prefix = lock_prefix(nq.settings())
     for row in nq.rows():
         name = lock_name(prefix, nq.task_key(row["id"]))
@@ -162,6 +153,46 @@ def test_the_next_task_is_claimed_with_the_previous_success_and_returned_on_stop
         session.commit()  # ... which must not make the rolled-back claim count
         [fresh] = guard.claim()
         assert fresh["id"] == third and nq.row(third)["status"] == "processando"
+    finally:
+        session.close()
+
+
+def test_the_task_claimed_ahead_is_a_due_scheduled_one_when_it_comes_first(nq):
+    # The claim-ahead orders both waiting statuses by priority and age, as the first claim
+    # does: a due scheduled task (or retry) of higher priority comes before a 'pendente' one,
+    # one not due yet does not.
+    settings = nq.settings()
+    first = nq.insert({"n": 1}, prioridade=99)
+    plain = nq.insert({"n": 2}, prioridade=50)
+    later = nq.insert({"n": 3}, prioridade=90)
+    nq.sql(f"UPDATE {nq.qtable} SET status = 'agendada', "
+           "data_hora = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE id = %s", (later,))
+    session = DbSession.open(settings)
+    repo = TaskRepository(session, settings.queue_table)
+    guard = MysqlGuard(repo, settings.queue_table, lock_prefix(settings))
+    try:
+        [tarefa] = guard.claim()
+        assert tarefa["id"] == first
+        session.begin()
+        assert guard.finish(tarefa, "feito")  # the scheduled one is not due yet
+        session.commit()
+        guard.release(tarefa)
+        assert guard.claimed_ahead() == [plain]
+        due = nq.insert({"n": 4}, prioridade=90)
+        nq.sql(f"UPDATE {nq.qtable} SET status = 'agendada', "
+               "data_hora = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE id = %s", (due,))
+        other = nq.insert({"n": 5}, prioridade=50)
+        [tarefa] = guard.claim()
+        assert tarefa["id"] == plain
+        session.begin()
+        assert guard.finish(tarefa, "feito")
+        session.commit()
+        guard.release(tarefa)
+        assert guard.claimed_ahead() == [due]  # not `other`, of a lower priority
+        assert nq.row(due)["status"] == "processando"
+        assert nq.row(other)["status"] == "pendente"
+        assert nq.row(later)["status"] == "agendada"
+        guard.close()
     finally:
         session.close()
 

@@ -28,7 +28,7 @@ SUBSCRIPTION = {
 class _NoDb:
     """Mixin: subscriptions come from memory instead of the subscriber table."""
 
-    def load_subscription(self, subscriber_id: str, bd_conn: Any) -> Dict[str, Any]:
+    def read_subscription(self, ctx: Any, subscriber_id: str) -> Dict[str, Any]:
         return dict(SUBSCRIPTION, id=subscriber_id)
 
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.server.socket_server_helpers import ServerProcess
+from tests.fixtures.servers import ServerProcess
 
 
 @pytest.fixture

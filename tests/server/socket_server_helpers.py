@@ -1,11 +1,11 @@
-"""Helpers of the socket server tests: server subprocess, raw protocol client, polling."""
+"""Helpers of the socket server tests: raw protocol client, child processes, free ports
+(the server subprocess itself: tests/fixtures/servers.py, ServerProcess)."""
 
 from __future__ import annotations
 
 import json
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -44,72 +44,6 @@ def read_line(stream: Any, timeout: float) -> str:
                 raise EOFError(f"processo encerrou a saída (lido: {data!r})")
             data += chunk
     return data.decode().strip()
-
-
-class ServerProcess:
-    """The real server (tests/server/server_entry.py) in a subprocess."""
-
-    def __init__(self, log_path: Path, **options: Any) -> None:
-        self.log_path = log_path
-        self.options = {"token": TOKEN, "timeout": 1.0, "max_clients": 100,
-                        "check_interval": 0.2, **options}
-        self.notify_port = 0
-        self.lock_port = 0
-        self.proc: Optional[subprocess.Popen[bytes]] = None
-
-    def start(self, notify_port: Optional[int] = None, lock_port: Optional[int] = None,
-              timeout: float = 15.0) -> ServerProcess:
-        args = [sys.executable, str(ENTRY), "--host", HOST,
-                "--notify-port", str(notify_port if notify_port is not None else 0),
-                "--lock-port", str(lock_port if lock_port is not None else 0)]
-        for name, value in self.options.items():
-            if value is not None:
-                args += ["--" + name.replace("_", "-"), str(value)]
-        log = open(self.log_path, "ab")
-        try:
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log,
-                                         env=child_env(), cwd=str(ROOT))
-        finally:
-            log.close()
-        assert self.proc.stdout is not None
-        line = read_line(self.proc.stdout, timeout)
-        assert line.startswith("READY "), line
-        ports = json.loads(line[len("READY "):])
-        self.notify_port, self.lock_port = ports["notify_port"], ports["lock_port"]
-        return self
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
-        """Send `sig` and wait for the exit; return the exit code."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            code = self.proc.wait(timeout)
-        finally:
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-        return code
-
-    def restart(self) -> ServerProcess:
-        """Stop and start again on the same ports."""
-        self.stop()
-        return self.start(self.notify_port, self.lock_port)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def status(self) -> dict[str, Any]:
-        """Server counters, through a short-lived raw connection."""
-        with RawClient(self.lock_port) as raw:
-            raw.hello()
-            return raw.call("status")["result"]
 
 
 class RawClient:

@@ -11,12 +11,12 @@ import pytest
 from nsj_queue_lib.coordination.socket.locker import SocketLocker
 from nsj_queue_lib.coordination.socket.notifier import SocketNotifier
 from nsj_queue_lib.exceptions import ProtocolError
+from tests.fixtures.servers import ServerProcess
 from tests.fixtures.waiting import wait_until
 from tests.server.socket_server_helpers import (
     HOST,
     TOKEN,
     RawClient,
-    ServerProcess,
     notify_past_a_stuck_client,
 )
 

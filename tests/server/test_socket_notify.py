@@ -15,8 +15,9 @@ from nsj_queue_lib.client.notify_client import SocketNotifier, notify_server
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
 from nsj_queue_lib.exceptions import CoordinationError
+from tests.fixtures.servers import ServerProcess
 from tests.fixtures.waiting import wait_until
-from tests.server.socket_server_helpers import HOST, TOKEN, ServerProcess, child_env
+from tests.server.socket_server_helpers import HOST, TOKEN, child_env
 
 KEY = (3, 3)
 CHANNEL = "fila_teste"

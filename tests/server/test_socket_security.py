@@ -8,8 +8,9 @@ import pytest
 
 from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.exceptions import CoordinationError
+from tests.fixtures.servers import ServerProcess
 from tests.fixtures.waiting import wait_until
-from tests.server.socket_server_helpers import HOST, TOKEN, RawClient, ServerProcess
+from tests.server.socket_server_helpers import HOST, TOKEN, RawClient
 
 KEY = (1, 1)
 

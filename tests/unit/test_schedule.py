@@ -58,3 +58,14 @@ def test_backoff_grows_with_jitter_up_to_cap_and_resets():
         assert n / 2 <= d <= n
     b.reset()
     assert 0.25 <= b.next() <= 0.5
+
+
+def test_backoff_jitter_bounds_the_draw_and_one_means_none():
+    b = Backoff(first=0.2, cap=5.0, rng=random.Random(3), jitter=0.8)
+    for nominal in [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0]:
+        assert 0.8 * nominal <= b.next() <= nominal
+    exact = Backoff(first=1.0, cap=30.0, jitter=1.0)  # (the Loki sender's)
+    assert [exact.next() for _ in range(7)] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert exact.attempt == 7
+    exact.reset()
+    assert exact.next() == 1.0

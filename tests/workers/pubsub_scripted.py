@@ -7,6 +7,7 @@ through bd_conn, in the task's transaction.  Publication keys (JSON object):
   fail: [ids]        those subscribers raise (every attempt)
   fail_until: int    every subscriber raises while tentativa < fail_until
   fail_dead: [ids]   those subscribers' dead handlers raise too
+  sleep: float       every handler sleeps this long (after its effect)
 
 For subscriber `inspecao` the efeito's chave is a JSON description of what the
 handler received (types of the payload parts and of the subscription fields).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from typing import Any, Dict
 
 from nsj_queue_lib.worker_pub_sub_base import (
@@ -67,6 +69,8 @@ class PubSubScripted(WorkerPubSubBase):
         pub = _publication(payload)
         chave = _describe(payload, subscription) if sid == "inspecao" else sid
         record_effect(bd_conn, tarefa, chave, "execute")
+        if pub.get("sleep"):
+            time.sleep(float(pub["sleep"]))
         if sid in pub.get("fail", ()) or tarefa["tentativa"] < int(pub.get("fail_until", 0)):
             raise RuntimeError(f"falha programada do assinante {sid} "
                                f"na tentativa {tarefa['tentativa']}")

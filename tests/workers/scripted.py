@@ -6,6 +6,8 @@ Payload keys (JSON object):
   wait_file: str     wait until this file exists (crash tests)
   started_file: str  create this file when the task starts
   fail: bool         raise RuntimeError
+  sql_error: bool    run SQL that fails through bd_conn, catch the error and return normally
+                     (PostgreSQL: the task's transaction is left aborted)
   fail_until: int    raise while tentativa < fail_until
   fail_dead: bool    raise in execute_dead too
   return: any        value returned by execute (default "ok <id>")
@@ -43,6 +45,11 @@ class ScriptedWorker(WorkerBase):
             Path(data["started_file"]).write_text(str(os.getpid()))
         if data.get("efeito"):
             record_effect(bd_conn, tarefa, data["efeito"], "execute")
+        if data.get("sql_error"):
+            try:
+                bd_conn.execute("SELECT * FROM nsjq_tabela_que_nao_existe")
+            except Exception:
+                pass
         if data.get("report"):
             info = {"keys": sorted(tarefa.keys()), "payload_type": type(payload).__name__,
                     "payload": payload, "tentativa": tarefa["tentativa"],

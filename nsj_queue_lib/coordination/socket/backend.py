@@ -10,6 +10,7 @@ connection the moment it closes or stops answering its heartbeat.
 from __future__ import annotations
 
 import logging
+from typing import Callable, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import Capabilities
@@ -17,8 +18,9 @@ from nsj_queue_lib.coordination.socket.guard import SocketGuard
 from nsj_queue_lib.coordination.socket.locker import SocketLocker
 from nsj_queue_lib.coordination.socket.notifier import SocketNotifier, notify_server
 from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.server import NOWAIT, SKIP_LOCKED, session_row_lock_mode
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import CoordinationError
+from nsj_queue_lib.exceptions import ConfigError, CoordinationError
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +35,24 @@ class SocketBackend:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._warned = False
 
     def check(self, session: DbSession) -> None:
-        """Any database the repository speaks works here."""
+        """Any database the repository speaks works here; on a server without FOR UPDATE
+        SKIP LOCKED (MySQL < 8.0, MariaDB < 10.6, SingleStore: db/server.py) the rescue
+        fences rows with NOWAIT or a short lock wait, and batch mode is refused."""
+        mode = session_row_lock_mode(session, singlestore=self.settings.db_driver == "SINGLE_STORE")
+        if mode == SKIP_LOCKED:
+            return
+        if self.settings.queue_batch_size > 1:
+            raise ConfigError(
+                "QUEUE_BATCH_SIZE > 1 exige FOR UPDATE SKIP LOCKED (MySQL >= 8.0, MariaDB >= "
+                "10.6), que este servidor não tem: use QUEUE_BATCH_SIZE=1 no modo "
+                "cliente/servidor.")
+        if not self._warned:
+            self._warned = True
+            logger.info("Servidor sem FOR UPDATE SKIP LOCKED: o resgate usa %s",
+                        "NOWAIT" if mode == NOWAIT else "uma espera de lock de 1 s")
 
     def guard(self, session: DbSession, repo: TaskRepository) -> SocketGuard:
         locker = SocketLocker.from_settings(self.settings, admin=False)
@@ -48,7 +65,9 @@ class SocketBackend:
         return SocketGuard(repo, locker, self.settings.queue_table, unlock=locker.unlock_nowait,
                            mark_ahead=mysql, chain=mysql)
 
-    def notifier(self, session: DbSession) -> SocketNotifier:
+    def notifier(self, session: DbSession,
+                 has_idle: Optional[Callable[[], bool]] = None) -> SocketNotifier:
+        # (the server decides whom to wake)
         return SocketNotifier.from_settings(self.settings)
 
     def admin_locker(self, session: DbSession) -> SocketLocker:

@@ -21,7 +21,6 @@ import contextlib
 import itertools
 import logging
 import os
-import random
 import select
 import socket
 import ssl
@@ -32,6 +31,7 @@ from typing import Any, Callable, Optional
 from nsj_queue_lib.coordination.socket import legacy, tls
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ProtocolError
+from nsj_queue_lib.runtime.schedule import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +95,13 @@ class SocketConnection:
         self._queue = queue
         self._on_event = on_event
         self._on_disconnect = on_disconnect
-        self._backoff = (backoff_initial, backoff_max)
+        # Reconnect waits: doubling from backoff_initial, drawn in [80%, 100%].
+        self._backoff = Backoff(backoff_initial, backoff_max, jitter=0.8)
         self._mutex = threading.Lock()
         self._connect_mutex = threading.Lock()
         self._ids = itertools.count(1)
         self._link: Optional[_Link] = None
         self._generation = 0
-        self._failures = 0
         self._next_attempt = 0.0
         self._last_error = ""
         self._closed = False
@@ -159,13 +159,10 @@ class SocketConnection:
             try:
                 link, leftovers = self._open()
             except CoordinationError as exc:
-                self._failures += 1
-                initial, maximum = self._backoff
-                delay = min(maximum, initial * 2 ** (self._failures - 1))
-                self._next_attempt = now + delay * random.uniform(0.8, 1.0)
+                self._next_attempt = now + self._backoff.next()
                 self._last_error = str(exc)
                 raise
-            self._failures = 0
+            self._backoff.reset()
             self._generation += 1
             link.generation = self._generation
             with self._mutex:

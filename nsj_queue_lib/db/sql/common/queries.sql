@@ -88,3 +88,16 @@ SELECT t.origem, t.destino, t.processo, t.chave_externa, 1, 'pendente',
 -- step over every waiting row not yet due of a higher priority).
 SELECT coalesce((SELECT min(data_hora) FROM {table} WHERE status = 'pendente') <= {now}, FALSE)
     OR coalesce((SELECT min(data_hora) FROM {table} WHERE status = 'agendada') <= {now}, FALSE)
+
+-- name: admin_slot_get
+-- The slot (UTC minute) an admin job last ran for (runtime/maintenance.py), read under
+-- the job's admin lock.
+SELECT horario FROM {admin_table} WHERE rotina = %(rotina)s
+
+-- name: admin_slot_update
+UPDATE {admin_table} SET horario = %(horario)s, executado_em = {now}, executado_por = %(por)s
+ WHERE rotina = %(rotina)s
+
+-- name: admin_slot_insert
+INSERT INTO {admin_table} (rotina, horario, executado_em, executado_por)
+VALUES (%(rotina)s, %(horario)s, {now}, %(por)s)

@@ -101,6 +101,16 @@ UPDATE {table}
  WHERE id IN %(ids)s
    AND status IN ('pendente', 'agendada')
 
+-- name: task_finish_many
+-- Batch mode: the success marks of the tasks of a batch that succeeded, in one statement
+-- right before the batch's COMMIT (runtime/batch.py): each row gets the message at its
+-- id's position.  %(ids)s and %(mensagens)s are expanded by the repository into
+-- comma-separated parameters in the same order.  Only rows still 'processando'.
+UPDATE {table}
+   SET status = 'sucesso', mensagem = ELT(FIELD(id, %(ids)s), %(mensagens)s)
+ WHERE id IN (%(ids)s)
+   AND status = 'processando'
+
 -- name: task_list_processing
 -- %(ids)s is expanded by the repository.
 SELECT id FROM {table} WHERE id IN %(ids)s AND status = 'processando'
@@ -152,6 +162,28 @@ SELECT {tarefa_json}
   FROM {table} t
  WHERE t.id IN %(ids)s AND t.status IN ('pendente', 'agendada')
    FOR UPDATE
+
+-- name: task_try_lock_row_nowait
+-- task_try_lock_row (the rescue's fence) on a server with NOWAIT but no SKIP LOCKED
+-- (MariaDB 10.3 to 10.5, client/server mode): a row a running task transaction holds
+-- fails at once (error 1205) instead of being skipped; the repository reads that as
+-- "held".
+SELECT id FROM {table} WHERE id = %(id)s AND status = 'processando' FOR UPDATE NOWAIT
+
+-- name: session_lock_wait_get
+-- The session's InnoDB row-lock wait (seconds), kept while the fence of a server with
+-- neither SKIP LOCKED nor NOWAIT (MySQL 5.7, MariaDB < 10.3) waits one second at most.
+SELECT @@SESSION.innodb_lock_wait_timeout AS seconds
+
+-- name: session_lock_wait_set
+SET SESSION innodb_lock_wait_timeout = %(seconds)s
+
+-- name: session_lock_wait_get_singlestore
+-- The same on SingleStore, whose row locks obey lock_wait_timeout.
+SELECT @@SESSION.lock_wait_timeout AS seconds
+
+-- name: session_lock_wait_set_singlestore
+SET SESSION lock_wait_timeout = %(seconds)s
 
 -- name: task_finish_mark
 -- Client/server mode on MySQL: task_finish of task %(id)s and the 'processando' mark of

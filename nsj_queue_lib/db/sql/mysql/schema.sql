@@ -87,5 +87,15 @@ CREATE TABLE IF NOT EXISTS {control_table} (
     alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
 ) DEFAULT CHARSET = utf8mb4;
 
+-- The admin jobs' last run (rescue, purge, notify; one row each): `horario` is the slot
+-- (a clock minute, UTC) it ran for.  Written under the job's admin lock; a worker that
+-- reaches the job late (busy through the slot) skips it when its slot is already here.
+CREATE TABLE IF NOT EXISTS {admin_table} (
+    rotina VARCHAR(30) NOT NULL PRIMARY KEY,
+    horario DATETIME NOT NULL,
+    executado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    executado_por VARCHAR(150) NULL
+) DEFAULT CHARSET = utf8mb4;
+
 -- Schema version of this queue.
 ALTER TABLE {table} COMMENT = '{version_comment}';

@@ -51,6 +51,9 @@ SELECT {tarefa_cols}
 -- xmin horizon those versions are not dead to all, so no scan can mark their entries
 -- killed, and a scan from the index start visits the heap for every task processed since
 -- that transaction began: the cost of a claim grew with the pin's length (#13).
+-- {claim_status} is the status condition: written once, rendered twice (db/queries.py,
+-- CLAIM_STATUS): with part_claim_status here, and as part_claim_pick_compat with
+-- part_claim_status_compat, for the claims beside 1.2.2 workers.
 -- %(pos_prio)s / %(pos_from)s: the priority of the last task this session claimed and its
 -- data_hora minus a slack (db/claim_position.py: tasks commit some time after their
 -- data_hora, the producer transaction's now()).  Three branches, each an ix_claim range
@@ -68,50 +71,20 @@ SELECT {tarefa_cols}
 -- FULL_SCAN_EVERY seconds (db/claim_position.py), which bounds that wait.
 SELECT p.id
   FROM (SELECT a.id FROM (SELECT c.id FROM {table} c
-                          WHERE c.status IN ('pendente', 'agendada')
+                          WHERE {claim_status}
                             AND c.data_hora <= now() AND c.prioridade > %(pos_prio)s::int4
                           ORDER BY c.prioridade DESC, c.data_hora, c.id
                           LIMIT %(limit)s FOR UPDATE SKIP LOCKED) a
         UNION ALL
         SELECT b.id FROM (SELECT c.id FROM {table} c
-                          WHERE c.status IN ('pendente', 'agendada')
+                          WHERE {claim_status}
                             AND c.data_hora <= now() AND c.prioridade = %(pos_prio)s::int4
                             AND c.data_hora >= coalesce(%(pos_from)s::timestamptz, '-infinity')
                           ORDER BY c.prioridade DESC, c.data_hora, c.id
                           LIMIT %(limit)s FOR UPDATE SKIP LOCKED) b
         UNION ALL
         SELECT d.id FROM (SELECT c.id FROM {table} c
-                          WHERE c.status IN ('pendente', 'agendada')
-                            AND c.data_hora <= now() AND c.prioridade < %(pos_prio)s::int4
-                          ORDER BY c.prioridade DESC, c.data_hora, c.id
-                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d) p
- LIMIT %(limit)s
-
--- name: part_claim_pick_compat
--- part_claim_pick beside 1.2.2 workers: 'agendada' rows only while holding 1.2.2's notify
--- key 3 shared (see task_claim_locked_compat).
-SELECT p.id
-  FROM (SELECT a.id FROM (SELECT c.id FROM {table} c
-                          WHERE (c.status = 'pendente'
-                                 OR (c.status = 'agendada'
-                                     AND (SELECT pg_try_advisory_xact_lock_shared(3))))
-                            AND c.data_hora <= now() AND c.prioridade > %(pos_prio)s::int4
-                          ORDER BY c.prioridade DESC, c.data_hora, c.id
-                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) a
-        UNION ALL
-        SELECT b.id FROM (SELECT c.id FROM {table} c
-                          WHERE (c.status = 'pendente'
-                                 OR (c.status = 'agendada'
-                                     AND (SELECT pg_try_advisory_xact_lock_shared(3))))
-                            AND c.data_hora <= now() AND c.prioridade = %(pos_prio)s::int4
-                            AND c.data_hora >= coalesce(%(pos_from)s::timestamptz, '-infinity')
-                          ORDER BY c.prioridade DESC, c.data_hora, c.id
-                          LIMIT %(limit)s FOR UPDATE SKIP LOCKED) b
-        UNION ALL
-        SELECT d.id FROM (SELECT c.id FROM {table} c
-                          WHERE (c.status = 'pendente'
-                                 OR (c.status = 'agendada'
-                                     AND (SELECT pg_try_advisory_xact_lock_shared(3))))
+                          WHERE {claim_status}
                             AND c.data_hora <= now() AND c.prioridade < %(pos_prio)s::int4
                           ORDER BY c.prioridade DESC, c.data_hora, c.id
                           LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d) p
@@ -122,26 +95,25 @@ SELECT p.id
 -- ordered ix_claim scan without position parameters, the claim's plan as before the
 -- position existed.  (With pos_prio = 2147483647 in part_claim_pick, a generic plan made
 -- while the table held few rows may read branch d with a bitmap and a sort of every
--- waiting row, on every claim from the start.)
+-- waiting row, on every claim from the start.)  Rendered as part_claim_pick_full_compat too
+-- ({claim_status}: see part_claim_pick).
 SELECT c.id
   FROM {table} c
- WHERE c.status IN ('pendente', 'agendada')
+ WHERE {claim_status}
    AND c.data_hora <= now()
  ORDER BY c.prioridade DESC, c.data_hora, c.id
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
 
--- name: part_claim_pick_full_compat
--- part_claim_pick_compat from the index start (see part_claim_pick_full).
-SELECT c.id
-  FROM {table} c
- WHERE (c.status = 'pendente'
-        OR (c.status = 'agendada'
-            AND (SELECT pg_try_advisory_xact_lock_shared(3))))
-   AND c.data_hora <= now()
- ORDER BY c.prioridade DESC, c.data_hora, c.id
- LIMIT %(limit)s
-   FOR UPDATE SKIP LOCKED
+-- name: part_claim_status
+-- The statuses a claim takes ({claim_status} in part_claim_pick and part_claim_pick_full).
+c.status IN ('pendente', 'agendada')
+
+-- name: part_claim_status_compat
+-- part_claim_status beside 1.2.2 workers: 'agendada' rows only while holding 1.2.2's
+-- notify key 3 shared (see task_claim_locked_compat).
+(c.status = 'pendente'
+ OR (c.status = 'agendada' AND (SELECT pg_try_advisory_xact_lock_shared(3))))
 
 -- name: task_claim_locked
 -- Claims up to `limit` due tasks and takes their advisory locks in one statement
@@ -163,6 +135,11 @@ SELECT c.id
 -- Before that, the hand-over key %(hand_id)s is taken for this implicit transaction: the
 -- next holder waits for it before its probe, so the probe sees this claim committed (it
 -- would otherwise see the task still 'pendente' and claim in vain).
+-- When nothing was claimed the statement answers one row of NULLs whose nsjq_next_due is
+-- the idle probe (part_seconds_to_next_due_from, %(due_from)s as there), read with the
+-- claim's snapshot: the worker that found nothing then waits without a probe of its own
+-- (runtime/consumer.py).  The probe is an initPlan of the CASE, so it runs only then.
+WITH c AS (
 UPDATE {table} t
    SET status = 'processando'
  WHERE t.id = ANY(ARRAY({part_claim_pick}))
@@ -176,6 +153,10 @@ RETURNING {tarefa_cols},
                WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
                THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
             AS nsjq_turn_released
+)
+SELECT c.*, CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from}) END
+         AS nsjq_next_due
+  FROM (SELECT 1) AS one LEFT JOIN c ON true
 
 -- name: task_claim_batch
 -- Batch mode: inside the batch's transaction, claims up to %(limit)s due tasks (by priority,
@@ -199,6 +180,7 @@ RETURNING {tarefa_cols}
 -- holding 1.2.2's notify key 3 shared (transaction-level: this statement), so 1.2.2's
 -- unguarded agendada -> pendente update never hits a task 2.x has taken.  Parameters and
 -- the one-time filter as in task_claim_locked.
+WITH c AS (
 UPDATE {table} t
    SET status = 'processando'
  WHERE t.id = ANY(ARRAY({part_claim_pick_compat}))
@@ -216,6 +198,10 @@ RETURNING {tarefa_cols},
                WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
                THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
             AS nsjq_turn_released
+)
+SELECT c.*, CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from}) END
+         AS nsjq_next_due
+  FROM (SELECT 1) AS one LEFT JOIN c ON true
 
 -- name: task_claim_batch_compat
 -- task_claim_batch beside 1.2.2 workers: also 1.2.2's raw-id key (transaction-level,
@@ -253,6 +239,15 @@ UPDATE {table}
    SET status = 'sucesso', mensagem = %(mensagem)s
  WHERE id = %(id)s AND status = 'processando'
 RETURNING pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+
+-- name: task_finish_many
+-- Batch mode: the success marks of the tasks of a batch that succeeded, in one statement
+-- right before the batch's COMMIT (runtime/batch.py); %(ids)s and %(mensagens)s are
+-- arrays in the same order.  Only rows still 'processando' (the caller compares the count).
+UPDATE {table} t
+   SET status = 'sucesso', mensagem = m.mensagem
+  FROM unnest(%(ids)s::int8[], %(mensagens)s::text[]) AS m(id, mensagem)
+ WHERE t.id = m.id AND t.status = 'processando'
 
 -- name: task_fail
 UPDATE {table}
@@ -298,7 +293,7 @@ SELECT coalesce(greatest((SELECT max(age(backend_xmin)) FROM pg_stat_activity),
                          (SELECT max(age(xmin)) FROM pg_replication_slots),
                          (SELECT max(age(transaction)) FROM pg_prepared_xacts)), 0) > %(age)s
 
--- name: task_seconds_to_next_due_from
+-- name: part_seconds_to_next_due_from
 -- task_seconds_to_next_due from the session's claim position (%(due_from)s: its data_hora
 -- minus the slack; NULL: from the start), for the idle probes of PostgreSQL (the listener
 -- turn's granting statement among them).  Under a pinned xmin, min() from the start of
@@ -314,6 +309,10 @@ SELECT extract(epoch FROM (least(
          (SELECT min(data_hora) FROM {table}
            WHERE status = 'agendada'
              AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity'))) - now()))
+
+-- name: task_seconds_to_next_due_from
+-- The idle probe as a statement of its own (see part_seconds_to_next_due_from).
+{part_seconds_to_next_due_from}
 
 -- name: task_seconds_to_next_due
 -- One index range per status (the earliest of each), whatever the backlog.

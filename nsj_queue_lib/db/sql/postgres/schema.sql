@@ -91,6 +91,16 @@ CREATE TABLE IF NOT EXISTS {control_table} (
     alterado_em timestamptz NOT NULL DEFAULT now()
 );
 
+-- The admin jobs' last run (rescue, purge, notify; one row each): `horario` is the slot
+-- (a clock minute, UTC) it ran for.  Written under the job's admin lock; a worker that
+-- reaches the job late (busy through the slot) skips it when its slot is already here.
+CREATE TABLE IF NOT EXISTS {admin_table} (
+    rotina varchar(30) NOT NULL PRIMARY KEY,
+    horario timestamp NOT NULL,
+    executado_em timestamptz NOT NULL DEFAULT now(),
+    executado_por varchar(150)
+);
+
 -- Wakes the workers (LISTEN "{fila}") when a task is inserted: a task due now is claimed,
 -- and a future one (scheduled or a retry) makes idle workers re-arm their timer to its time.
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger

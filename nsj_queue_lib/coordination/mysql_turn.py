@@ -1,0 +1,96 @@
+"""MySQL native: one idle worker per queue polls; the others wait for their turn.
+
+Without this, every idle worker polls the index probe every QUEUE_POLL_INTERVAL
+(faster after activity) and reads the HALT request every HALT_CHECK seconds, so an
+idle fleet's statements grow with its size (32 idle workers: about 380 per second,
+and each one that sees a due task runs a claim).  With it, the idle workers of a
+queue take turns through one session named lock (the "idle turn"):
+
+* the holder polls the probe, as a lone worker did; the probe statement reads the
+  HALT request too when it is due, and, when a task is due, releases the turn in the
+  same statement, so the next idle worker takes over polling while the holder claims;
+* every other idle worker waits inside the server in a blocking
+  `GET_LOCK(turn, HALT_CHECK)`, which also reads the HALT request: one statement per
+  HALT_CHECK seconds, no polling, HALT seen within its usual bound;
+* a new holder waits one fast poll step before its first probe, so the claim of the
+  worker that handed the turn on has committed (its task is no longer seen as due).
+
+The named lock dies with its connection: a holder killed with kill -9 is replaced
+by the next waiter as soon as the server notices the closed connection.  The turn
+is taken on the connection the worker already has (the consumer's, or the
+QUEUE_CONCURRENCY listener's): no connection is added.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Tuple
+
+from nsj_queue_lib.coordination.base import admin_lock_key
+from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER
+from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
+
+
+def turn_lock_name(prefix: str, queue_table: str) -> str:
+    """The named lock of a queue's idle turn (`prefix`: mysql.lock_prefix)."""
+    key = admin_lock_key(queue_table, ADMIN_LISTENER)
+    return f"{prefix}{key[0]}:{key[1]}"
+
+
+class IdleTurn:
+    """The idle turn of one queue on one MySQL session (a named lock)."""
+
+    def __init__(self, session: DbSession, queue_table: str, name: str, has_due_sql: str,
+                 control: bool = True) -> None:
+        self.session = session
+        self.name = name  # the named lock (see mysql.lock_name)
+        q = Queries(session.dialect, queue_table, filename="turn.sql")
+        has_due = has_due_sql.strip()
+        self._wait_sql = q["turn_wait"] if control else q["turn_wait_no_control"]
+        self._probe_sql = q["turn_probe"].replace("{has_due}", has_due)
+        self._probe_halt_sql = q["turn_probe_halt"].replace("{has_due}", has_due)
+        self._release_sql = q["turn_release"]
+        self.held = False
+        # Statements sent (for tests and diagnostics): waits and probes.
+        self.waits = 0
+        self.probes = 0
+
+    @classmethod
+    def for_queue(cls, session: DbSession, queue_table: str, prefix: str, has_due_sql: str,
+                  control: bool) -> IdleTurn:
+        return cls(session, queue_table, turn_lock_name(prefix, queue_table), has_due_sql,
+                   control)
+
+    def wait(self, seconds: float) -> Tuple[bool, Any]:
+        """Wait up to `seconds` for the turn inside the server; (granted, HALT time read)."""
+        self.waits += 1
+        row = self.session.fetch_one(self._wait_sql, {"turn": self.name,
+                                                      "wait": round(max(0.0, seconds), 3)})
+        self.held = bool(row and row["got"] == 1)
+        return self.held, row["halt_at"] if row else None
+
+    def probe(self, read_halt: bool) -> Tuple[bool, Any]:
+        """The holder's poll: (a task is due, HALT time read or None).  A due task also
+        hands the turn on, in the same statement."""
+        self.probes += 1
+        row = self.session.fetch_one(self._probe_halt_sql if read_halt else self._probe_sql,
+                                     {"turn": self.name})
+        due = bool(row and row["due"])
+        if due:
+            self.held = False
+        return due, row["halt_at"] if row else None
+
+    def release(self) -> None:
+        """Hand the turn on (no-op when not held)."""
+        if not self.held:
+            return
+        self.held = False
+        try:
+            self.session.fetch_value(self._release_sql, {"turn": self.name})
+        except DatabaseUnavailable:
+            pass  # the session is gone, and its lock with it
+

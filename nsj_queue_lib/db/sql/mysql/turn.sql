@@ -1,0 +1,28 @@
+-- Named queries of the idle turn of MySQL native mode (coordination/mysql_turn.py): one idle
+-- worker per queue holds the turn (a session named lock) and polls; the others wait for it
+-- inside the server.  {{has_due}} is the idle probe (task_has_due), written in by the caller.
+
+-- name: turn_wait
+-- Not holding the turn: wait up to %(wait)s seconds for it, and read the HALT request in the
+-- same statement (either order bounds a HALT's delay by the wait).  1 = granted.
+SELECT GET_LOCK(%(turn)s, %(wait)s) AS got,
+       (SELECT alterado_em FROM {control_table} WHERE id = 2) AS halt_at
+
+-- name: turn_wait_no_control
+-- The same for a queue without a control table (created before 2.1: no HALT to read).
+SELECT GET_LOCK(%(turn)s, %(wait)s) AS got, NULL AS halt_at
+
+-- name: turn_probe
+-- The holder's poll: is a task due?  If so the same statement hands the turn on (the
+-- holder will claim it), so the next idle worker takes over polling at once.
+-- 0 = nothing due; 1 or 2 = due, turn released.
+SELECT CASE WHEN ({{has_due}}) THEN coalesce(RELEASE_LOCK(%(turn)s), 0) + 1 ELSE 0 END AS due,
+       NULL AS halt_at
+
+-- name: turn_probe_halt
+-- The same, with the HALT request (read at most every HALT_CHECK seconds).
+SELECT CASE WHEN ({{has_due}}) THEN coalesce(RELEASE_LOCK(%(turn)s), 0) + 1 ELSE 0 END AS due,
+       (SELECT alterado_em FROM {control_table} WHERE id = 2) AS halt_at
+
+-- name: turn_release
+SELECT RELEASE_LOCK(%(turn)s)

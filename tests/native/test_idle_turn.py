@@ -1,0 +1,146 @@
+"""MySQL native idle turn (coordination/mysql_turn.py) with real worker processes on
+MariaDB: of N idle workers only the holder of the turn polls, the others wait inside the
+server (seen in information_schema.PROCESSLIST); a holder killed with kill -9 is replaced;
+HALT reaches the workers waiting for the turn; tasks, scheduled ones too, are still
+picked up promptly."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import time
+from typing import Dict, List
+
+from nsj_queue_lib.admin import QueueAdmin
+from nsj_queue_lib.coordination.mysql import HALT_CHECK, lock_prefix
+from nsj_queue_lib.coordination.mysql_turn import turn_lock_name
+from nsj_queue_lib.db.session import DbSession
+from tests.fixtures.processes import wait_all_ready, wait_ready
+from tests.fixtures.waiting import eventually
+
+IDLE = 4
+
+
+def _turn(nq) -> str:
+    return turn_lock_name(lock_prefix(nq.settings()), nq.table)
+
+
+def _holder(nq):
+    """Connection id holding the queue's idle turn (None: nobody)."""
+    return nq.value("SELECT IS_USED_LOCK(%s) AS h", (_turn(nq),))
+
+
+def _workers_sessions(nq) -> List[Dict]:
+    return nq.sql("SELECT ID, STATE, QUERY_ID FROM information_schema.PROCESSLIST "
+                  "WHERE DB = %s AND ID <> CONNECTION_ID()", (nq.schema,))
+
+
+def _sample(nq, seconds: float) -> Dict[int, Dict]:
+    """Per worker connection over `seconds`: samples taken, samples waiting in GET_LOCK
+    ('User lock'), and distinct statements seen (QUERY_ID is the server's id of the
+    connection's current or last statement)."""
+    seen: Dict[int, Dict] = {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for row in _workers_sessions(nq):
+            s = seen.setdefault(row["ID"], {"samples": 0, "locked": 0, "queries": set()})
+            s["samples"] += 1
+            s["locked"] += row["STATE"] == "User lock"
+            s["queries"].add(row["QUERY_ID"])
+        time.sleep(0.02)
+    return seen
+
+
+def test_only_the_turn_holder_polls(nq):
+    workers = [nq.start_worker() for _ in range(IDLE)]
+    wait_all_ready(workers)
+    time.sleep(1.5)  # start-up statements (rescue, first probes) settle
+    seconds = 3.0
+    holder = _holder(nq)
+    seen = _sample(nq, seconds)
+    assert len(seen) == IDLE, seen  # one connection per worker
+    # A waiter sends one GET_LOCK per HALT_CHECK (0.5 s); a poller probes every
+    # QUEUE_POLL_INTERVAL (0.1 s): dozens of statements.
+    most = seconds / HALT_CHECK + 3
+    polling = {c: len(s["queries"]) for c, s in seen.items() if len(s["queries"]) > most}
+    assert list(polling) == [holder], (holder, polling)
+    assert _holder(nq) == holder  # an idle holder keeps the turn
+    assert seen[holder]["locked"] == 0
+    for conn_id, s in seen.items():
+        if conn_id != holder:  # the others wait inside the server
+            assert s["locked"] >= 0.7 * s["samples"], (conn_id, s)
+    # Tasks are still picked up, by whichever worker.
+    ids = [nq.insert({"efeito": f"t{i}"}) for i in range(5)]
+    for task_id in ids:
+        nq.wait_status(task_id, "sucesso")
+
+
+def test_a_killed_turn_holder_is_replaced(nq):
+    first = nq.start_worker()
+    wait_ready(first)
+    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    others = [nq.start_worker() for _ in range(2)]
+    wait_all_ready(others)
+    time.sleep(1.0)
+    assert _holder(nq) == holder  # the first idle worker still holds it
+    first.kill9()
+    new = eventually(lambda: (_holder(nq) or holder) != holder and _holder(nq), 10,
+                     message="outro worker tomou a vez")
+    assert new in {r["ID"] for r in _workers_sessions(nq)}
+    ids = [nq.insert({"efeito": f"k{i}"}) for i in range(5)]
+    for task_id in ids:
+        nq.wait_status(task_id, "sucesso")
+    pids = {e["pid"] for e in nq.effects()}
+    assert pids and first.pid not in pids
+    assert pids <= {w.pid for w in others}
+
+
+def test_halt_reaches_workers_waiting_for_the_turn(nq):
+    workers = [nq.start_worker() for _ in range(3)]
+    wait_all_ready(workers)
+    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 2,
+               10, message="dois workers aguardando a vez")
+    session = DbSession.open(nq.settings())
+    try:
+        started = time.monotonic()
+        QueueAdmin(session, nq.table).halt()
+    finally:
+        session.close()
+    for worker in workers:
+        eventually(lambda w=worker: w.proc.poll() is not None, 10,
+                   message="worker parou com o HALT")
+    elapsed = time.monotonic() - started
+    # HALT_CHECK (0.5 s) per read, plus the process's exit.
+    assert elapsed < 4 * HALT_CHECK + 2.0, elapsed
+    assert holder is not None and _holder(nq) is None
+
+
+def test_pickup_and_scheduled_tasks_with_idle_workers(nq):
+    workers = [nq.start_worker() for _ in range(IDLE)]
+    wait_all_ready(workers)
+    eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    lags = []
+    for i in range(5):
+        task_id = nq.insert({"efeito": f"p{i}"})
+        t0 = time.monotonic()
+        nq.wait_status(task_id, "sucesso", timeout=10)
+        lags.append(time.monotonic() - t0)
+        time.sleep(0.3)
+    # Found by the holder's next probe (QUEUE_POLL_INTERVAL 0.1 s), not by the periodic
+    # claim of QUEUE_WAIT_NOTIFY_INTERVAL (30 s).
+    assert sorted(lags)[2] < 1.0, lags
+    at = nq.db_now() + dt.timedelta(seconds=2)
+    task_id = nq.insert({"efeito": "agendada"}, data_hora=at)
+    row = nq.wait_status(task_id, "sucesso", timeout=10)
+    assert nq.count(f"id = {int(task_id)} AND status = 'sucesso'") == 1
+    done = nq.effects("chave = 'agendada'")
+    assert len(done) == 1
+    assert row["data_hora"] <= nq.db_now()
+    # SIGTERM: the workers waiting for the turn see it within one wait (HALT_CHECK).
+    started = time.monotonic()
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+    for worker in workers:
+        assert worker.wait_exit(timeout=10) == 0, worker.log()[-3000:]
+    assert time.monotonic() - started < 4 * HALT_CHECK + 2.0

@@ -1,0 +1,80 @@
+"""Pub/sub tasks go through the one router with the task's typed context (#12 item 1):
+the subscription is read through the context's repository (the task's session, with its
+`legacy` flag), not through a second repository rebuilt from `bd_conn`."""
+
+from __future__ import annotations
+
+from typing import ClassVar, List
+
+from nsj_queue_lib.db import repository as repository_module
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.router import TaskContext, route
+from nsj_queue_lib.worker_pub_sub_base import DeadSubscriber, Subscriber, WorkerPubSubBase
+from tests.pubsub.conftest import run_in_process
+
+
+class RecordingRepository(TaskRepository):
+    """A real repository that notes which subscriptions it read."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: List[str] = []
+
+    def subscriber_get(self, subscriber_id):
+        self.read.append(subscriber_id)
+        return super().subscriber_get(subscriber_id)
+
+
+class Worker(WorkerPubSubBase):
+    seen: ClassVar[list] = []
+
+    @Subscriber("s")
+    def run_s(self, payload, subscription, tarefa, bd_conn):
+        self.seen.append(("s", subscription["id"], bd_conn.execute("SELECT 1 AS um")[0]["um"]))
+        return "s ok"
+
+    @DeadSubscriber("s")
+    def dead_s(self, payload, subscription, tarefa, bd_conn):
+        self.seen.append(("dead", subscription["id"], tarefa["dead"]))
+        return "dead ok"
+
+
+def _built_repositories(monkeypatch) -> list:
+    """Every TaskRepository created from now on (the runtime path must create none)."""
+    built: list = []
+    original = TaskRepository.__init__
+
+    def init(self, *args, **kwargs):
+        built.append(kwargs.get("legacy", False))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(repository_module.TaskRepository, "__init__", init)
+    return built
+
+
+def test_subscriber_and_dead_tasks_read_the_subscription_through_the_context(queue,
+                                                                              monkeypatch):
+    queue.add_subscriber("s")
+    settings = queue.settings(QUEUE_COMPAT_1_2_2="true")
+    worker = Worker(settings)
+    pub_id = queue.publish({"k": "v"})
+    run_in_process(queue, worker, pub_id)
+    [task_id] = [r["id"] for r in queue.rows("publication_id = %s", (pub_id,))]
+    session = DbSession(queue.server.connect())
+    try:
+        repo = RecordingRepository(session, queue.table, queue.sub_table, legacy=True)
+        assert repo.legacy  # (PostgreSQL with 1.2.2 workers beside)
+        tarefa = repo.task_get(task_id)
+        built = _built_repositories(monkeypatch)
+        Worker.seen = []
+        with session.transaction():
+            ctx = TaskContext.for_session(tarefa, settings, repo)
+            assert route(worker, ctx) == "s ok"
+            dead = dict(tarefa, dead=True)
+            assert route(worker, TaskContext.for_session(dead, settings, repo)) == "dead ok"
+        assert Worker.seen == [("s", "s", 1), ("dead", "s", True)]
+        assert repo.read == ["s", "s"]  # the context's own repository
+        assert built == []  # none rebuilt from bd_conn (which would drop `legacy`)
+    finally:
+        session.close()
