@@ -69,6 +69,10 @@ PROMOTE_BATCH = 1000
 # at a slot runs on the monotonic clock): it still counts as that minute's run.
 SLOT_EARLY = 1.0
 MISSING_RECHECK = 600.0  # seconds between looks for a missing <fila>_rotinas table
+# A recorded slot more than this many seconds ahead of this worker's clock was written by
+# a worker whose clock runs fast: ignored (the job runs and records its own slot), so one
+# bad clock never silences a job for the others until their clocks get there.
+CLOCK_SKEW_MAX = 300.0
 
 
 @dataclass
@@ -143,7 +147,7 @@ class AdminService:
                 logger.debug("%s: outro worker está executando", self.name)
                 return RunResult(skipped=True)
             repo = held[0]
-            if slot is not None and self._ran_for(repo, slot):
+            if slot is not None and self._ran_for(repo, slot, self._utc_now()):
                 logger.debug("%s: já executada no horário %s UTC; ignorada", self.name,
                              f"{slot:%H:%M}")
                 return RunResult(skipped=True)
@@ -157,7 +161,11 @@ class AdminService:
         now = self.clock() + _dt.timedelta(seconds=SLOT_EARLY)
         return self.run_on(session, busy, slot=current_slot(self.minutes, now))
 
-    def _ran_for(self, repo: TaskRepository, slot: _dt.datetime) -> bool:
+    def _utc_now(self) -> _dt.datetime:
+        """This worker's clock as a naive UTC datetime (a naive clock is local time)."""
+        return self.clock().astimezone(_dt.timezone.utc).replace(tzinfo=None)
+
+    def _ran_for(self, repo: TaskRepository, slot: _dt.datetime, now: _dt.datetime) -> bool:
         if time.monotonic() < self._missing_until:
             return False
         try:
@@ -167,7 +175,14 @@ class AdminService:
         except Exception as exc:
             self._no_record(exc)
             return False
-        return last is not None and last >= slot
+        if last is None or last < slot:
+            return False
+        if last > now + _dt.timedelta(seconds=CLOCK_SKEW_MAX):
+            logger.warning("%s: horário %s UTC gravado em <fila>_rotinas está no futuro "
+                           "(relógio de outro worker adiantado?); a rotina roda agora",
+                           self.name, f"{last:%Y-%m-%d %H:%M}")
+            return False
+        return True
 
     def _record(self, repo: TaskRepository, slot: _dt.datetime) -> None:
         if time.monotonic() < self._missing_until:

@@ -104,6 +104,61 @@ def test_a_role_without_grants_on_the_runs_table_still_runs_the_job(queue, caplo
         queue.sql(f'DROP ROLE IF EXISTS "{role}"')
 
 
+def test_a_slot_recorded_far_ahead_by_a_fast_clock_does_not_silence_the_job(dbq, caplog):
+    """A worker whose clock runs hours ahead records a slot in the future; the others must
+    not skip the job until their clocks get there (the rescue would stop for hours): a
+    record further ahead than CLOCK_SKEW_MAX is ignored, with a warning, and replaced."""
+    settings = dbq.settings()
+    runs = f"{dbq.quote(dbq.schema)}.{dbq.quote(dbq.fila + '_rotinas')}"
+    purge = PurgeService(settings, make_backend(settings), frozenset(range(60)))
+    ahead = (_dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None, second=0, microsecond=0)
+             + _dt.timedelta(hours=3))
+    dbq.sql(f"INSERT INTO {runs} (rotina, horario, executado_por) VALUES (%s, %s, %s)",
+            ("purge_thread", ahead, "adiantado:1"))
+    session = DbSession.open(settings)
+    try:
+        caplog.set_level(logging.INFO, logger="nsj_queue_lib")
+        _old_row(dbq, "antiga-1")
+        result = purge.run_slot(session)
+        assert (result.skipped, result.count) == (False, 1)
+        assert dbq.count("payload = 'antiga-1'") == 0
+        [run] = dbq.sql(f"SELECT horario, executado_por FROM {runs}")
+        assert run["horario"] < ahead - _dt.timedelta(hours=2)
+        assert run["executado_por"] == f"{socket.gethostname()}:{os.getpid()}"
+        assert [r for r in caplog.records if "no futuro" in r.message
+                and r.levelno == logging.WARNING]
+        _old_row(dbq, "antiga-2")  # the slot now recorded by this worker: skipped again
+        assert purge.run_slot(session).skipped and dbq.count("payload = 'antiga-2'") == 1
+    finally:
+        session.close()
+
+
+def test_a_failing_admin_job_does_not_record_its_slot(dbq):
+    """A job that fails leaves its slot unrecorded: a late worker (or this one at its
+    next try) runs it for that slot instead of skipping it."""
+    settings = dbq.settings()
+    runs = f"{dbq.quote(dbq.schema)}.{dbq.quote(dbq.fila + '_rotinas')}"
+    fixed = _dt.datetime(2026, 5, 4, 10, 7, 30)
+
+    class Failing(PurgeService):
+        def work(self, repo, locker):
+            repo.task_purge(settings.queue_purge_max_age, settings.queue_purge_limit)
+            raise RuntimeError("purge falhou no meio")
+
+    session = DbSession.open(settings)
+    try:
+        with pytest.raises(RuntimeError):
+            Failing(settings, make_backend(settings), frozenset(range(60)),
+                    clock=lambda: fixed).run_slot(session)
+        assert dbq.sql(f"SELECT rotina FROM {runs}") == []
+        _old_row(dbq, "antiga-1")
+        late = PurgeService(settings, make_backend(settings), frozenset(range(60)),
+                            clock=lambda: fixed).run_slot(session)
+        assert (late.skipped, late.count) == (False, 1)
+    finally:
+        session.close()
+
+
 class LateWorker:
     """Worker A runs a task through a purge slot; worker B, idle, purges at the slot."""
 
