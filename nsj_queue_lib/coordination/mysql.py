@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 CANDIDATES = 16  # index entries read per status for a claim (more for bigger batches)
 FAST_POLL_FOR = 2.0  # seconds after activity during which the probe runs at its fastest
+MIN_TURN_WAIT = 0.01  # seconds; a shorter rest of a wait does not send one more GET_LOCK
 
 
 def lock_prefix(settings: Settings) -> str:
@@ -363,7 +364,9 @@ class ProbeNotifier:
                     # that claim a fast step to commit, then poll fast for a while.
                     self._last_seen = self.clock()
                     self.sleep(min(self.interval / 4, max(0.0, deadline - self.clock())))
-                elif remaining <= 0:
+                elif deadline - self.clock() < MIN_TURN_WAIT:
+                    # (read after the wait: it used up the slice; another, near-zero
+                    # GET_LOCK would double a waiter's statements)
                     return []
                 continue
             read_halt = self.halt.due()

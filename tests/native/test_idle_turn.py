@@ -12,7 +12,7 @@ import time
 from typing import Dict, List
 
 from nsj_queue_lib.admin import QueueAdmin
-from nsj_queue_lib.coordination.mysql import HALT_CHECK, lock_prefix
+from nsj_queue_lib.coordination.mysql import HALT_CHECK, MysqlBackend, lock_prefix
 from nsj_queue_lib.coordination.mysql_turn import turn_lock_name
 from nsj_queue_lib.db.session import DbSession
 from tests.fixtures.processes import wait_all_ready, wait_ready
@@ -144,3 +144,30 @@ def test_pickup_and_scheduled_tasks_with_idle_workers(nq):
     for worker in workers:
         assert worker.wait_exit(timeout=10) == 0, worker.log()[-3000:]
     assert time.monotonic() - started < 4 * HALT_CHECK + 2.0
+
+
+def test_a_waiter_sends_one_get_lock_per_wait(nq):
+    """While another session holds the turn, each wait of HALT_CHECK seconds is one
+    GET_LOCK statement (fails before the fix: a second, zero-second GET_LOCK followed
+    each timed-out one, doubling every idle waiter's statements)."""
+    settings = nq.settings()
+    backend = MysqlBackend(settings)
+    holder_session, waiter_session = DbSession.open(settings), DbSession.open(settings)
+    try:
+        holder, waiter = backend.notifier(holder_session), backend.notifier(waiter_session)
+        holder.listen()
+        waiter.listen()
+        holder.wait(0.2)  # the first idle worker takes the turn
+        assert holder.turn is not None and holder.turn.held
+        assert _holder(nq) == holder_session.fetch_value("SELECT CONNECTION_ID()")
+        assert waiter.turn is not None
+        for n in range(1, 4):
+            started = time.monotonic()
+            assert waiter.wait(HALT_CHECK) == []
+            assert time.monotonic() - started >= HALT_CHECK * 0.9  # waited in the server
+            assert (waiter.turn.waits, waiter.turn.held) == (n, False)
+        # Nothing is due: the holder still polls, keeping the turn.
+        assert holder.wait(0.1) == [] and holder.turn.held
+    finally:
+        holder_session.close()
+        waiter_session.close()
