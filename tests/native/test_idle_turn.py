@@ -171,3 +171,76 @@ def test_a_waiter_sends_one_get_lock_per_wait(nq):
     finally:
         holder_session.close()
         waiter_session.close()
+
+
+def test_with_concurrency_the_listener_holds_the_turn_only_while_a_thread_is_idle(
+        nq, tmp_path):
+    """QUEUE_CONCURRENCY=2: the listener thread of a process takes part in the turn (its
+    task threads send no statements while idle); a process whose task threads are all
+    busy hands the turn on, so an idle process picks up the next task at once."""
+    first = nq.start_worker(QUEUE_CONCURRENCY="2")
+    wait_ready(first)
+    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    time.sleep(1.0)  # start-up statements (rescue, first claims) settle
+    seen = _sample(nq, 2.0)
+    assert len(seen) == 3, seen  # 2 task threads + the listener
+    most = 2.0 / HALT_CHECK + 3
+    assert [c for c, s in seen.items() if len(s["queries"]) > most] == [holder], seen
+    # Both task threads busy: the listener hands the turn on (nobody here could take
+    # what it would find).
+    release = tmp_path / "release"
+    started = [tmp_path / f"started{i}" for i in range(2)]
+    busy = nq.insert_many([{"efeito": f"b{i}", "started_file": str(started[i]),
+                            "wait_file": str(release)} for i in range(2)])
+    eventually(lambda: all(f.exists() for f in started), 15, message="2 tarefas rodando")
+    eventually(lambda: _holder(nq) is None, 5, message="vez ociosa liberada")
+    second = nq.start_worker(QUEUE_CONCURRENCY="2")
+    wait_ready(second)
+    eventually(lambda: _holder(nq) is not None, 10, message="outro processo tomou a vez")
+    lags = []
+    for i in range(3):
+        task_id = nq.insert({"efeito": f"n{i}"})
+        t0 = time.monotonic()
+        nq.wait_status(task_id, "sucesso", timeout=10)
+        lags.append(time.monotonic() - t0)
+        time.sleep(0.2)
+    assert sorted(lags)[1] < 1.0, lags
+    assert {e["pid"] for e in nq.effects("chave LIKE %s", ("n%",))} == {second.pid}
+    release.touch()
+    for task_id in busy:
+        nq.wait_status(task_id, "sucesso", timeout=15)
+    assert {e["pid"] for e in nq.effects("chave LIKE %s", ("b%",))} == {first.pid}
+    assert sorted(e["tarefa_id"] for e in nq.effects("chave LIKE %s", ("b%",))) == sorted(busy)
+    started_at = time.monotonic()
+    for worker in (first, second):
+        worker.signal(signal.SIGTERM)
+    for worker in (first, second):
+        assert worker.wait_exit(timeout=10) == 0, worker.log()[-3000:]
+    assert time.monotonic() - started_at < 4 * HALT_CHECK + 2.0
+    assert _holder(nq) is None
+
+
+def test_a_holder_that_takes_a_long_task_hands_the_turn_on(nq, tmp_path):
+    """The holder's probe that finds a task due releases the turn in the same statement:
+    while it runs a long task, the other idle worker polls and picks up new tasks."""
+    workers = [nq.start_worker() for _ in range(2)]
+    wait_all_ready(workers)
+    eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    release, started = tmp_path / "release", tmp_path / "started"
+    long_id = nq.insert({"efeito": "longa", "started_file": str(started),
+                         "wait_file": str(release)})
+    eventually(started.exists, 10, message="tarefa longa rodando")
+    busy_pid = int(started.read_text())
+    idle = next(w for w in workers if w.pid != busy_pid)
+    eventually(lambda: _holder(nq) is not None, 5, message="o worker ocioso tomou a vez")
+    lags = []
+    for i in range(3):
+        task_id = nq.insert({"efeito": f"q{i}"})
+        t0 = time.monotonic()
+        nq.wait_status(task_id, "sucesso", timeout=10)
+        lags.append(time.monotonic() - t0)
+    assert sorted(lags)[1] < 1.0, lags
+    assert {e["pid"] for e in nq.effects("chave LIKE %s", ("q%",))} == {idle.pid}
+    release.touch()
+    nq.wait_status(long_id, "sucesso", timeout=10)
+    assert [e["pid"] for e in nq.effects("chave = 'longa'")] == [busy_pid]
