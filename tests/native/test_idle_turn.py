@@ -244,3 +244,35 @@ def test_a_holder_that_takes_a_long_task_hands_the_turn_on(nq, tmp_path):
     release.touch()
     nq.wait_status(long_id, "sucesso", timeout=10)
     assert [e["pid"] for e in nq.effects("chave = 'longa'")] == [busy_pid]
+
+
+def _kill_connection(nq, conn_id: int) -> None:
+    nq.sql(f"KILL CONNECTION {int(conn_id)}")
+
+
+def test_lost_connections_of_the_holder_and_of_a_waiter(nq):
+    """The holder's connection and then a waiter's are killed by the server (KILL
+    CONNECTION, as a DBA or a network cut would): the turn passes to the other worker
+    at once, each worker reconnects and waits for the turn again, tasks keep flowing."""
+    workers = [nq.start_worker() for _ in range(2)]
+    wait_all_ready(workers)
+    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    eventually(lambda: len(_workers_sessions(nq)) == 2, 10, message="2 conexões")
+    _kill_connection(nq, holder)
+    new = eventually(lambda: (_holder(nq) or holder) != holder and _holder(nq), 5,
+                     message="o outro worker tomou a vez")
+    # The worker whose connection died comes back and waits for the turn.
+    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 1,
+               15, message="o worker reconectado aguarda a vez")
+    waiter = next(r["ID"] for r in _workers_sessions(nq) if r["STATE"] == "User lock")
+    _kill_connection(nq, waiter)
+    assert _holder(nq) == new  # a waiter's loss leaves the turn where it is
+    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 1,
+               15, message="o waiter reconectado aguarda a vez")
+    ids = [nq.insert({"efeito": f"l{i}"}) for i in range(4)]
+    for task_id in ids:
+        nq.wait_status(task_id, "sucesso", timeout=15)
+    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)  # once each
+    assert all(w.proc.poll() is None for w in workers)
+    for worker in workers:
+        assert "Erro inesperado" not in worker.log(), worker.log()[-3000:]
