@@ -79,7 +79,8 @@ def check_server_version(version: str, singlestore: bool) -> None:
         name = "MariaDB" if mariadb else "MySQL"
         raise ConfigError(
             f"O modo nativo MySQL exige {name} >= {needed[0]}.{needed[1]} (FOR UPDATE SKIP "
-            f"LOCKED e locks nomeados por sessão); o servidor é {version}: {hint}.")
+            f"LOCKED e locks nomeados por sessão); o servidor é "
+            f"{version or 'de versão desconhecida'}: {hint}.")
 
 
 class MysqlLocker:

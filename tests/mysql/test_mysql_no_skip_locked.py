@@ -46,6 +46,20 @@ FORMS = [NOWAIT, LOCK_WAIT]  # (LOCK_WAIT_SINGLESTORE needs SingleStore's variab
     ("10.11.19-MariaDB-0+deb12u1", False, SKIP_LOCKED),
     ("8.0.32", True, LOCK_WAIT_SINGLESTORE),  # SingleStore answers like a MySQL
     ("", False, LOCK_WAIT),
+    # VERSION() as distributions and forks print it.
+    ("5.7.42-0ubuntu0.18.04.1", False, LOCK_WAIT),  # MySQL 5.7 (Ubuntu)
+    ("5.7.44-48-log", False, LOCK_WAIT),  # Percona Server 5.7
+    ("8.0.36-0ubuntu0.22.04.1", False, SKIP_LOCKED),  # MySQL 8.0 (Ubuntu)
+    ("8.0.35-27", False, SKIP_LOCKED),  # Percona Server 8.0
+    ("9.1.0", False, SKIP_LOCKED),
+    ("10.3.39-MariaDB-0+deb10u2", False, NOWAIT),  # MariaDB 10.3 (Debian 10)
+    ("10.3.39-MariaDB-1:10.3.39+maria~ubu2004-log", False, NOWAIT),
+    ("10.6.18-MariaDB-0ubuntu0.22.04.1", False, SKIP_LOCKED),  # MariaDB 10.6 (Ubuntu)
+    ("10.6.16-MariaDB-log", False, SKIP_LOCKED),
+    ("11.2.2-MariaDB-1:11.2.2+maria~ubu2204", False, SKIP_LOCKED),  # MariaDB 11
+    ("11.4.2-MariaDB-ubu2404", False, SKIP_LOCKED),
+    ("5.5.5-10.6.12-MariaDB", False, SKIP_LOCKED),
+    ("5.7.32", True, LOCK_WAIT_SINGLESTORE),  # SingleStore 8.x: VERSION() says 5.7.32
 ])
 def test_row_lock_mode_follows_the_server_version(version, singlestore, mode):
     assert row_lock_mode(version, singlestore) == mode
@@ -55,6 +69,27 @@ def test_row_lock_mode_follows_the_server_version(version, singlestore, mode):
     else:
         with pytest.raises(ConfigError, match="CLIENT_SERVER_MODE=true"):
             check_server_version(version, singlestore)
+
+
+@pytest.mark.parametrize(("version", "singlestore", "says"), [
+    ("10.5.23-MariaDB-1:10.5.23+maria~deb11", False,
+     "O modo nativo MySQL exige MariaDB >= 10.6 (FOR UPDATE SKIP LOCKED e locks nomeados "
+     "por sessão); o servidor é 10.5.23-MariaDB-1:10.5.23+maria~deb11: use o modo "
+     "cliente/servidor"),
+    ("5.7.44-log", False, "exige MySQL >= 8.0 (FOR UPDATE SKIP LOCKED e locks nomeados por "
+                          "sessão); o servidor é 5.7.44-log: use o modo cliente/servidor"),
+    ("", False, "o servidor é de versão desconhecida: use o modo cliente/servidor"),
+    ("5.7.32", True, "SingleStore não tem FOR UPDATE SKIP LOCKED nem GET_LOCK: use o modo "
+                     "cliente/servidor"),
+])
+def test_native_refusal_names_the_server_and_points_to_client_server_mode(
+        version, singlestore, says):
+    with pytest.raises(ConfigError) as refused:
+        check_server_version(version, singlestore)
+    message = str(refused.value)
+    assert says in message, message
+    assert ("CLIENT_SERVER_MODE=true e o servidor de filas: "
+            "python -m nsj_queue_lib.server.server_main") in message
 
 
 @pytest.mark.mysql
