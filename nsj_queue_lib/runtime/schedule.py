@@ -39,6 +39,9 @@ def retry_delay_seconds(tentativa: int, base_interval_minutes: float) -> float:
     return max(0.0, tentativa * base_interval_minutes * 60.0)
 
 
+_MAX_DOUBLINGS = 60  # past any cap: first x 2**60 is over 10**17 s
+
+
 class Backoff:
     """Exponential back-off for reconnects and retries: `first` seconds doubling up to
     `cap`, each delay drawn in [`jitter` x delay, delay] (jitter=1.0: none).
@@ -56,7 +59,9 @@ class Backoff:
         self._rng = rng or random.Random()
 
     def next(self) -> float:
-        delay = min(self.cap, self.first * (2 ** self.attempt))
+        # (the exponent is bounded: 2 ** 1024 does not fit a float, and an outage may
+        # last that many attempts, about two hours at the reconnects' 10 s cap)
+        delay = min(self.cap, self.first * 2.0 ** min(self.attempt, _MAX_DOUBLINGS))
         self.attempt += 1
         return delay * (self.jitter + self._rng.random() * (1.0 - self.jitter))
 

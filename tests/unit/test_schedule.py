@@ -69,3 +69,17 @@ def test_backoff_jitter_bounds_the_draw_and_one_means_none():
     assert exact.attempt == 7
     exact.reset()
     assert exact.next() == 1.0
+
+
+def test_backoff_stays_at_its_cap_through_a_long_outage():
+    # Fails before the fix: the 1025th consecutive delay raised OverflowError (2 ** 1024
+    # does not fit a float): a worker, listener or Loki sender retrying through an outage
+    # of about two hours died in its reconnect handler.
+    b = Backoff(first=0.5, cap=10.0, rng=random.Random(5))
+    delays = [b.next() for _ in range(5000)]
+    assert all(5.0 <= d <= 10.0 for d in delays[5:])
+    exact = Backoff(first=1.0, cap=30.0, jitter=1.0)
+    assert [exact.next() for _ in range(3000)][-1] == 30.0
+    assert exact.attempt == 3000
+    exact.reset()
+    assert exact.next() == 1.0
