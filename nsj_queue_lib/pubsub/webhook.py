@@ -31,7 +31,7 @@ from typing import Any, Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from nsj_queue_lib.exceptions import NsjQueueError
-from nsj_queue_lib.text import one_line, redact_url
+from nsj_queue_lib.text import one_line, redact_url, redact_urls_in_text
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,9 @@ def _network_error_text(exc: BaseException) -> str:
     # urllib3 prefixes "<connection object at 0x...>: "; keep what follows.
     if ">: " in text:
         text = text.split(">: ", 1)[1]
-    return one_line(text, 200)
+    # Some errors quote the whole URL (InvalidURL: "Failed to parse: http://u:p@h/x?k=v"):
+    # credentials and query string never reach the task's message or a log line.
+    return one_line(redact_urls_in_text(text), 200)
 
 
 ENV_CACHE_MAX = 256  # hosts whose environment settings a session remembers

@@ -76,3 +76,26 @@ def test_debug_logs_keep_url_secrets_out_of_stdout_loki_and_rows(queue, http_ser
                               for p in loki.paths)
     expected = base64.b64encode(f"lokiuser:{LOKI_PASSWORD}".encode()).decode()
     assert {h.get("Authorization") for h in loki.headers} == {f"Basic {expected}"}
+
+
+def test_a_url_the_http_library_cannot_parse_leaves_no_secret_in_rows_or_logs(queue):
+    # Fails before the fix: requests' InvalidURL quotes the whole URL ("Failed to parse:
+    # http://user:password@host:99999/x?api_key=..."), and that text went into the task's
+    # mensagem and the worker's log.
+    password, key = "senha-webhook-6b1d", "api-key-porta-e4a7"
+    queue.add_subscriber("porta", url=f"http://hookuser:{password}@127.0.0.1:99999/x"
+                                      f"?api_key={key}", method="POST")
+    pub_id = queue.publish({"pedido": 2})
+    worker = queue.start_worker(WEBHOOK, LOG_DEBUG="true", QUEUE_MAX_RETRY="1")
+    queue.wait_status(pub_id, "sucesso")
+    queue.wait_idle()
+    [row] = queue.rows("NOT dead AND subscriber_id = 'porta' AND status = 'falha'")
+    assert "requisição inválida" in row["mensagem"], row["mensagem"]
+    assert "127.0.0.1:99999/x?…" in row["mensagem"], row["mensagem"]  # still identified
+    worker.stop()
+    log = worker.log()
+    assert "requisição inválida" in log
+    rows_text = json.dumps(queue.rows(), default=str)
+    for secret in (password, key):
+        assert secret not in rows_text, f"{secret} numa linha da fila"
+        assert secret not in log, f"{secret} no stdout/stderr"
