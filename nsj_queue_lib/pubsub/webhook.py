@@ -132,7 +132,11 @@ def build_request(subscription: Mapping[str, Any], publication: Optional[str]) -
     url = (subscription.get("url") or "").strip()
     if not url:
         raise WebhookConfigError(f"Assinatura '{sub_id}' sem url configurada para o webhook.")
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as exc:  # ("Invalid IPv6 URL": an unclosed '[')
+        raise WebhookConfigError(
+            f"Assinatura '{sub_id}': url do webhook inválida ({safe_url(url)}).") from exc
     if scheme not in ("http", "https"):
         raise WebhookConfigError(
             f"Assinatura '{sub_id}': url do webhook deve começar por http:// ou https:// "

@@ -50,6 +50,7 @@ def test_get_and_delete_carry_no_body(method):
     ({"url": None}, "sem url"),
     ({"url": "  "}, "sem url"),
     ({"url": "ftp://h/x"}, "http://"),
+    ({"url": "http://u:senha@[::1/x?k=v"}, "url do webhook inválida (<url inválida>)"),
     ({"http_method": None}, "sem http_method"),
     ({"http_method": "patch"}, "não suportado: PATCH"),
     ({"headers": "[1, 2]"}, "objeto JSON"),
