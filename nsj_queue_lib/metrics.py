@@ -117,6 +117,10 @@ class GaugeJob:
         age = time.monotonic() - self.gauges._read_at
         return max(0.0, self.gauges.interval - age)
 
+    def run_slot(self, session: Any, busy: Any = ()) -> None:
+        """(Job) Read the gauges on the worker's `session`."""
+        self.run_on(session)
+
     def run_on(self, session: Any, busy: Any = ()) -> None:
         self.wanted = False
         try:

@@ -10,6 +10,10 @@ protocols and on the backend's `Capabilities`, never on which backend it is.
 * `Notifier`: wake-ups for idle workers (and HALT).
 * `Locker`: session locks, used by the admin jobs and the rescue.
 * `Backend`: the factory of the three, plus `wake_workers`.
+
+A backend's classes subclass these protocols explicitly, so they inherit the
+defaults written here (no-op hooks, the dialect's batch claim) and override only
+what differs, each with a comment saying why.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
+    from nsj_queue_lib.coordination.listener_turn import ListenerTurn
     from nsj_queue_lib.db.repository import TaskRepository
     from nsj_queue_lib.db.session import DbSession
 
@@ -61,6 +66,18 @@ class Notifier(Protocol):
     def notify(self, payload: str = "") -> None:
         """Tell every worker of the queue that there is work (or HALT)."""
 
+    def claimed(self) -> None:
+        """The consumer claimed a task (after an idle wait or its periodic claim); a
+        notifier that shares wake-ups or an idle turn passes it on.  Default: nothing."""
+
+    def listener_turn(self, queue_table: str,
+                      guard: Optional[TaskGuard] = None) -> Optional[ListenerTurn]:
+        """The fleet-wide listener turn the runtime takes before an idle wait on this
+        notifier's session (coordination/listener_turn.py), or None: idle workers wait on
+        their own (the default).  `guard`: the guard of the same session, when the caller
+        claims with it (its claim may hand the turn on)."""
+        return None
+
     def close(self) -> None:
         """Release the resources (idempotent)."""
 
@@ -92,7 +109,8 @@ class Capabilities:
     wakes_on_insert: bool
     # A wake-up sent inside a transaction is delivered only at its commit.
     notify_is_transactional: bool
-    # claim(limit > 1) takes several tasks in one round trip.
+    # claim_batch() serves batch mode (QUEUE_BATCH_SIZE > 1): several tasks claimed
+    # inside one transaction (needs FOR UPDATE SKIP LOCKED).  False: batch mode refused.
     batch_claim: bool
     # The task lock lives on the task's own database session (it dies with it).
     lock_on_task_session: bool
@@ -110,7 +128,13 @@ class TaskGuard(Protocol):
     skip it); the user code; `finish(tarefa, message)` inside the transaction
     (marks 'sucesso'; False when the row is no longer 'processando'); commit or
     roll back; then always `release(tarefa)`.
+
+    Batch mode claims with `claim_batch` instead, inside the batch's transaction; its
+    tasks are finished by the batch runner, never by `finish`/`release`.
     """
+
+    repo: TaskRepository
+    queue_table: str
 
     def claim(self, limit: int = 1) -> List[dict]:
         """Move up to `limit` due tasks to 'processando', each locked by this session.
@@ -118,6 +142,19 @@ class TaskGuard(Protocol):
         Highest `prioridade` first, then oldest `data_hora`; never a task another
         worker holds.  Returns the `tarefa` dicts (empty when none is due).
         """
+
+    def claim_batch(self, limit: int) -> List[dict]:
+        """Batch mode: claim up to `limit` due tasks inside the caller's open transaction,
+        in claim order; they are marked 'processando' in that transaction only.
+
+        Default: the dialect's batch claim (db/repository.py `task_claim_batch`): the rows
+        are locked with FOR UPDATE SKIP LOCKED until the batch commits, and nothing of the
+        batch is visible before that, so no session lock is needed to keep the rescue
+        off them (PostgreSQL also takes transaction-level advisory locks, read by the
+        status tools).  Every backend uses it: a batch's claim depends on the dialect
+        only.  Only backends whose `capabilities.batch_claim` is True are asked.
+        """
+        return self.repo.task_claim_batch(limit, task_lock_key(self.queue_table, 0)[0])
 
     def begin(self, tarefa: dict) -> bool:
         """Called inside the task transaction before the user code; False when the
@@ -132,6 +169,11 @@ class TaskGuard(Protocol):
     def claimed_ahead(self) -> List[int]:
         """Ids of tasks this guard holds but has not handed out yet (claim-ahead), for
         jobs that run on the same session between two tasks (the rescue skips them)."""
+        return []
+
+    def settle(self) -> None:
+        """Before an idle wait: release now what a guard defers to its next claim.
+        Default: nothing is deferred."""
 
     def close(self) -> None:
         """Release what the guard owns besides the session (idempotent)."""

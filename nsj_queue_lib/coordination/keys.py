@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import functools
 import zlib
-from typing import Any, List, Tuple
+from typing import TYPE_CHECKING, List, Tuple
+
+if TYPE_CHECKING:
+    from nsj_queue_lib.config import Settings
 
 # A lock key: (namespace, id) int32 pair, or (bigint,) for the 1.2.2 one-bigint form.
 LockKey = Tuple[int, ...]
@@ -75,16 +78,15 @@ def legacy_task_key(task_id: int) -> LockKey:
     return (int(task_id),)
 
 
-def compat_1_2_2(settings: Any) -> bool:
+def compat_1_2_2(settings: Settings) -> bool:
     """True when this worker must also hold 1.2.2's keys: QUEUE_COMPAT_1_2_2 is on and
     the queue is coordinated by PostgreSQL itself (1.2.2 workers cannot share a
     client/server-mode queue with 2.x: the protocols differ and refuse each other)."""
-    return (bool(getattr(settings, "queue_compat_1_2_2", False))
-            and not getattr(settings, "client_server_mode", False)
-            and getattr(settings, "db_driver", "POSTGRES") == "POSTGRES")
+    return (settings.queue_compat_1_2_2 and not settings.client_server_mode
+            and settings.db_driver == "POSTGRES")
 
 
-def task_keys(settings: Any, task_id: int) -> List[LockKey]:
+def task_keys(settings: Settings, task_id: int) -> List[LockKey]:
     """Every key that says "this task is being run": the 2.x key, plus 1.2.2's in
     compatibility mode.  A rescuer must obtain all of them."""
     keys = [task_lock_key(settings.queue_table, task_id)]

@@ -276,14 +276,3 @@ def take_stale(conn: Any) -> List[Notification]:
     conn.notifies.clear()
     return [Notification(n.channel, n.payload) for n in stale if n.payload == HALT_PAYLOAD]
 
-
-def turn_for(notifier: Any, session: DbSession, queue_table: str,
-             guard: Any = None) -> Optional[ListenerTurn]:
-    """A ListenerTurn when `notifier` is PostgreSQL LISTEN on `session`, else None.
-    `guard`: the PgGuard of the same session, if the caller claims with it."""
-    from nsj_queue_lib.coordination.postgres import PgGuard, PgNotifier
-
-    if isinstance(notifier, PgNotifier) and notifier.session is session:
-        return ListenerTurn(session, queue_table,
-                            guard if isinstance(guard, PgGuard) else None)
-    return None

@@ -34,6 +34,8 @@ from nsj_queue_lib.coordination.base import (
     LockKey,
     MarkedAhead,
     Notification,
+    Notifier,
+    TaskGuard,
     task_lock_key,
 )
 from nsj_queue_lib.coordination.mysql_turn import IdleTurn
@@ -106,7 +108,7 @@ class MysqlLocker:
         """Locks end with the session; the session's owner closes it."""
 
 
-class MysqlGuard:
+class MysqlGuard(TaskGuard):
     """The claim of the MySQL native backend (implements `TaskGuard`).
 
     The next task is claimed inside the finishing task's transaction, so one durable
@@ -115,6 +117,9 @@ class MysqlGuard:
     locked (SKIP LOCKED) first, then one UPDATE marks them and the finished task
     'sucesso'.  That claim is used only if that COMMIT succeeded; on `close()` (a
     stop) a claimed task not yet run goes back to 'pendente'.
+
+    Batch mode uses the default `claim_batch` (rows locked with SKIP LOCKED, then marked,
+    no named locks: nothing of the batch is visible before its commit).
     """
 
     claim_ahead = True  # claim the next task inside the finishing task's transaction
@@ -280,7 +285,7 @@ class HaltWatch:
         return self.seen(admin.halt_requested_at())
 
 
-class ProbeNotifier:
+class ProbeNotifier(Notifier):
     """Wake-ups from polling an index-only probe (implements `Notifier`).
 
     Polls every `interval` seconds at most, and four times as often during the

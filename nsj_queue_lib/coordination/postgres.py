@@ -18,9 +18,12 @@ from nsj_queue_lib.coordination.base import (
     Capabilities,
     LockKey,
     Notification,
+    Notifier,
+    TaskGuard,
     task_lock_key,
 )
 from nsj_queue_lib.coordination.keys import legacy_task_key
+from nsj_queue_lib.coordination.listener_turn import ListenerTurn
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, is_connection_error
@@ -29,7 +32,7 @@ from nsj_queue_lib.exceptions import DatabaseUnavailable
 logger = logging.getLogger(__name__)
 
 
-class PgNotifier:
+class PgNotifier(Notifier):
     """LISTEN on the queue's channel, on the worker's own session.
 
     The channel is quoted, so it is exactly the name the trigger passes to
@@ -84,6 +87,13 @@ class PgNotifier:
         sql = raw_queries(self.session.dialect)["notify"]
         self.session.execute(sql, {"channel": self.channel, "payload": payload})
 
+    def listener_turn(self, queue_table: str,
+                      guard: Optional[TaskGuard] = None) -> Optional[ListenerTurn]:
+        """Idle workers take turns listening (one is woken per NOTIFY, not all of them):
+        the turn is an advisory lock on this LISTEN session."""
+        # (the guard is this backend's PgGuard: its claim hands the turn on)
+        return ListenerTurn(self.session, queue_table, guard)
+
     def close(self) -> None:
         self._listening = False
 
@@ -130,7 +140,7 @@ def _claim_order(tarefa: dict) -> tuple:
     return (-(tarefa.get("prioridade") or 0), tarefa["data_hora"], tarefa["id"])
 
 
-class PgGuard:
+class PgGuard(TaskGuard):
     """The claim of the PostgreSQL backend (implements `TaskGuard`).
 
     One statement picks the due rows (FOR UPDATE SKIP LOCKED), takes each one's
@@ -239,8 +249,8 @@ class PgGuard:
         except DatabaseUnavailable:
             self._deferred = None  # the session is gone, and its locks with it
 
-    def claimed_ahead(self) -> List[int]:
-        return []  # every claimed task is handed out at once
+    # (claimed_ahead: the default, every claimed task is handed out at once; claim_batch:
+    # the default, one statement with transaction-level advisory locks)
 
     def settle(self) -> None:
         """Release now what waits for the next claim (before the worker waits idle)."""
@@ -276,7 +286,7 @@ class PostgresBackend:
 
     def notifier(self, session: DbSession,
                  has_idle: Optional[Callable[[], bool]] = None) -> PgNotifier:
-        # (the listener turn is taken by the runtime, see coordination/listener_turn.py)
+        # (its listener_turn() gives the runtime the fleet-wide turn to wait for)
         return PgNotifier(session, self.channel)
 
     def admin_locker(self, session: DbSession) -> PgLocker:

@@ -28,10 +28,13 @@ another database) of every task of the batch may happen again after such a crash
 not only those of the task that was running.  A stop request (SIGTERM, HALT)
 finishes the current batch, then stops.
 
-PostgreSQL claims in one statement; MySQL >= 8.0 / MariaDB >= 10.6 in two (rows
-locked with SKIP LOCKED, then marked), native or client/server; SingleStore (no SKIP
-LOCKED) refuses batch mode.  On MySQL the worker's session runs at READ COMMITTED in
-batch mode (the tasks' `bd_conn` work too), as PostgreSQL does by default.
+The claim is the backend's (`TaskGuard.claim_batch`): PostgreSQL claims in one
+statement; MySQL >= 8.0 / MariaDB >= 10.6 in two (rows locked with SKIP LOCKED, then
+marked), native or client/server.  A server without SKIP LOCKED (SingleStore, older
+MySQL/MariaDB in client/server mode) refuses batch mode: its backend says so by
+`Capabilities.batch_claim`, refused in one place (`refuse_unbatchable`).  On MySQL the
+worker's session runs at READ COMMITTED in batch mode (the tasks' `bd_conn` work too),
+as PostgreSQL does by default.
 
 Keep N small (10 to 50): a batch holds its row locks and its transaction open for
 the sum of its tasks' durations, and PostgreSQL handles at most 64 subtransactions
@@ -47,10 +50,10 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import task_lock_key
+from nsj_queue_lib.coordination.base import Capabilities, TaskGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import is_connection_error
-from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import error_text, record_failure
 from nsj_queue_lib.runtime.router import Router, TaskContext
 from nsj_queue_lib.runtime.runner import _wants_traceback, success_message
@@ -70,14 +73,25 @@ class Batch:
     tasks: List[dict] = field(default_factory=list)
 
 
-class BatchClaimer:
-    """`claim()` opens the batch transaction and claims up to N tasks (None: nothing due)."""
+def refuse_unbatchable(capabilities: Capabilities) -> None:
+    """The one refusal of batch mode: a backend (or its server) that cannot claim a batch
+    says so by `capabilities.batch_claim`."""
+    if not capabilities.batch_claim:
+        raise ConfigError(
+            "QUEUE_BATCH_SIZE > 1 exige FOR UPDATE SKIP LOCKED (PostgreSQL, MySQL >= 8.0, "
+            "MariaDB >= 10.6), que este servidor não tem (SingleStore, MySQL < 8.0, MariaDB "
+            "< 10.6): use QUEUE_BATCH_SIZE=1.")
 
-    def __init__(self, repo: TaskRepository, queue_table: str, size: int) -> None:
-        self.repo = repo
-        self.session = repo.session
+
+class BatchClaimer:
+    """`claim()` opens the batch transaction and claims up to N tasks (None: nothing due)
+    through the backend's guard (`TaskGuard.claim_batch`)."""
+
+    def __init__(self, guard: TaskGuard, capabilities: Capabilities, size: int) -> None:
+        refuse_unbatchable(capabilities)
+        self.guard = guard
+        self.session = guard.repo.session
         self.size = size
-        self.lock_ns = task_lock_key(queue_table, 0)[0]
         if self.session.dialect.name == "mysql":
             # At REPEATABLE READ the claim's range scan leaves next-key locks that block
             # every producer's INSERT of a waiting task until the batch commits; at READ
@@ -91,7 +105,7 @@ class BatchClaimer:
     def claim(self) -> Optional[Batch]:
         self.session.begin()
         try:
-            tasks = self.repo.task_claim_batch(self.size, self.lock_ns)
+            tasks = self.guard.claim_batch(self.size)
         except BaseException:
             self.session.rollback()
             raise

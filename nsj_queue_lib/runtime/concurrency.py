@@ -21,8 +21,17 @@ import time
 from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
-from nsj_queue_lib.coordination.listener_turn import HELD, ListenerTurn, take_stale, turn_for
+from nsj_queue_lib.coordination.base import (
+    HALT_PAYLOAD,
+    Backend,
+    Capabilities,
+    Locker,
+    Notification,
+    Notifier,
+    TaskGuard,
+)
+from nsj_queue_lib.coordination.listener_turn import HELD, ListenerTurn, take_stale
+from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import (
     ConfigError,
@@ -93,7 +102,7 @@ class WakeHub:
             return []
 
 
-class SharedNotifier:
+class SharedNotifier(Notifier):
     """The Notifier a task thread sees: wake-ups come from the process's listener."""
 
     def __init__(self, hub: WakeHub, make_real: Any) -> None:
@@ -113,7 +122,8 @@ class SharedNotifier:
         self._real.notify(payload)
 
     def claimed(self) -> None:
-        """Called by the consumer after a claim that found work."""
+        """A claim found work: wake one more idle thread (the listener holds any turn, so
+        `listener_turn` is the default None)."""
         self.hub.pass_on()
 
     def close(self) -> None:
@@ -123,19 +133,40 @@ class SharedNotifier:
 
 
 class SharedBackend:
-    """The worker's backend, except that task threads get their wake-ups from the hub."""
+    """The worker's backend, except that task threads get their wake-ups from the hub.
 
-    def __init__(self, backend: Any, hub: WakeHub) -> None:
+    Implements `Backend` by delegating every method to the real backend but `notifier`.
+    """
+
+    def __init__(self, backend: Backend, hub: WakeHub) -> None:
         self._backend = backend
         self.hub = hub
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
+    @property
+    def name(self) -> str:
+        return self._backend.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        # (read at each use: a socket backend's check() may narrow it)
+        return self._backend.capabilities
+
+    def check(self, session: DbSession) -> None:
+        self._backend.check(session)
+
+    def guard(self, session: DbSession, repo: TaskRepository) -> TaskGuard:
+        return self._backend.guard(session, repo)
 
     def notifier(self, session: DbSession,
                  has_idle: Optional[Callable[[], bool]] = None) -> SharedNotifier:
         # (task threads read the hub; the Listener's own notifier competes for any turn)
         return SharedNotifier(self.hub, lambda: self._backend.notifier(session))
+
+    def admin_locker(self, session: DbSession) -> Locker:
+        return self._backend.admin_locker(session)
+
+    def wake_workers(self, session: DbSession, payload: str = "") -> None:
+        self._backend.wake_workers(session, payload)
 
 
 class Listener:
@@ -221,7 +252,7 @@ class Listener:
                 outage.recovered()
                 # Task threads may have gone idle while this was reconnecting.
                 self.hub.post([Notification("", "")])
-                turn = turn_for(notifier, session, self.settings.queue_table)
+                turn = notifier.listener_turn(self.settings.queue_table)
                 while not self.stop.is_set():
                     if turn is not None and self.hub.has_idle():
                         self._listen_turn(turn, notifier, session)

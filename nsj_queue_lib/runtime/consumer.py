@@ -13,7 +13,6 @@ from nsj_queue_lib.coordination.listener_turn import (
     HELD,
     ListenerTurn,
     take_stale,
-    turn_for,
 )
 from nsj_queue_lib.db.identifiers import display
 from nsj_queue_lib.db.repository import TaskRepository
@@ -40,14 +39,6 @@ logger = logging.getLogger(__name__)
 def _claim_one(guard: TaskGuard) -> Optional[dict]:
     claimed = guard.claim(1)
     return claimed[0] if claimed else None
-
-
-def _settle(guard: Optional[TaskGuard]) -> None:
-    """Before an idle wait: a guard that defers releases to its next claim (PostgreSQL's
-    1.2.2 key of the last task) releases them now."""
-    settle = getattr(guard, "settle", None)
-    if settle is not None:
-        settle()
 
 
 def _capped(timeout: float, repo: TaskRepository) -> float:
@@ -141,16 +132,14 @@ class Consumer:
             notifier.listen()
             self.db_problem = None
             # PostgreSQL: idle workers take turns listening (one is woken per wake-up).
-            turn = turn_for(notifier, session, settings.queue_table, guard)
+            turn = notifier.listener_turn(settings.queue_table, guard)
             woke = False  # the last claim followed a wake-up of the listener turn
             runner = TaskRunner(settings, repo, guard, self.router)
             claim: Callable[[], Any] = lambda: _claim_one(guard)  # noqa: E731
             batch_runner = None
             if settings.queue_batch_size > 1:  # batch mode: claim() returns a Batch
-                if settings.db_driver == "SINGLE_STORE":
-                    raise ConfigError("QUEUE_BATCH_SIZE > 1 exige FOR UPDATE SKIP LOCKED, que o "
-                                      "SingleStore não tem: use QUEUE_BATCH_SIZE=1")
-                claim = BatchClaimer(repo, settings.queue_table, settings.queue_batch_size).claim
+                claim = BatchClaimer(guard, self.backend.capabilities,
+                                     settings.queue_batch_size).claim
                 batch_runner = BatchRunner(settings, repo, self.router, self.observer)
             logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
             if self.on_connect is not None:
@@ -172,12 +161,14 @@ class Consumer:
                             continue
                     self.paused = gate.is_paused()
                     if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
-                        _settle(guard)
+                        guard.settle()
                         self._handle(notifier.wait(CHECK_INTERVAL))
                         continue
                     tarefa = claim()
-                    if tarefa is not None and hasattr(notifier, "claimed"):
-                        notifier.claimed()  # QUEUE_CONCURRENCY: wake one more idle thread
+                    if tarefa is not None:
+                        # QUEUE_CONCURRENCY: wake one more idle thread; MySQL native: hand
+                        # the idle turn on before the task runs.
+                        notifier.claimed()
                 # Reset only once a claim went through: in client/server mode listen()
                 # tolerates a dead server, so reaching this loop proves nothing yet.
                 backoff.reset()
@@ -205,7 +196,7 @@ class Consumer:
                     pending, woke, busy = self._turn_claim(repo, notifier, turn, claim,
                                                            gate, busy)
                 else:
-                    _settle(guard)
+                    guard.settle()
                     busy = self._idle_wait(repo, notifier, busy)
         finally:
             notifier.close()

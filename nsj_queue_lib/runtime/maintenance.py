@@ -86,6 +86,7 @@ class AdminService:
 
     name = "admin"
     admin_id = 0
+    on_demand = False  # (Job: due at the configured minutes)
 
     def __init__(self, settings: Settings, backend: Backend, minutes: FrozenSet[int],
                  stop_event: Optional[threading.Event] = None,
@@ -221,21 +222,20 @@ class AdminService:
 
 
 class Job(Protocol):
-    """What `AdminSlots` runs: an admin job, or another periodic read of the worker.
-
-    A job with `on_demand = True` is asked `next_delay()` afresh at each check (its
-    delay depends on requests that come meanwhile); the others once per run (a clock
-    slot must not be skipped because it was checked a moment after it began).  A job
-    with a `run_slot(session, busy)` method (`AdminService`) is run through it.
-    """
+    """What `AdminSlots` runs: an admin job, or another periodic read of the worker."""
 
     name: str
+    # True: `next_delay()` is asked afresh at each check (its delay depends on requests
+    # that come meanwhile); False: once per run (a clock slot must not be skipped because
+    # it was checked a moment after it began).
+    on_demand: bool
 
     def next_delay(self) -> float:
         """Seconds from now to the job's next run (inf: none planned)."""
 
-    def run_on(self, session: DbSession, busy: Collection[int] = ()) -> object:
-        """Run on the worker's `session` (outside a transaction)."""
+    def run_slot(self, session: DbSession, busy: Collection[int] = ()) -> object:
+        """The run `AdminSlots` asks for when the job is due, on the worker's `session`
+        (outside a transaction); `busy`: tasks this session claimed and has not run."""
 
 
 class AdminSlots:
@@ -266,7 +266,7 @@ class AdminSlots:
     def _deadline(self, job: Job, now: float) -> float:
         if id(job) in self._running:
             return float("inf")
-        if getattr(job, "on_demand", False):
+        if job.on_demand:
             return now + job.next_delay()
         return self._due[id(job)]
 
@@ -308,7 +308,7 @@ class AdminSlots:
     def _run(self, job: Job, session: DbSession, busy: Collection[int]) -> None:
         outage = self._outages.get(job.name)
         try:
-            getattr(job, "run_slot", job.run_on)(session, busy)
+            job.run_slot(session, busy)
         except (DatabaseUnavailable, CoordinationError) as exc:
             if outage is None:
                 outage = self._outages[job.name] = OutageReport(

@@ -16,6 +16,7 @@ from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.coordination.base import Backend, task_lock_key
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.batch import BatchClaimer
 from tests.fixtures.queue import BACKENDS, Queue
 
 
@@ -81,7 +82,7 @@ def test_claim_follows_priority_then_age_and_never_hands_out_a_task_twice(h):
     assert (first["id"], second["id"]) == (high, mid)
     assert first["status"] == "processando" and first["payload"] == '{"n": "high"}'
     assert h.q.row(high)["status"] == "processando"
-    [third] = one.claim(5) if h.backend.capabilities.batch_claim else one.claim()
+    [third] = one.claim(5)
     assert third["id"] == low and two.claim() == []
     for guard, tarefa in ((one, first), (two, second), (one, third)):
         assert _run(h, guard, tarefa)
@@ -92,6 +93,32 @@ def test_claim_with_a_limit_returns_several_tasks_in_claim_order(h):
     ids = [h.q.insert({"n": i}, prioridade=50 + i) for i in range(4)]
     claimed = h.guard().claim(3)
     assert [t["id"] for t in claimed] == [ids[3], ids[2], ids[1]]
+
+
+def test_batch_claim_takes_tasks_in_claim_order_inside_the_callers_transaction(h):
+    if not h.backend.capabilities.batch_claim:
+        pytest.skip("backend sem modo lote")
+    ids = [h.q.insert({"n": i}, prioridade=50 + i) for i in range(4)]
+    one, two = h.guard(), h.guard()
+    claimer = BatchClaimer(one, h.backend.capabilities, 3)  # (its transaction, its session)
+    batch = claimer.claim()
+    assert [t["id"] for t in batch.tasks] == [ids[3], ids[2], ids[1]]
+    assert all(t["status"] == "processando" for t in batch.tasks)
+    # Nothing of the batch is visible before its commit; its rows are not claimable.
+    assert h.q.count("status = 'processando'") == 0
+    # (MariaDB: the candidates the batch's claim read stay row-locked too, so a concurrent
+    # claim may find nothing; it never gets a task of the batch.)
+    other = BatchClaimer(two, h.backend.capabilities, 3).claim()
+    taken = [t["id"] for t in other.tasks] if other is not None else []
+    assert taken in ([ids[0]], [])
+    two.repo.session.commit()
+    one.repo.session.rollback()  # a crashed batch: every task is waiting again
+    assert h.q.count("status = 'pendente'") == 4 - len(taken)
+    claimer.size = 5
+    assert [t["id"] for t in claimer.claim().tasks] == [ids[3], ids[2], ids[1]] + (
+        [] if taken else [ids[0]])
+    one.repo.session.commit()
+    assert h.q.count("status = 'processando'") == 4
 
 
 def test_the_task_lock_is_held_until_release_and_dies_with_the_session(h):

@@ -11,6 +11,7 @@ import time
 
 import psycopg2.extensions
 
+from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.runtime.batch import BatchClaimer, BatchRunner
@@ -197,7 +198,9 @@ def test_a_batch_costs_two_round_trips_per_task_and_four_per_batch(queue):
     try:
         session.conn.cursor_factory = _CountingCursor
         repo = TaskRepository(session, settings.queue_table, legacy=False)
-        claimer = BatchClaimer(repo, settings.queue_table, 4)
+        backend = make_backend(settings)
+        backend.check(session)
+        claimer = BatchClaimer(backend.guard(session, repo), backend.capabilities, 4)
         runner = BatchRunner(settings, repo, FunctionRouter(insert_effect(queue.qeffects)))
         assert runner.run(claimer.claim()) == 4  # (the first claim also reads the horizon)
         before = _CountingCursor.sent

@@ -26,6 +26,7 @@ from nsj_queue_lib.db.server import (
 )
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.runtime.batch import BatchClaimer
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import RetryService
 from tests.mysql.conftest import make_settings
@@ -179,13 +180,21 @@ def test_client_server_refuses_batch_mode_without_skip_locked(mode, myqueue):
     batch = make_settings(myqueue, QUEUE_BATCH_SIZE="10")
     s = _forced(batch, mode)
     try:
-        with pytest.raises(ConfigError, match="QUEUE_BATCH_SIZE > 1 exige FOR UPDATE SKIP"):
-            SocketBackend(batch).check(s)
-        SocketBackend(make_settings(myqueue)).check(s)  # one task at a time: fine
+        backend = SocketBackend(batch)
+        backend.check(s)  # the server is usable (one task at a time)
+        assert backend.capabilities.batch_claim is False
+        guard = backend.guard(s, TaskRepository(s, batch.queue_table))
+        try:
+            with pytest.raises(ConfigError, match="QUEUE_BATCH_SIZE > 1 exige FOR UPDATE SKIP"):
+                BatchClaimer(guard, backend.capabilities, 10)
+        finally:
+            guard.close()
     finally:
         s.close()
     real = DbSession.open(batch)
     try:
-        SocketBackend(batch).check(real)  # MariaDB 10.11 has SKIP LOCKED: batch allowed
+        backend = SocketBackend(batch)
+        backend.check(real)  # MariaDB 10.11 has SKIP LOCKED: batch allowed
+        assert backend.capabilities.batch_claim is True
     finally:
         real.close()

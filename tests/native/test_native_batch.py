@@ -8,6 +8,7 @@ import signal
 import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
+from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.coordination.mysql import lock_name, lock_prefix
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
@@ -174,7 +175,9 @@ def test_a_batch_on_mariadb_costs_two_statements_per_task_and_five_per_batch(nq)
     session = DbSession.open(settings)
     try:
         repo = TaskRepository(session, settings.queue_table)
-        claimer = BatchClaimer(repo, settings.queue_table, 4)
+        backend = make_backend(settings)
+        backend.check(session)
+        claimer = BatchClaimer(backend.guard(session, repo), backend.capabilities, 4)
         runner = BatchRunner(settings, repo, FunctionRouter(insert_effect(nq.qeffects)))
 
         def run_batch() -> None:

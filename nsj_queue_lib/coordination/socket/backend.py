@@ -10,6 +10,7 @@ connection the moment it closes or stops answering its heartbeat.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Callable, Optional
 
 from nsj_queue_lib.config import Settings
@@ -20,7 +21,7 @@ from nsj_queue_lib.coordination.socket.notifier import SocketNotifier, notify_se
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server import NOWAIT, SKIP_LOCKED, session_row_lock_mode
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ConfigError, CoordinationError
+from nsj_queue_lib.exceptions import CoordinationError
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +31,10 @@ class SocketBackend:
 
     name = "socket"
     # The server probes the queue every QUEUE_POLL_INTERVAL: an insert wakes the workers.
+    # Batch mode claims in SQL (FOR UPDATE SKIP LOCKED): refused by check() on a server
+    # without it.
     capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=False,
-                                batch_claim=False, lock_on_task_session=False)
+                                batch_claim=True, lock_on_task_session=False)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -40,15 +43,13 @@ class SocketBackend:
     def check(self, session: DbSession) -> None:
         """Any database the repository speaks works here; on a server without FOR UPDATE
         SKIP LOCKED (MySQL < 8.0, MariaDB < 10.6, SingleStore: db/server.py) the rescue
-        fences rows with NOWAIT or a short lock wait, and batch mode is refused."""
+        fences rows with NOWAIT or a short lock wait, and batch mode is not offered
+        (`capabilities.batch_claim` False: runtime/batch.py refuses QUEUE_BATCH_SIZE > 1)."""
         mode = session_row_lock_mode(session, singlestore=self.settings.db_driver == "SINGLE_STORE")
         if mode == SKIP_LOCKED:
             return
-        if self.settings.queue_batch_size > 1:
-            raise ConfigError(
-                "QUEUE_BATCH_SIZE > 1 exige FOR UPDATE SKIP LOCKED (MySQL >= 8.0, MariaDB >= "
-                "10.6), que este servidor não tem: use QUEUE_BATCH_SIZE=1 no modo "
-                "cliente/servidor.")
+        # (per backend instance: the server is the same for all of its sessions)
+        self.capabilities = replace(type(self).capabilities, batch_claim=False)
         if not self._warned:
             self._warned = True
             logger.info("Servidor sem FOR UPDATE SKIP LOCKED: o resgate usa %s",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, List, Optional
 
-from nsj_queue_lib.coordination.base import LockKey, MarkedAhead, task_lock_key
+from nsj_queue_lib.coordination.base import LockKey, MarkedAhead, TaskGuard, task_lock_key
 from nsj_queue_lib.coordination.socket.locker import SocketLocker
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 CANDIDATES = 8  # ids read per claim; a handful of index entries whatever the backlog
 
 
-class SocketGuard:
+class SocketGuard(TaskGuard):
     """Implements `TaskGuard` with a server-side `Locker` (any database).
 
     Claim: the server hands out due ids already locked for this session (`claim`,
@@ -39,6 +39,10 @@ class SocketGuard:
     a rescuer that took the lock after this worker lost its socket skips the row
     (FOR UPDATE SKIP LOCKED) instead of re-queueing a task that is still running,
     and a task whose mark was rolled back is skipped, never run.
+
+    Batch mode uses the default `claim_batch`, the dialect's claim without the server:
+    the batch's rows stay row-locked and invisibly 'processando' until its commit, so
+    the rescue (which needs a committed 'processando' row) never sees them.
     """
 
     def __init__(self, repo: TaskRepository, locker: SocketLocker, queue_table: str,

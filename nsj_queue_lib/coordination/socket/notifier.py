@@ -20,7 +20,7 @@ import time
 from typing import Optional, Tuple, Union
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import Notification
+from nsj_queue_lib.coordination.base import Notification, Notifier
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.connection import SocketConnection
 from nsj_queue_lib.coordination.socket.tls import client_tls_context
@@ -32,7 +32,7 @@ DEFAULT_NOTIFY_PORT = 8770
 _MAX_PENDING = 64
 
 
-class SocketNotifier:
+class SocketNotifier(Notifier):
     """Wake-ups through the socket server (implements `Notifier`)."""
 
     def __init__(self, host: str, port: int, token: Optional[str] = None,
