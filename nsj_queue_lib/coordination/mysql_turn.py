@@ -15,6 +15,11 @@ queue take turns through one session named lock (the "idle turn"):
 * a new holder waits one fast poll step before its first probe, so the claim of the
   worker that handed the turn on has committed (its task is no longer seen as due).
 
+MariaDB's GET_LOCK waits fractions of a second; MySQL's takes whole seconds (it reads
+the timeout as an integer, so 0.3 would become no wait at all and a waiter would spin
+through GET_LOCK statements): there a wait is rounded UP to whole seconds, so a waiter
+sends one statement per second and reads HALT every second.
+
 The named lock dies with its connection: a holder killed with kill -9 is replaced
 by the next waiter as soon as the server notices the closed connection.  The turn
 is taken on the connection the worker already has (the consumer's, or the
@@ -24,11 +29,13 @@ QUEUE_CONCURRENCY listener's): no connection is added.
 from __future__ import annotations
 
 import logging
-from typing import Any, Tuple
+import math
+from typing import Any, Optional, Tuple
 
 from nsj_queue_lib.coordination.base import admin_lock_key
 from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER
 from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.server import is_mariadb
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
@@ -41,13 +48,26 @@ def turn_lock_name(prefix: str, queue_table: str) -> str:
     return f"{prefix}{key[0]}:{key[1]}"
 
 
+def fractional_lock_waits(session: DbSession) -> bool:
+    """True when the server's GET_LOCK waits fractions of a second (MariaDB >= 10.1.2);
+    False for MySQL (whole seconds) and when the server is unknown.  Read from the
+    connection's handshake: no statement."""
+    conn = session.conn
+    version = getattr(conn, "server_version", None)
+    if version is None and hasattr(conn, "get_server_info"):
+        version = conn.get_server_info()
+    return is_mariadb(str(version or ""))
+
+
 class IdleTurn:
     """The idle turn of one queue on one MySQL session (a named lock)."""
 
     def __init__(self, session: DbSession, queue_table: str, name: str, has_due_sql: str,
-                 control: bool = True) -> None:
+                 control: bool = True, fractional: Optional[bool] = None) -> None:
         self.session = session
         self.name = name  # the named lock (see mysql.lock_name)
+        # GET_LOCK takes fractions of a second (MariaDB), else whole seconds (MySQL).
+        self.fractional = fractional_lock_waits(session) if fractional is None else fractional
         q = Queries(session.dialect, queue_table, filename="turn.sql")
         has_due = has_due_sql.strip()
         self._wait_sql = q["turn_wait"] if control else q["turn_wait_no_control"]
@@ -69,9 +89,17 @@ class IdleTurn:
         """Wait up to `seconds` for the turn inside the server; (granted, HALT time read)."""
         self.waits += 1
         row = self.session.fetch_one(self._wait_sql, {"turn": self.name,
-                                                      "wait": round(max(0.0, seconds), 3)})
+                                                      "wait": self.wait_argument(seconds)})
         self.held = bool(row and row["got"] == 1)
         return self.held, row["halt_at"] if row else None
+
+    def wait_argument(self, seconds: float) -> Any:
+        """GET_LOCK's timeout for a wait of `seconds`: milliseconds on MariaDB; whole
+        seconds, rounded up, on MySQL (never a fraction it would round down to 0)."""
+        wait = round(max(0.0, seconds), 3)
+        if self.fractional or wait <= 0:
+            return wait
+        return math.ceil(wait)
 
     def probe(self, read_halt: bool) -> Tuple[bool, Any]:
         """The holder's poll: (a task is due, HALT time read or None).  A due task also

@@ -276,3 +276,34 @@ def test_lost_connections_of_the_holder_and_of_a_waiter(nq):
     assert all(w.proc.poll() is None for w in workers)
     for worker in workers:
         assert "Erro inesperado" not in worker.log(), worker.log()[-3000:]
+
+
+def test_get_lock_waits_in_whole_seconds_unless_the_server_is_mariadb(nq):
+    """MySQL reads GET_LOCK's timeout as whole seconds (0.3 -> 0: no wait, so a waiter
+    would spin through GET_LOCK statements until its slice ends); MariaDB takes
+    fractions.  The turn detects MariaDB from the handshake and, elsewhere, rounds a
+    wait up to whole seconds.  (No MySQL server here: the whole-second path runs on
+    MariaDB, whose GET_LOCK(name, 1) waits one second as MySQL's does.)"""
+    settings = nq.settings()
+    holder_session, waiter_session = DbSession.open(settings), DbSession.open(settings)
+    try:
+        holder, waiter = (MysqlBackend(settings).notifier(s)
+                          for s in (holder_session, waiter_session))
+        holder.listen()
+        waiter.listen()
+        assert holder.turn is not None and waiter.turn is not None
+        assert waiter.turn.fractional  # MariaDB 10.11, from the handshake
+        assert waiter.turn.wait_argument(0.3) == 0.3
+        holder.wait(0.2)
+        assert holder.turn.held
+        waiter.turn.fractional = False  # as on MySQL
+        assert [waiter.turn.wait_argument(s) for s in (0.0, 0.001, 0.3, 0.5, 1.0, 1.2)] == [
+            0.0, 1, 1, 1, 1, 2]
+        started = time.monotonic()
+        assert waiter.wait(0.3) == []
+        elapsed = time.monotonic() - started
+        assert 0.9 <= elapsed < 2.0, elapsed  # one whole-second wait inside the server
+        assert (waiter.turn.waits, waiter.turn.held) == (1, False)
+    finally:
+        holder_session.close()
+        waiter_session.close()
