@@ -33,16 +33,17 @@ from nsj_queue_lib.coordination.base import (
 from nsj_queue_lib.coordination.listener_turn import HELD, ListenerTurn, take_stale
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import (
-    ConfigError,
-    CoordinationError,
-    DatabaseRefused,
-    DatabaseUnavailable,
-)
+from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.runtime.reconnect import LoopTexts, reconnecting
 from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
 
 logger = logging.getLogger(__name__)
+
+LISTENER_TEXTS = LoopTexts(lost="listener sem conexão",
+                           restarting="listener reiniciando após erro inesperado",
+                           unexpected="Listener: erro inesperado; reiniciando em %.1f s",
+                           stopped="listener parado por erro de configuração")
 
 LISTEN_SLICE = 0.5  # seconds; bounds how long a stop request waits for the listener
 IDLE_GRACE = 0.1  # seconds an idle thread between two waits still counts as idle
@@ -182,6 +183,8 @@ class Listener:
         self.stop = stop
         self.problem: Optional[str] = "o listener ainda não se conectou"
         self.halted = False
+        self._outage = OutageReport("Listener: conexão indisponível", logger, burst=5,
+                                    every=60.0)
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> None:
@@ -235,54 +238,38 @@ class Listener:
                 turn.forget()
 
     def _loop(self) -> None:
-        backoff = Backoff()
-        outage = OutageReport("Listener: conexão indisponível", logger, burst=5, every=60.0)
-        connected_once = False
-        while not self.stop.is_set():
-            session: Optional[DbSession] = None
-            notifier: Any = None
-            try:
-                session = DbSession.open(
-                    self.settings, application_name=f"nsj_queue_lib:{self.settings.queue_name}")
-                notifier = self.backend.notifier(session, has_idle=self.hub.has_idle)
-                notifier.listen()
-                self.problem = None
-                connected_once = True
-                backoff.reset()
-                outage.recovered()
-                # Task threads may have gone idle while this was reconnecting.
-                self.hub.post([Notification("", "")])
-                turn = notifier.listener_turn(self.settings.queue_table)
-                while not self.stop.is_set():
-                    if turn is not None and self.hub.has_idle():
-                        self._listen_turn(turn, notifier, session)
-                        continue
-                    notes = notifier.wait(LISTEN_SLICE)
-                    if turn is not None:
-                        # Not holding the turn: another process's listener is woken for
-                        # new tasks; only HALT matters here.
-                        notes = [n for n in notes if n.payload == HALT_PAYLOAD]
-                    self._deliver(notes)
-            except (DatabaseUnavailable, CoordinationError) as exc:
-                self.problem = f"listener sem conexão: {exc}"
-                delay = backoff.next()
-                if not (isinstance(exc, DatabaseRefused) and not connected_once):
-                    # (a refusal at start is the task threads' configuration error)
-                    outage.failed(f"{exc}; nova tentativa em {delay:.1f} s")
-                self.stop.wait(delay)
-            except ConfigError:
-                self.problem = "listener parado por erro de configuração"
-                raise
-            except Exception:
-                self.problem = "listener reiniciando após erro inesperado"
-                delay = backoff.next()
-                logger.exception("Listener: erro inesperado; reiniciando em %.1f s", delay)
-                self.stop.wait(delay)
-            finally:
-                if notifier is not None:
-                    notifier.close()
-                if session is not None:
-                    session.close()
+        reconnecting(
+            self.settings, self.stop, self._serve, texts=LISTENER_TEXTS, outage=self._outage,
+            log=logger, report=self._report,
+            # (a refusal at start is the task threads' configuration error)
+            refused_at_start="quiet",
+            application_name=f"nsj_queue_lib:{self.settings.queue_name}")
+
+    def _report(self, problem: Optional[str]) -> None:
+        self.problem = problem
+
+    def _serve(self, session: DbSession, backoff: Backoff) -> None:
+        notifier = self.backend.notifier(session, has_idle=self.hub.has_idle)
+        try:
+            notifier.listen()
+            self.problem = None
+            backoff.reset()
+            self._outage.recovered()
+            # Task threads may have gone idle while this was reconnecting.
+            self.hub.post([Notification("", "")])
+            turn = notifier.listener_turn(self.settings.queue_table)
+            while not self.stop.is_set():
+                if turn is not None and self.hub.has_idle():
+                    self._listen_turn(turn, notifier, session)
+                    continue
+                notes = notifier.wait(LISTEN_SLICE)
+                if turn is not None:
+                    # Not holding the turn: another process's listener is woken for
+                    # new tasks; only HALT matters here.
+                    notes = [n for n in notes if n.payload == HALT_PAYLOAD]
+                self._deliver(notes)
+        finally:
+            notifier.close()
 
 
 def run_threads(consumers: List[Any], listener: Listener, stop: threading.Event) -> None:

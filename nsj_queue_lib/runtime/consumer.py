@@ -17,16 +17,12 @@ from nsj_queue_lib.coordination.listener_turn import (
 from nsj_queue_lib.db.identifiers import display
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import (
-    ConfigError,
-    CoordinationError,
-    DatabaseRefused,
-    DatabaseUnavailable,
-)
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner
 from nsj_queue_lib.runtime.maintenance import AdminSlots
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
+from nsj_queue_lib.runtime.reconnect import LoopTexts, reconnecting
 from nsj_queue_lib.runtime.router import Router
 from nsj_queue_lib.runtime.runner import TaskRunner
 from nsj_queue_lib.runtime.schedule import Backoff
@@ -48,6 +44,10 @@ def _capped(timeout: float, repo: TaskRepository) -> float:
     cap = repo.idle_wait_cap()
     return timeout if cap is None else min(timeout, cap)
 
+
+CONSUMER_TEXTS = LoopTexts(lost="conexão com o banco perdida",
+                           restarting="worker reiniciando após erro inesperado",
+                           unexpected="Erro inesperado no worker; reiniciando em %.1f s")
 
 WAIT_SLICE = 0.5  # seconds; bounds how long a stop request waits for an idle worker
 # Due rows exist but none could be claimed (another worker holds them right now):
@@ -85,39 +85,12 @@ class Consumer:
         self.db_problem: Optional[str] = None
 
     def run(self) -> None:
-        backoff = Backoff()
-        connected_once = False
-        while not self.stop.is_set():
-            session: Optional[DbSession] = None
-            try:
-                try:
-                    session = DbSession.open(self.settings)
-                except DatabaseRefused as exc:
-                    if not connected_once:
-                        # Wrong DB_USER / DB_PASS / DB_BASE at start: a configuration
-                        # error (exit 2), not an outage to wait out.
-                        raise ConfigError(str(exc)) from None
-                    raise
-                connected_once = True
-                self._serve(session, backoff)
-            except (DatabaseUnavailable, CoordinationError) as exc:
-                self.db_problem = f"conexão com o banco perdida: {exc}"
-                self.observer.connection_lost()
-                delay = backoff.next()
-                self._outage.failed(f"{exc}; nova tentativa em {delay:.1f} s")
-                self.stop.wait(delay)
-            except ConfigError:
-                raise
-            except Exception:
-                self.db_problem = "worker reiniciando após erro inesperado"
-                # Never let an unexpected error end the worker: start over on a new
-                # connection (a task it left 'processando' is rescued as usual).
-                delay = backoff.next()
-                logger.exception("Erro inesperado no worker; reiniciando em %.1f s", delay)
-                self.stop.wait(delay)
-            finally:
-                if session is not None:
-                    session.close()
+        reconnecting(self.settings, self.stop, self._serve, texts=CONSUMER_TEXTS,
+                     outage=self._outage, log=logger, report=self._report,
+                     on_lost=self.observer.connection_lost)
+
+    def _report(self, problem: Optional[str]) -> None:
+        self.db_problem = problem
 
     def _serve(self, session: DbSession, backoff: Backoff) -> None:
         settings = self.settings
