@@ -140,12 +140,17 @@ class HeartbeatService(BackgroundService):
             return None
         from nsj_queue_lib.coordination.socket.locker import SocketLocker
 
-        if self._server is None:
-            self._server = SocketLocker.from_settings(self.settings, admin=True)
-        if self._server.ping():
-            return None
-        return (f"servidor de filas {self.settings.server_host}:"
-                f"{self.settings.lock_service_port} não respondeu")
+        address = f"{self.settings.server_host}:{self.settings.lock_service_port}"
+        try:
+            if self._server is None:
+                self._server = SocketLocker.from_settings(self.settings, admin=True)
+            if self._server.ping():
+                return None
+        except ConfigError as exc:
+            # (a server that now requires TLS, or a 1.2.2 one): a problem to report in the
+            # heartbeat file, not a failure of the heartbeat itself (it would go stale)
+            return f"servidor de filas {address} recusou a conexão: {exc}"
+        return f"servidor de filas {address} não respondeu"
 
     def _pause_state(self) -> Dict[str, Any]:
         """The queue's pause flag (nsj-queue pause), read on the heartbeat's session."""

@@ -18,6 +18,7 @@ from nsj_queue_lib.coordination.socket.connection import SocketConnection
 from nsj_queue_lib.coordination.socket.notifier import SocketNotifier
 from nsj_queue_lib.coordination.socket.tls import client_context
 from nsj_queue_lib.exceptions import ConfigError
+from tests.fixtures.processes import run_python
 from tests.fixtures.queue import TOKEN, Queue
 from tests.fixtures.servers import SERVER_READY, QueueServerProc
 from tests.fixtures.waiting import eventually
@@ -235,3 +236,37 @@ def test_a_tls_client_that_stops_reading_is_dropped_without_delaying_wake_ups(pg
         assert slowest < 0.5, slowest
     eventually(lambda: "cliente lento" in srv.log(), 5, message="cliente lento desconectado")
     stuck.close()
+
+
+def test_health_names_a_listener_thread_stopped_by_a_server_that_now_requires_tls(
+        pgq, certs, tmp_path):
+    """The listener thread of a QUEUE_CONCURRENCY worker ends only on a configuration
+    error (a lost connection is retried).  For real: the socket server comes back with
+    TLS required, the listener's reconnection is refused (ConfigError) and its thread
+    ends; the idle task threads find out only at their periodic claim.  Meanwhile the
+    probe must say the worker is unhealthy because its listener stopped."""
+    srv = pgq.start_server()
+    health_file = tmp_path / "worker.health"
+    env = pgq.env(QUEUE_HEALTH_FILE=str(health_file))
+    worker = pgq.start_ready_worker(QUEUE_CONCURRENCY="2", QUEUE_HEALTH_FILE=str(health_file),
+                                    QUEUE_WAIT_NOTIFY_INTERVAL="300")
+    try:
+        eventually(lambda: _probe(env).returncode == 0, 30, message="worker saudável")
+        srv.stop()
+        _tls_server(pgq, certs)
+
+        def unhealthy():
+            res = _probe(env)
+            return (res.returncode == 1 and "a thread do listener parou" in res.stdout
+                    and res)
+
+        res = eventually(unhealthy, 60, interval=0.5, message="saúde aponta o listener")
+        assert "listener parado por erro de configuração" in res.stdout, res.stdout
+        assert "este servidor exige TLS" in worker.log()
+        assert worker.proc.poll() is None, worker.log()  # the task threads still wait
+    finally:
+        worker.stop(timeout=20)
+
+
+def _probe(env: dict):
+    return run_python(["-m", "nsj_queue_lib.health"], env=env)
