@@ -135,7 +135,13 @@ class Consumer:
                     self.paused = gate.is_paused()
                     if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
                         guard.settle()
-                        self._handle(notifier.wait(CHECK_INTERVAL))
+                        if self.backend.capabilities.wakes_when_due:
+                            # (its wake-ups mean "a task is due": with a backlog every
+                            # wait would end at once; only HALT and resume matter here)
+                            self.stop.wait(CHECK_INTERVAL)
+                            self._handle(notifier.wait(0))
+                        else:
+                            self._handle(notifier.wait(CHECK_INTERVAL))
                         continue
                     tarefa = claim()
                     if tarefa is not None:

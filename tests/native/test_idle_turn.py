@@ -11,10 +11,13 @@ import signal
 import time
 from typing import Dict, List
 
+import pytest
+
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.coordination.mysql import HALT_CHECK, MysqlBackend, lock_prefix
 from nsj_queue_lib.coordination.mysql_turn import turn_lock_name
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.pause import CHECK_INTERVAL
 from tests.fixtures.processes import wait_all_ready, wait_ready
 from tests.fixtures.waiting import eventually
 
@@ -307,3 +310,38 @@ def test_get_lock_waits_in_whole_seconds_unless_the_server_is_mariadb(nq):
     finally:
         holder_session.close()
         waiter_session.close()
+
+
+@pytest.mark.parametrize("concurrency", ["1", "2"])
+def test_a_paused_queue_with_a_backlog_keeps_its_workers_quiet(nq, concurrency):
+    """Paused with tasks waiting, no worker polls (fails before the fix: every due probe
+    ended the paused wait at once, so each worker -- with QUEUE_CONCURRENCY, the
+    listener feeding its threads -- went round GET_LOCK, probe and pause read like the
+    turn holder does); on resume the tasks run, once each."""
+    workers = [nq.start_worker(QUEUE_CONCURRENCY=concurrency) for _ in range(2)]
+    wait_all_ready(workers)
+    with QueueAdmin.from_settings(nq.settings()) as admin:
+        admin.pause(motivo="manutenção")
+    time.sleep(CHECK_INTERVAL * 3)  # every worker has read the flag
+    ids = [nq.insert({"efeito": f"s{i}"}) for i in range(3)]
+    time.sleep(1.0)
+    seconds = 3.0
+    seen = _sample(nq, seconds)
+    # Per connection: the pause flag and the HALT request, each read every 0.5 s.
+    most = seconds * 4 + 4
+    assert all(len(s["queries"]) <= most for s in seen.values()), (
+        most, {c: len(s["queries"]) for c, s in seen.items()})
+    assert nq.count("status = 'pendente'") == 3
+    with QueueAdmin.from_settings(nq.settings()) as admin:
+        admin.resume()
+    for task_id in ids:
+        nq.wait_status(task_id, "sucesso", timeout=10)
+    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)
+    # HALT still reaches paused workers.
+    nq.insert({"efeito": "depois"})
+    with QueueAdmin.from_settings(nq.settings()) as admin:
+        admin.pause()
+        time.sleep(CHECK_INTERVAL * 3)
+        admin.halt()
+    for worker in workers:
+        assert worker.wait_exit(timeout=10) == 0, worker.log()[-3000:]
