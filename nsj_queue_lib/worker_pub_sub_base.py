@@ -227,16 +227,27 @@ class WorkerPubSubBase(WorkerBase):
     # The one router (runtime/router.py) sends subscriber and dead-letter tasks here
     # with the task's typed context; the subscription is read through its repository
     # (the task's own session, in its transaction).
+    # A subclass that redefines `execute` / `execute_dead` (to wrap them, as code written
+    # for 1.2.2 may) gets them called for every task, as 1.2.2 did; the base methods
+    # reach the same handlers through `bd_conn`.
     def run_subscriber(self, ctx: TaskContext) -> Any:
         """A subscriber task: its `@Subscriber` handler, or its webhook."""
+        if self._redefines("execute"):
+            return self.internal_execute(ctx.tarefa, ctx.bd_conn, ctx.multi_db_conn)
         return self._run_subscriber(ctx, ctx.tarefa.get("payload"))
 
     def run_dead(self, ctx: TaskContext) -> Any:
         """A dead-letter task: its `@DeadSubscriber` handler, else `execute_dead`."""
+        if self._redefines("execute_dead"):
+            return self.internal_execute_dead(ctx.tarefa, ctx.bd_conn, ctx.multi_db_conn)
         handler = self._dead_handler(ctx.tarefa)
         if handler is None:
             return super().run_dead(ctx)
         return self._run_dead(ctx, handler, ctx.tarefa.get("payload"))
+
+    def _redefines(self, name: str) -> bool:
+        """True when the worker's class overrides WorkerPubSubBase's method `name`."""
+        return getattr(type(self), name) is not getattr(WorkerPubSubBase, name)
 
     def _run_subscriber(self, ctx: TaskContext, payload: Optional[str]) -> Any:
         subscriber_id = self._subscriber_id(ctx.tarefa)

@@ -78,3 +78,54 @@ def test_subscriber_and_dead_tasks_read_the_subscription_through_the_context(que
         assert built == []  # none rebuilt from bd_conn (which would drop `legacy`)
     finally:
         session.close()
+
+
+class Wrapping(WorkerPubSubBase):
+    """Code written for 1.2.2 that wraps `execute` / `execute_dead` of its pub/sub worker."""
+
+    calls: ClassVar[list] = []
+
+    @Subscriber("s")
+    def run_s(self, payload, subscription, tarefa, bd_conn):
+        self.calls.append(("handler", subscription["id"]))
+        return "s ok"
+
+    @DeadSubscriber("s")
+    def dead_s(self, payload, subscription, tarefa, bd_conn):
+        self.calls.append(("dead handler", subscription["id"]))
+        return "dead ok"
+
+    def execute(self, payload, tarefa, bd_conn, multi_db_conn=None):
+        self.calls.append(("execute", tarefa["subscriber_id"]))
+        return "embrulhado: " + super().execute(payload, tarefa, bd_conn, multi_db_conn)
+
+    def execute_dead(self, payload, tarefa, bd_conn, multi_db_conn=None):
+        self.calls.append(("execute_dead", tarefa["subscriber_id"]))
+        return "embrulhado: " + super().execute_dead(payload, tarefa, bd_conn, multi_db_conn)
+
+
+def test_an_overridden_execute_still_runs_for_subscriber_and_dead_tasks(queue):
+    # Fails before the fix: the router's typed path went straight to the handlers, so an
+    # override of execute / execute_dead (called for every task by 1.2.2 and before the
+    # router) was silently skipped.
+    queue.add_subscriber("s")
+    settings = queue.settings()
+    worker = Wrapping(settings)
+    pub_id = queue.publish({"k": "v"})
+    run_in_process(queue, worker, pub_id)
+    [task_id] = [r["id"] for r in queue.rows("publication_id = %s", (pub_id,))]
+    session = DbSession(queue.server.connect())
+    try:
+        repo = TaskRepository(session, queue.table, queue.sub_table)
+        tarefa = repo.task_get(task_id)
+        Wrapping.calls = []
+        with session.transaction():
+            assert route(worker, TaskContext.for_session(tarefa, settings, repo)) == (
+                "embrulhado: s ok")
+            dead = dict(tarefa, dead=True)
+            assert route(worker, TaskContext.for_session(dead, settings, repo)) == (
+                "embrulhado: dead ok")
+        assert Wrapping.calls == [("execute", "s"), ("handler", "s"),
+                                  ("execute_dead", "s"), ("dead handler", "s")]
+    finally:
+        session.close()
