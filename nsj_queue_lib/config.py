@@ -171,8 +171,10 @@ class _Var:
 
 
 def _v(*names: str, parse: Callable[[str], Any] = _str, default: Any = None,
-       required: bool = False, doc: str = "") -> Any:
-    return field(metadata={"var": _Var(names, parse, default, required, doc)}, default=None)
+       required: bool = False, doc: str = "", secret: bool = False) -> Any:
+    # secret: kept out of repr(Settings) (tracebacks, test reports, a careless log line)
+    return field(metadata={"var": _Var(names, parse, default, required, doc)}, default=None,
+                 repr=not secret)
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,8 @@ class Settings:
     db_port: int = _v("DB_PORT", "DATABASE_PORT", parse=_port, required=True, doc="Porta")
     db_name: str = _v("DB_BASE", "DATABASE_NAME", required=True, doc="Nome da base")
     db_user: str = _v("DB_USER", "DATABASE_USER", required=True, doc="Usuário")
-    db_pass: str = _v("DB_PASS", "DATABASE_PASS", default="", doc="Senha (vazia é válida)")
+    db_pass: str = _v("DB_PASS", "DATABASE_PASS", default="", doc="Senha (vazia é válida)",
+                      secret=True)
     db_driver: str = _v("DB_DRIVER", "DATABASE_DRIVER", parse=_driver, default="POSTGRES",
                         doc="POSTGRES, MYSQL ou SINGLE_STORE")
     # Queue
@@ -233,7 +236,7 @@ class Settings:
         "LOG_DEBUG_DEPENDENCIES", parse=_bool, default=False,
         doc="com LOG_DEBUG, DEBUG também nas dependências (urllib3...) e demais loggers")
     env: str = _v("ENV", parse=lambda s: s.strip().upper() or "DEV", default="DEV")
-    grafana_url: Optional[str] = _v("GRAFANA_URL", parse=_opt_str)
+    grafana_url: Optional[str] = _v("GRAFANA_URL", parse=_opt_str, secret=True)  # (user:pass@)
     log_format: str = _v("LOG_FORMAT", parse=_log_format, default="text",
                          doc="text (padrão) ou json: um objeto JSON por linha")
     # Observability (opt-in HTTP endpoint with /metrics and /healthz)
@@ -245,7 +248,7 @@ class Settings:
                              doc="porta do painel web (python -m nsj_queue_lib.dashboard)")
     dashboard_bind_host: str = _v("DASHBOARD_BIND_HOST", default="127.0.0.1",
                                   doc="interface do painel (padrão: só loopback)")
-    dashboard_token: Optional[str] = _v("DASHBOARD_TOKEN", parse=_opt_str,
+    dashboard_token: Optional[str] = _v("DASHBOARD_TOKEN", parse=_opt_str, secret=True,
                                         doc="token das ações do painel; sem ele, só leitura")
     metrics_db_interval: float = _v("METRICS_DB_INTERVAL", parse=_positive_float, default=15.0,
                                     doc="segundos de cache das medidas lidas do banco")
@@ -254,9 +257,9 @@ class Settings:
     server_host: str = _v("SERVER_HOST", default="127.0.0.1")
     server_bind_host: Optional[str] = _v("SERVER_BIND_HOST", parse=_opt_str,
                                          doc="padrão: 0.0.0.0 com token, 127.0.0.1 sem")
-    server_auth_token: Optional[str] = _v("SERVER_AUTH_TOKEN", parse=_opt_str)
+    server_auth_token: Optional[str] = _v("SERVER_AUTH_TOKEN", parse=_opt_str, secret=True)
     server_producer_token: Optional[str] = _v(
-        "SERVER_PRODUCER_TOKEN", parse=_opt_str,
+        "SERVER_PRODUCER_TOKEN", parse=_opt_str, secret=True,
         doc="token de produtores: só notify (sem HALT, sem locks, sem listen)")
     server_max_handshakes: int = _v("SERVER_MAX_HANDSHAKES", parse=_positive_int, default=8,
                                     doc="conexões ainda não autenticadas ao mesmo tempo")
@@ -283,7 +286,8 @@ class Settings:
     # Multi-database
     multi_database: bool = _v("MULTI_DATABASE", parse=_bool, default=False)
     multi_database_user: Optional[str] = _v("MULTI_DATABASE_USER", parse=_opt_str)
-    multi_database_password: Optional[str] = _v("MULTI_DATABASE_PASSWORD", parse=_opt_str)
+    multi_database_password: Optional[str] = _v("MULTI_DATABASE_PASSWORD", parse=_opt_str,
+                                                secret=True)
     multi_database_client_id: Optional[str] = _v("MULTI_DATABASE_CLIENT_ID", parse=_opt_str)
     multi_database_api_credentials_url: str = _v(
         "MULTI_DATABASE_API_CREDETIALS_URL", "MULTI_DATABASE_API_CREDENTIALS_URL",

@@ -190,3 +190,18 @@ def test_names_follow_the_database_rules():
                      ("QUEUE_TABLE", '"a.b"'), ("QUEUE_TABLE", "a.b.c")):
         with pytest.raises(ConfigError, match=var):
             settings(**{var: bad})
+
+
+def test_secrets_stay_out_of_the_settings_repr():
+    # Fails before the fix: repr(Settings) (tracebacks, test reports, a log line with the
+    # settings) showed the database password and every token.
+    secrets = {"DB_PASS": "senha-db-7c1f", "SERVER_AUTH_TOKEN": "token-srv-90ab",
+               "SERVER_PRODUCER_TOKEN": "token-prod-33de", "DASHBOARD_TOKEN": "token-painel-5e",
+               "MULTI_DATABASE_PASSWORD": "senha-multi-12",
+               "GRAFANA_URL": "https://loki:senha-loki-8d@loki.exemplo/push"}
+    s = Settings.from_env({**BASE, **secrets}, load_dotenv=False)
+    shown = repr(s)
+    for value in secrets.values():
+        assert value not in shown, value
+    assert "db_host=" in shown and "queue_table=" in shown  # the rest is still shown
+    assert s.db_pass == "senha-db-7c1f" and s.server_auth_token == "token-srv-90ab"
