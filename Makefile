@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # .env is read by the library itself (python-dotenv), never by make: values such as
 # DB_PASS="s3cr#t" keep their quotes' meaning.
 
-.PHONY: help demo test lint bench postgres tests tests_pubsub tests_webhook tests_server \
+.PHONY: help demo test test_mysqlclient lint bench postgres tests tests_pubsub tests_webhook tests_server \
         tests_pubsub_server tests_webhook_server stop remove build_pkg upload_pkg install_to_pkg
 
 help: ## lista os alvos
@@ -25,6 +25,16 @@ demo: $(STAMP) ## demo: workers consumindo uma fila real (PostgreSQL de DB_* ou 
 test: $(STAMP) ## lint + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de NSJQ_TEST_MYSQL_*)
 	$(PY) -m ruff check nsj_queue_lib tests bench
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test_mysqlclient
+
+# The suite above runs MariaDB on pymysql (the default dependency); the contract, dialect
+# and native MariaDB tests run again on the optional C driver (extra "mysqlclient").
+test_mysqlclient: $(STAMP) ## testes de MariaDB (contrato, dialeto, nativo) com o driver C mysqlclient
+	@$(PY) -c "import MySQLdb" 2>/dev/null || $(PY) -m pip install -q 'mysqlclient>=2.1' || { \
+	  echo "mysqlclient não instalou (precisa de libmariadb-dev ou libmysqlclient-dev, pkg-config e gcc)"; \
+	  if [ -n "$$CI" ]; then exit 1; fi; echo "aviso: testes com mysqlclient pulados"; exit 0; }
+	@if $(PY) -c "import MySQLdb" 2>/dev/null; then \
+	  NSJQ_TEST_MYSQL_DRIVER=mysqlclient $(PY) -m pytest -m mysql tests/contract tests/mysql tests/native; fi
 
 lint: $(STAMP) ## ruff
 	$(PY) -m ruff check nsj_queue_lib tests bench

@@ -137,7 +137,8 @@ class ClientServerRun:
     """Server + workers of one target, all as processes.  With `server=False` the workers
     run in the database's own mode (PostgreSQL plain, or MySQL native) and no server."""
 
-    def __init__(self, target: Target, server: bool = True) -> None:
+    def __init__(self, target: Target, server: bool = True,
+                 mysql_driver: Optional[str] = None) -> None:
         self.target = target
         self.server = server
         self.notify_port = _free_port()
@@ -150,10 +151,15 @@ class ClientServerRun:
             "SERVER_BIND_HOST": "127.0.0.1", "SERVER_AUTH_TOKEN": TOKEN,
             "NOTIFY_SERVICE_PORT": str(self.notify_port),
             "LOCK_SERVICE_PORT": str(self.lock_port), "CHECK_TASKS_INTERVAL": "1",
-            "MAX_CLIENT_THREADS": "64", "PYTHONPATH": str(ROOT),
+            "MAX_CLIENT_THREADS": "64",
+            # this tree first; an installed mysqlclient elsewhere stays importable
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                          if p),
         })
         if not server:
             self.env["CLIENT_SERVER_MODE"] = "false"
+        if mysql_driver:
+            self.env["DB_MYSQL_DRIVER"] = mysql_driver
         self.procs: List[subprocess.Popen] = []
         self.settings = Settings.from_env(self.env, load_dotenv=False)
 
@@ -208,7 +214,8 @@ class ClientServerRun:
                 proc.kill()
 
 
-def processing_rate(target: Target, n: int, workers: int, server: bool = True) -> float:
+def processing_rate(target: Target, n: int, workers: int, server: bool = True,
+                    mysql_driver: Optional[str] = None) -> float:
     target.reset()
     conn = target.connect(autocommit=False)
     client = QueueClient(conn, f"{SCHEMA}.{FILA}")
@@ -218,7 +225,7 @@ def processing_rate(target: Target, n: int, workers: int, server: bool = True) -
         conn.commit()
     conn.close()
     target.settle()
-    run = ClientServerRun(target, server)
+    run = ClientServerRun(target, server, mysql_driver)
     try:
         run.start_server()
         run.start_workers(workers)
@@ -293,9 +300,22 @@ def run(pg: DevPostgres, report: Report, core_rate: Optional[float] = None,
             target.drop()
 
 
+def _mysql_drivers() -> List[str]:
+    """The DB_MYSQL_DRIVER values the native line is measured with: NSJQ_BENCH_MYSQL_DRIVERS
+    (comma-separated), else both drivers when mysqlclient is installed, else pymysql."""
+    from nsj_queue_lib.db.mysql_driver import mysqlclient_module
+
+    chosen = os.environ.get("NSJQ_BENCH_MYSQL_DRIVERS")
+    if chosen:
+        return [d.strip() for d in chosen.split(",") if d.strip()]
+    return ["pymysql", "mysqlclient"] if mysqlclient_module() is not None else ["pymysql"]
+
+
 def run_mysql(pg: DevPostgres, report: Report, n: int = 10_000, samples: int = 60) -> None:
     """MySQL lines of one run (issue 12): MariaDB native and client/server on MariaDB as
-    ratios of the plain PostgreSQL rate measured here too; pickup without producer notify."""
+    ratios of the plain PostgreSQL rate measured here too; pickup without producer notify.
+    The native line once per MySQL driver (`_mysql_drivers`); the other lines use the
+    driver DB_MYSQL_DRIVER chooses (auto: mysqlclient when installed)."""
     postgres, mariadb = Target("postgres", pg), Target("mariadb", None)
     print(f"-- MySQL modes: {n} tasks, 4 workers, each task inserts a side-effect row")
     try:
@@ -304,8 +324,10 @@ def run_mysql(pg: DevPostgres, report: Report, n: int = 10_000, samples: int = 6
     finally:
         postgres.drop()
     try:
-        report(f"mariadb native: processing {n}, 4 workers",
-               processing_rate(mariadb, n, 4, server=False), "tasks/s", base)
+        for driver in _mysql_drivers():
+            report(f"mariadb native ({driver}): processing {n}, 4 workers",
+                   processing_rate(mariadb, n, 4, server=False, mysql_driver=driver),
+                   "tasks/s", base)
         report(f"client/server mariadb: processing {n}, 4 workers",
                processing_rate(mariadb, n, 4, server=True), "tasks/s", base)
         for server, name in ((False, "mariadb native"), (True, "client/server mariadb")):

@@ -1,6 +1,9 @@
 """CPU per task of MariaDB native workers, two (or more) source trees compared in pairs.
 
-    python bench/bench_mysql_cost.py ROUNDS TASKS WORKERS label=/path/to/tree [label=...]
+    python bench/bench_mysql_cost.py ROUNDS TASKS WORKERS label=/path/to/tree[@driver] ...
+
+`@driver` (pymysql or mysqlclient) sets the workers' DB_MYSQL_DRIVER, so one tree can be
+paired with itself on the two drivers (`pymysql=.@pymysql mysqlclient=.@mysqlclient`).
 
 Each run loads TASKS tasks (each inserts a side-effect row, bench/worker_noop.py), starts
 WORKERS native workers from one tree (PYTHONPATH=tree) and reads, between 10% and 95% of
@@ -66,7 +69,7 @@ def _sample(server: int, procs, tids: List[int]) -> Tuple[float, float]:
     return workers, threads
 
 
-def one_run(tree: str, n: int, workers: int) -> Dict[str, float]:
+def one_run(tree: str, n: int, workers: int, driver: str = "") -> Dict[str, float]:
     target = bench_cs.Target("mariadb", None)
     target.reset()
     conn = target.connect(autocommit=False)
@@ -77,8 +80,10 @@ def one_run(tree: str, n: int, workers: int) -> Dict[str, float]:
         conn.commit()
     conn.close()
     target.settle()
-    run = bench_cs.ClientServerRun(target, server=False)
-    run.env["PYTHONPATH"] = tree
+    run = bench_cs.ClientServerRun(target, server=False, mysql_driver=driver or None)
+    tree = str(Path(tree).resolve())
+    run.env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH"))
+                                            if p)
     run.procs.extend(
         subprocess.Popen([sys.executable, str(Path(tree) / "bench" / "worker_noop.py")],
                          env=run.env, cwd=tree, stdout=subprocess.DEVNULL,
@@ -122,8 +127,9 @@ def main() -> int:
     results: Dict[str, List[Dict[str, float]]] = {label: [] for label, _ in trees}
     try:
         for r in range(rounds):
-            for label, tree in (trees if r % 2 == 0 else trees[::-1]):
-                m = one_run(tree, n, workers)
+            for label, spec in (trees if r % 2 == 0 else trees[::-1]):
+                tree, _, driver = spec.partition("@")
+                m = one_run(tree, n, workers, driver)
                 results[label].append(m)
                 print(f"round {r} {label:10s} workers {m['worker_us']:6.0f} µs  MariaDB "
                       f"{m['server_us']:6.0f} µs  total {m['worker_us'] + m['server_us']:6.0f} "

@@ -17,6 +17,7 @@ from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.text import one_line
 
 DRIVERS = ("POSTGRES", "MYSQL", "SINGLE_STORE")
+MYSQL_DRIVERS = ("auto", "pymysql", "mysqlclient")  # nsj_queue_lib.db.mysql_driver
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _EVERY_5 = "0,5,10,15,20,25,30,35,40,45,50,55"
 
@@ -133,6 +134,13 @@ def _driver(text: str) -> str:
     return value
 
 
+def _mysql_driver(text: str) -> str:
+    value = text.strip().lower()
+    if value not in MYSQL_DRIVERS:
+        raise ValueError(f"use um de {', '.join(MYSQL_DRIVERS)}")
+    return value
+
+
 def _str(text: str) -> str:
     return text
 
@@ -190,6 +198,8 @@ class Settings:
                       secret=True)
     db_driver: str = _v("DB_DRIVER", "DATABASE_DRIVER", parse=_driver, default="POSTGRES",
                         doc="POSTGRES, MYSQL ou SINGLE_STORE")
+    db_mysql_driver: str = _v("DB_MYSQL_DRIVER", parse=_mysql_driver, default="auto",
+                              doc="auto, pymysql ou mysqlclient (extra nsj-queue-lib[mysqlclient])")
     # Queue
     queue_name: str = _v("QUEUE_NAME", parse=_channel, required=True, doc="Canal do notify")
     queue_table: str = _v("QUEUE_TABLE", parse=_table, required=True, doc="Tabela da fila")

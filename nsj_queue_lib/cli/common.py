@@ -222,8 +222,9 @@ def driver_error_text(exc: BaseException) -> str:
     """One Portuguese line for a driver error; a missing queue table says how to create it."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
-    mysql_missing = (type(exc).__module__.startswith("pymysql") and exc.args
-                     and exc.args[0] == 1146)
+    from nsj_queue_lib.db.mysql_driver import error_code
+
+    mysql_missing = error_code(exc) == 1146
     if mysql_missing and len(exc.args) > 1:
         first = str(exc.args[1])
     if getattr(exc, "pgcode", None) == "42P01" or mysql_missing:

@@ -15,8 +15,9 @@ import re
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db import mysql_driver
 from nsj_queue_lib.db.dialect import Dialect, detect_dialect, dialect_for_driver
-from nsj_queue_lib.exceptions import DatabaseRefused, DatabaseUnavailable
+from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused, DatabaseUnavailable
 from nsj_queue_lib.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -29,14 +30,9 @@ _SERVER_STATUS_IN_TRANS = 1
 
 def _connection_errors() -> tuple:
     import psycopg2
-    import pymysql
 
-    return (
-        psycopg2.OperationalError,
-        psycopg2.InterfaceError,
-        pymysql.err.OperationalError,
-        pymysql.err.InterfaceError,
-    )
+    return (psycopg2.OperationalError, psycopg2.InterfaceError,
+            *mysql_driver.error_classes("OperationalError", "InterfaceError"))
 
 
 # MySQL server errors that end the connection; client errors (2000-2999) do too.
@@ -46,11 +42,10 @@ _MYSQL_CONNECTION_CODES = frozenset({
 
 
 def _mysql_statement_error(exc: BaseException, conn: Any = None) -> bool:
-    """pymysql raises OperationalError also for errors of one statement (deadlock 1213,
-    lock wait timeout 1205, SIGNAL 1644, ...): those leave the connection usable."""
-    import pymysql
-
-    if not isinstance(exc, pymysql.err.OperationalError) or not exc.args:
+    """pymysql and mysqlclient raise OperationalError also for errors of one statement
+    (deadlock 1213, lock wait timeout 1205, SIGNAL 1644, ...): those leave the connection
+    usable."""
+    if not isinstance(exc, mysql_driver.error_classes("OperationalError")) or not exc.args:
         return False
     code = exc.args[0]
     if not isinstance(code, int) or 2000 <= code < 3000 or code in _MYSQL_CONNECTION_CODES:
@@ -78,9 +73,9 @@ def is_connection_error(exc: BaseException, conn: Any = None) -> bool:
         return True
     if not isinstance(exc, _connection_errors()):
         return False
-    closed = getattr(conn, "closed", None)
-    if isinstance(closed, int) and not isinstance(closed, bool):  # psycopg2
-        return closed != 0
+    if not mysql_driver.is_mysql_error(exc):  # psycopg2
+        closed = getattr(conn, "closed", None)
+        return not isinstance(closed, int) or closed != 0
     return not _mysql_statement_error(exc, conn)
 
 
@@ -109,13 +104,11 @@ _MYSQL_REFUSALS = {
 def refusal(exc: BaseException, settings: Settings) -> Optional[DatabaseRefused]:
     """DatabaseRefused when `exc` (raised by connect) means the server refused the
     configured user, password or database; None for anything else (down, timeout)."""
-    import pymysql
-
     where = f"{settings.db_host}:{settings.db_port}/{settings.db_name}"
     facts = {"user": settings.db_user, "db": settings.db_name}
-    if isinstance(exc, pymysql.err.MySQLError):
-        code = exc.args[0] if exc.args else None
-        text = _MYSQL_REFUSALS.get(code) if isinstance(code, int) else None
+    if mysql_driver.is_mysql_error(exc):
+        code = mysql_driver.error_code(exc)
+        text = _MYSQL_REFUSALS.get(code) if code is not None else None
         if text is None:
             return None
         return DatabaseRefused(f"O banco {where} recusou a conexão: "
@@ -132,9 +125,10 @@ def refusal(exc: BaseException, settings: Settings) -> Optional[DatabaseRefused]
 def open_connection(driver: str, *, host: str, port: int, dbname: str, user: str,
                     password: Optional[str], autocommit: bool, connect_timeout: float,
                     application_name: str, queue_session: bool = True,
-                    keepalive_idle: int = 10) -> Any:
-    """Open a raw DB-API connection with psycopg2 (POSTGRES) or pymysql (MYSQL,
-    SINGLE_STORE); driver errors propagate as they are.
+                    keepalive_idle: int = 10, mysql_driver_name: str = "pymysql") -> Any:
+    """Open a raw DB-API connection with psycopg2 (POSTGRES) or, for MYSQL and
+    SINGLE_STORE, `mysql_driver_name` (pymysql or mysqlclient: db/mysql_driver.py);
+    driver errors propagate as they are.
 
     The one place connections are opened: the queue's own sessions (`connect`) and the
     multi-database tenant pool.  A queue session (`queue_session`) also gets
@@ -160,23 +154,30 @@ def open_connection(driver: str, *, host: str, port: int, dbname: str, user: str
                 cur.execute("SET tcp_keepalives_idle = 30; SET tcp_keepalives_interval = 10; "
                             "SET tcp_keepalives_count = 3")
         return conn
-    import pymysql
-
-    extra = ({"init_command": "SET time_zone = '+00:00'"} if queue_session
-             else {"program_name": application_name})
-    return pymysql.connect(host=host, port=port, database=dbname, user=user,
-                           password=password or "", connect_timeout=connect_timeout,
-                           autocommit=autocommit, charset="utf8mb4", **extra)
+    if queue_session:
+        return mysql_driver.connect(
+            mysql_driver_name, host=host, port=port, database=dbname, user=user,
+            password=password or "", connect_timeout=connect_timeout, autocommit=autocommit,
+            init_command="SET time_zone = '+00:00'")
+    return mysql_driver.connect(
+        "pymysql", host=host, port=port, database=dbname, user=user, password=password or "",
+        connect_timeout=connect_timeout, autocommit=autocommit, program_name=application_name)
 
 
 def connect(settings: Settings, *, connect_timeout: int = 5, application_name: str = "") -> Any:
-    """Open a raw DB-API connection in autocommit mode, as configured by `settings`."""
+    """Open a raw DB-API connection in autocommit mode, as configured by `settings`
+    (on MySQL with the driver DB_MYSQL_DRIVER chooses)."""
+    try:
+        driver = mysql_driver.resolve(settings.db_mysql_driver) if settings.is_mysql else ""
+    except ImportError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         return open_connection(
             settings.db_driver, host=settings.db_host, port=settings.db_port,
             dbname=settings.db_name, user=settings.db_user, password=settings.db_pass,
             autocommit=True, connect_timeout=connect_timeout,
-            application_name=application_name or f"nsj_queue_lib:{settings.queue_name}")
+            application_name=application_name or f"nsj_queue_lib:{settings.queue_name}",
+            mysql_driver_name=driver or "pymysql")
     except _connection_errors() as exc:
         refused = refusal(exc, settings)
         if refused is not None:
@@ -293,16 +294,19 @@ class DbSession:
         committed before it, so such statements run in autocommit as always.  Ignored
         on PostgreSQL, outside a transaction, and after a rollback; and when the
         server's answer to the COMMIT shows no open transaction (SingleStore ignores
-        AND CHAIN), the next `begin()` sends BEGIN as usual."""
-        if self.in_transaction and self.dialect.name == "mysql":
+        AND CHAIN), the next `begin()` sends BEGIN as usual.  Ignored too when the
+        driver cannot show that answer (mysqlclient over Oracle's libmysqlclient): plain
+        COMMIT, then BEGIN."""
+        if (self.in_transaction and self.dialect.name == "mysql"
+                and mysql_driver.server_status(self.conn) is not None):
             self._chain_next = True
 
     def _server_in_transaction(self) -> bool:
-        """Whether the server reported an open transaction in its last answer (pymysql
-        keeps the status flags of the last OK packet); False when the driver does not
-        tell."""
-        status = getattr(self.conn, "server_status", None)
-        return isinstance(status, int) and bool(status & _SERVER_STATUS_IN_TRANS)
+        """Whether the server reported an open transaction in its last answer (the
+        status flags of the last OK packet: db/mysql_driver.py); False when the driver
+        does not tell."""
+        status = mysql_driver.server_status(self.conn)
+        return status is not None and bool(status & _SERVER_STATUS_IN_TRANS)
 
     def transaction_usable(self) -> bool:
         """Whether the explicit transaction is open and usable as far as the client knows,

@@ -192,20 +192,22 @@ class Consumer:
 
     def _check_table(self, repo: TaskRepository) -> None:
         import psycopg2
-        import pymysql
+
+        from nsj_queue_lib.db.mysql_driver import error_classes, error_code
 
         try:
             repo.task_seconds_to_next_due()
-        except (psycopg2.ProgrammingError, pymysql.err.ProgrammingError,
-                pymysql.err.OperationalError) as exc:
-            if isinstance(exc, pymysql.err.OperationalError) and exc.args[0] != 1054:
+        except (psycopg2.ProgrammingError,
+                *error_classes("ProgrammingError", "OperationalError")) as exc:
+            if (isinstance(exc, error_classes("OperationalError"))
+                    and error_code(exc) != 1054):
                 raise
             table = display(self.settings.queue_table, repo.dialect.name)
             schema, _, fila = table.rpartition(".")
             gen = (f"python -m nsj_queue_lib.db_gen {schema or 'public'} {fila}"
                    + (" --mysql" if self.settings.is_mysql else ""))
             missing = getattr(exc, "pgcode", None) == "42P01" or (
-                isinstance(exc, pymysql.err.MySQLError) and exc.args[:1] == (1146,))
+                error_code(exc) == 1146)
             if missing:
                 raise ConfigError(f"QUEUE_TABLE: a tabela '{table}' não existe neste banco "
                                   f"(crie-a com o DDL de: {gen})") from None

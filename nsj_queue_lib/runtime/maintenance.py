@@ -377,7 +377,9 @@ def _missing_table(exc: BaseException) -> bool:
     """The statement failed because its table does not exist (PostgreSQL or MySQL)."""
     if getattr(exc, "pgcode", None) == "42P01":
         return True
-    return type(exc).__module__.startswith("pymysql") and exc.args[:1] == (1146,)
+    from nsj_queue_lib.db.mysql_driver import error_code
+
+    return error_code(exc) == 1146
 
 
 def _take_all(locker: Locker, keys: list) -> Optional[list]:

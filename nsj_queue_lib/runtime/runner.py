@@ -40,11 +40,9 @@ _VALUE_REFUSALS = frozenset({1366, 1406, 1267, 1270, 1271, 1300})
 
 def _refused_value(exc: BaseException) -> bool:
     """Whether `exc` is a MySQL refusal of a value (see _VALUE_REFUSALS)."""
-    import pymysql
+    from nsj_queue_lib.db.mysql_driver import error_code
 
-    if not isinstance(exc, pymysql.err.MySQLError) or not exc.args:
-        return False
-    return exc.args[0] in _VALUE_REFUSALS
+    return error_code(exc) in _VALUE_REFUSALS
 
 
 def _wants_traceback(exc: BaseException) -> bool:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pymysql
 import pytest
 
+from nsj_queue_lib.db import mysql_driver
 from nsj_queue_lib.db.session import DbSession, is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
@@ -20,16 +22,23 @@ from nsj_queue_lib.exceptions import DatabaseUnavailable
     (1644, False),  # SIGNAL
     (1054, False),  # unknown column
 ])
-def test_is_connection_error_for_pymysql_operational_errors(code, lost):
-    assert is_connection_error(pymysql.err.OperationalError(code, "x")) is lost
+def test_is_connection_error_for_the_drivers_operational_errors(code, lost):
+    assert is_connection_error(_errors().OperationalError(code, "x")) is lost
 
 
 def test_interface_error_is_always_a_lost_connection():
-    assert is_connection_error(pymysql.err.InterfaceError(0, ""))
+    assert is_connection_error(_errors().InterfaceError(0, ""))
+
+
+def _errors():
+    """The exception namespace of the driver under test (NSJQ_TEST_MYSQL_DRIVER)."""
+    if os.environ.get("NSJQ_TEST_MYSQL_DRIVER") == "mysqlclient":
+        return mysql_driver.mysqlclient_module()
+    return pymysql.err
 
 
 def test_statement_errors_of_library_sql_are_raised_as_is(session):
-    with pytest.raises(pymysql.err.OperationalError) as info:
+    with pytest.raises(mysql_driver.error_classes("OperationalError")) as info:
         session.fetch_all("SELECT nope FROM (SELECT 1 AS x) t")
     assert info.value.args[0] == 1054
     assert session.is_alive()
@@ -64,7 +73,7 @@ def test_a_real_deadlock_is_an_error_of_the_statement_not_a_lost_connection(sett
             errors.append(exc)
         blocked.join(30)
         assert len(errors) == 1, errors
-        assert isinstance(errors[0], pymysql.err.OperationalError)
+        assert isinstance(errors[0], mysql_driver.error_classes("OperationalError"))
         assert not isinstance(errors[0], DatabaseUnavailable)
         assert errors[0].args[0] == 1213
         a.rollback()
@@ -73,3 +82,30 @@ def test_a_real_deadlock_is_an_error_of_the_statement_not_a_lost_connection(sett
     finally:
         a.close()
         b.close()
+
+
+def test_a_killed_connection_is_database_unavailable_on_the_next_statement(session, myqueue):
+    """The server ends the session (KILL): the driver's error (2006 / 2013 / 1927, by
+    driver and timing) becomes DatabaseUnavailable, whichever driver is under test."""
+    thread_id = session.fetch_value("SELECT CONNECTION_ID()")
+    other = myqueue.server.connect()
+    try:
+        with other.cursor() as cur:
+            cur.execute(f"KILL CONNECTION {int(thread_id)}")
+    finally:
+        other.close()
+    with pytest.raises(DatabaseUnavailable):
+        session.fetch_value("SELECT 1")
+    assert not session.is_alive()
+
+
+def test_a_refused_password_is_database_refused_with_the_mysql_code(myqueue):
+    """The driver under test's refusal (1045) becomes DatabaseRefused, not a retry loop."""
+    from nsj_queue_lib.exceptions import DatabaseRefused
+    from tests.mysql.conftest import make_settings
+
+    settings = make_settings(myqueue, DB_USER="nsjq_nobody", DB_PASS="errada")
+    with pytest.raises(DatabaseRefused) as info:
+        DbSession.open(settings)
+    assert "[MySQL 1045]" in str(info.value)
+    assert "nsjq_nobody" in str(info.value)

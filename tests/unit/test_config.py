@@ -62,6 +62,13 @@ def test_db_driver_defaults_to_postgres_and_is_validated():
         settings(DB_DRIVER="ORACLE")
 
 
+def test_db_mysql_driver_defaults_to_auto_and_is_validated():
+    assert settings().db_mysql_driver == "auto"
+    assert settings(DB_MYSQL_DRIVER=" MySQLClient ").db_mysql_driver == "mysqlclient"
+    with pytest.raises(ConfigError, match=r"DB_MYSQL_DRIVER.*auto, pymysql, mysqlclient"):
+        settings(DB_MYSQL_DRIVER="connector")
+
+
 def test_missing_required_variables_are_all_named():
     with pytest.raises(ConfigError) as exc:
         Settings.from_env({}, load_dotenv=False)
