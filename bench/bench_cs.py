@@ -1,7 +1,9 @@
 """Client/server mode figures: processing rate and pickup latency with the socket server,
 on PostgreSQL and on MariaDB (python bench/bench_cs.py, or as part of bench/bench.py).
-`--statements [--native] [--cs] [--quick]`: statements per completed task on MariaDB with
-a backlog and with 4 and 32 idle workers while tasks arrive at 100/s, and the idle fleet's
+`--pickup [--idle=N ...]`: MariaDB native pickup latency with 2 (or N) workers, no notify.
+`--statements [--native] [--cs] [--quick] [--idle=N ...]`: statements per completed task on
+MariaDB with a backlog and with 4 and 32 (or N) idle workers while tasks arrive at 100/s, and
+the idle fleet's
 statements per second without arrivals (each process counted by bench/counting.py).
 
 The server runs as `python -m nsj_queue_lib.server.server_main` and the workers as
@@ -242,14 +244,14 @@ def processing_rate(target: Target, n: int, workers: int, server: bool = True,
 
 
 def pickup_latency(target: Target, samples: int, server: bool = True,
-                   notify: bool = True) -> List[float]:
+                   notify: bool = True, workers: int = 2) -> List[float]:
     target.reset()
     run = ClientServerRun(target, server)
     latencies: List[float] = []
     try:
         run.start_server()
-        run.start_workers(2)
-        run.wait_listening(2)
+        run.start_workers(workers)
+        run.wait_listening(workers)
         conn = target.connect(autocommit=False)
         client = QueueClient(conn, f"{SCHEMA}.{FILA}")
         read = target.connect()
@@ -384,8 +386,10 @@ def _counted(target: Target, server: bool, workers: int, work: Callable[[], int]
         for c in counts:
             for key, n in c.get("texts", {}).items():
                 texts[key] = texts.get(key, 0) + n
+        # per task; without arrivals (no task done), per second
+        per, unit = (done, "/task") if done else (elapsed, "/s")
         for key, n in sorted(texts.items(), key=lambda kv: -kv[1])[:12]:
-            print(f"    {n / done:6.2f}  {key}")
+            print(f"    {n / per:6.2f}{unit}  {key}")
     total = {k: sum(c[k] - (c["at_mark"] or {}).get(k, 0) for c in counts)
              for k in ("statements", "round_trips")}
     return {"statements": total["statements"] / max(done, 1),
@@ -449,11 +453,21 @@ def statements_mysql(report: Report, rate: float = 100.0, seconds: float = 30.0,
 def main() -> int:
     from bench.bench import report
 
+    if "--pickup" in sys.argv[1:]:  # MariaDB native pickup, no producer notify
+        sizes = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle=")]
+        for workers in sizes or [2]:
+            lat = pickup_latency(Target("mariadb", None), 60, server=False, notify=False,
+                                 workers=workers)
+            report(f"mariadb native pickup p50, {workers} workers", lat[len(lat) // 2], "ms",
+                   note=f"(p95 {lat[int(len(lat) * 0.95)]:.1f} ms, {len(lat)} samples)")
+        Target("mariadb", None).drop()
+        return 0
     if "--statements" in sys.argv[1:]:
         modes = tuple(m for m, flag in (("native", "--native"), ("client/server", "--cs"))
                       if flag in sys.argv[1:])
+        sizes = tuple(int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle="))
         statements_mysql(report, seconds=10.0 if "--quick" in sys.argv[1:] else 30.0,
-                         modes=modes or ("native", "client/server"))
+                         modes=modes or ("native", "client/server"), sizes=sizes or (4, 32))
         return 0
     pg = acquire()
     try:

@@ -7,11 +7,13 @@ and each one that sees a due task runs a claim).  With it, the idle workers of a
 queue take turns through one session named lock (the "idle turn"):
 
 * the holder polls the probe, as a lone worker did; the probe statement reads the
-  HALT request too when it is due, and, when a task is due, releases the turn in the
-  same statement, so the next idle worker takes over polling while the holder claims;
+  HALT request too when it is due (and the pause flag), and, when a task is due,
+  releases the turn in the same statement, so the next idle worker takes over polling
+  while the holder claims;
 * every other idle worker waits inside the server in a blocking
-  `GET_LOCK(turn, HALT_CHECK)`, which also reads the HALT request: one statement per
-  HALT_CHECK seconds, no polling, HALT seen within its usual bound;
+  `GET_LOCK(turn, TURN_WAIT)` (2 s), which reads the HALT request once the wait is
+  over: one statement per TURN_WAIT, no polling.  A holder that stops (HALT, SIGTERM)
+  hands the turn on, and the next one sees the HALT (or its own stop request) at once;
 * a new holder waits one fast poll step before its first probe, so the claim of the
   worker that handed the turn on has committed (its task is no longer seen as due).
 
@@ -71,10 +73,14 @@ class IdleTurn:
         q = Queries(session.dialect, queue_table, filename="turn.sql")
         has_due = has_due_sql.strip()
         self._wait_sql = q["turn_wait"] if control else q["turn_wait_no_control"]
-        self._probe_sql = q["turn_probe"].replace("{has_due}", has_due)
-        self._probe_halt_sql = q["turn_probe_halt"].replace("{has_due}", has_due)
+        # With a control table the probe also reads the pause flag (see turn.sql).
+        pause = (" " + q["turn_pause_columns"].strip()) if control else ""
+        self._probe_sql = q["turn_probe"].replace("{has_due}", has_due) + pause
+        self._probe_halt_sql = q["turn_probe_halt"].replace("{has_due}", has_due) + pause
         self._release_sql = q["turn_release"]
         self.held = False
+        # (pausada, motivo) read by the last probe; None without a control table.
+        self.pause: Optional[Tuple[bool, Any]] = None
         # Statements sent (for tests and diagnostics): waits and probes.
         self.waits = 0
         self.probes = 0
@@ -108,6 +114,8 @@ class IdleTurn:
         row = self.session.fetch_one(self._probe_halt_sql if read_halt else self._probe_sql,
                                      {"turn": self.name})
         due = bool(row and row["due"])
+        if row and "pausada" in row:
+            self.pause = (bool(row["pausada"]), row["motivo"])
         if due:
             self.held = False
         return due, row["halt_at"] if row else None

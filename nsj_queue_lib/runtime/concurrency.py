@@ -250,6 +250,8 @@ class Listener:
 
     def _serve(self, session: DbSession, backoff: Backoff) -> None:
         notifier = self.backend.notifier(session, has_idle=self.hub.has_idle)
+        if hasattr(notifier, "stopping"):  # (MySQL native: ends a turn wait)
+            notifier.stopping = self.stop.is_set
         try:
             notifier.listen()
             self.problem = None

@@ -98,6 +98,8 @@ class Consumer:
                               legacy=compat_1_2_2(settings))
         self.backend.check(session)
         notifier = self.backend.notifier(session)
+        if hasattr(notifier, "stopping"):  # (MySQL native: ends a wait for the idle turn)
+            notifier.stopping = self.stop.is_set
         guard: Optional[TaskGuard] = None
         try:
             guard = self.backend.guard(session, repo)
@@ -119,6 +121,8 @@ class Consumer:
                 self.on_connect(session)
             busy = BUSY_FIRST
             gate = self._gate = PauseGate(session, settings.queue_table)
+            if hasattr(notifier, "pause_seen"):  # (MySQL native: read by the turn's probe)
+                notifier.pause_seen = gate.note
             pending = None  # a task the listener turn already claimed
             # (a task already claimed runs even when a stop came meanwhile)
             while pending is not None or not self.stop.is_set():
@@ -235,8 +239,10 @@ class Consumer:
                 timeout = min(timeout, next_due)
             timeout = _capped(timeout, repo)
         remaining = timeout
+        # (MySQL native: a waiter for the idle turn blocks longer in one statement)
+        slice_ = getattr(notifier, "wait_slice", WAIT_SLICE)
         while remaining > 0 and not self.stop.is_set() and not self.slots.due():
-            step = min(WAIT_SLICE, remaining)
+            step = min(slice_, remaining)
             notes = notifier.wait(step)
             remaining -= step
             if notes:

@@ -4,9 +4,14 @@
 
 -- name: turn_wait
 -- Not holding the turn: wait up to %(wait)s seconds for it, and read the HALT request in the
--- same statement (either order bounds a HALT's delay by the wait).  1 = granted.
-SELECT GET_LOCK(%(turn)s, %(wait)s) AS got,
-       (SELECT alterado_em FROM {control_table} WHERE id = 2) AS halt_at
+-- same statement, once the wait is over: the read depends on the derived table's column,
+-- so it runs after GET_LOCK returned (a plain scalar subquery beside GET_LOCK is read
+-- before the wait).  A worker granted the turn when its holder stopped on a HALT sees the
+-- HALT at once, and stops in turn.  (LIMIT keeps the derived table from being merged,
+-- which would call GET_LOCK twice.)  got: 1 = granted.
+SELECT w.got,
+       (SELECT alterado_em FROM {control_table} WHERE id = 2 AND w.got IS NOT NULL) AS halt_at
+  FROM (SELECT GET_LOCK(%(turn)s, %(wait)s) AS got LIMIT 1) w
 
 -- name: turn_wait_no_control
 -- The same for a queue without a control table (created before 2.1: no HALT to read).
@@ -23,6 +28,12 @@ SELECT CASE WHEN ({{has_due}}) THEN coalesce(RELEASE_LOCK(%(turn)s), 0) + 1 ELSE
 -- The same, with the HALT request (read at most every HALT_CHECK seconds).
 SELECT CASE WHEN ({{has_due}}) THEN coalesce(RELEASE_LOCK(%(turn)s), 0) + 1 ELSE 0 END AS due,
        (SELECT alterado_em FROM {control_table} WHERE id = 2) AS halt_at
+
+-- name: turn_pause_columns
+-- Added to the probe's columns for a queue with a control table: the pause flag, read in
+-- the statement that hands the turn on, so the claim that follows needs no read of its own.
+, (SELECT pausada FROM {control_table} WHERE id = 1) AS pausada,
+  (SELECT motivo FROM {control_table} WHERE id = 1) AS motivo
 
 -- name: turn_release
 SELECT RELEASE_LOCK(%(turn)s)
