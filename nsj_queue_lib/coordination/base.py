@@ -19,7 +19,7 @@ what differs, each with a comment saying why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
     from nsj_queue_lib.coordination.listener_turn import ListenerTurn
@@ -53,6 +53,11 @@ class Notification:
 class Notifier(Protocol):
     """Delivers wake-ups to an idle worker."""
 
+    # Seconds: the longest wait() the consumer asks for at once (it checks its stop
+    # request and the admin jobs between two), so it bounds how long a stop request
+    # waits for an idle worker.
+    wait_slice: float = 0.5
+
     def listen(self) -> None:
         """Start receiving wake-ups for the queue (idempotent)."""
 
@@ -65,6 +70,12 @@ class Notifier(Protocol):
 
     def notify(self, payload: str = "") -> None:
         """Tell every worker of the queue that there is work (or HALT)."""
+
+    def attach(self, stopping: Callable[[], bool],
+               pause_seen: Optional[Callable[[bool, Any], None]] = None) -> None:
+        """The caller's stop request and its pause gate (`PauseGate.note`, the consumer's),
+        for a notifier whose wait can end on a stop or reads the pause flag itself.
+        Default: not needed."""
 
     def claimed(self) -> None:
         """The consumer claimed a task (after an idle wait or its periodic claim); a

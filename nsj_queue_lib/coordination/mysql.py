@@ -340,7 +340,12 @@ class ProbeNotifier(Notifier):
         # PauseGate.note), so the claim that follows reads no flag of its own.
         self.pause_seen: Optional[Callable[[bool, Any], None]] = None
 
-    @property
+    def attach(self, stopping: Callable[[], bool],
+               pause_seen: Optional[Callable[[bool, Any], None]] = None) -> None:
+        self.stopping = stopping
+        self.pause_seen = pause_seen
+
+    @property  # type: ignore[override]
     def wait_slice(self) -> float:
         """The longest `wait()` the consumer asks for at once (it checks its stop request
         between two): a waiter for the idle turn blocks up to TURN_WAIT in one statement."""

@@ -32,6 +32,8 @@ DIALECT_WORDS: Dict[str, Dict[str, str]] = {
         "now": "now()",
         "seconds_since_data_hora": "extract(epoch FROM (now() - data_hora))",
         "hours_ago": "now() - %(hours)s * interval '1 hour'",
+        "delay_from_now": "clock_timestamp() + %(delay)s * interval '1 second'",
+        "system_schemas": "'pg_catalog', 'information_schema'",
         "returning_id": "RETURNING id",
         "as_varchar": "::varchar", "as_int8": "::int8", "as_boolean": "::boolean",
     },
@@ -40,6 +42,8 @@ DIALECT_WORDS: Dict[str, Dict[str, str]] = {
         "seconds_since_data_hora":
             "TIMESTAMPDIFF(MICROSECOND, data_hora, UTC_TIMESTAMP(6)) / 1000000",
         "hours_ago": "UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR",
+        "delay_from_now": "UTC_TIMESTAMP(6) + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND",
+        "system_schemas": "'mysql', 'information_schema', 'performance_schema', 'sys'",
         "returning_id": "",
         "as_varchar": "", "as_int8": "", "as_boolean": "",
     },

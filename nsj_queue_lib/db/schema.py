@@ -493,16 +493,13 @@ def upgrade_statements(conn: Any, dialect: Dialect, schema: str, fila: str) -> L
     if dialect is MYSQL:
         return _mysql_upgrade(diffs, expected, actual, schema_r, fila_r)
     q = dialect.quote
-    source = split_statements(render(dialect, _quoted(dialect, schema_r), _quoted(dialect, fila_r)))
     changed = {(d.kind, d.name.split(".")[0]) for d in diffs}
     out: List[str] = []
     for d in diffs:
         if d.kind == "index" and d.problem == "obsoleto":
             out.append(f"DROP INDEX CONCURRENTLY IF EXISTS {q(schema_r)}.{q(d.name)}")
     stamps: List[str] = []
-    for stmt in source:
-        kind, name = classify(stmt)
-        code = _code(stmt)
+    for kind, name, code in _source(dialect, schema_r, fila_r):
         if kind == "table":
             if ("table", name) in changed:
                 out.append(code)
@@ -530,18 +527,22 @@ def upgrade_statements(conn: Any, dialect: Dialect, schema: str, fila: str) -> L
     return out + stamps
 
 
+def _source(dialect: Dialect, schema: str, fila: str) -> Iterator[Tuple[str, str, str]]:
+    """(kind, name, code) of each statement of the queue's DDL for resolved names."""
+    for stmt in split_statements(render(dialect, _quoted(dialect, schema), _quoted(dialect, fila))):
+        kind, name = classify(stmt)
+        yield kind, name, _code(stmt)
+
+
 def _mysql_upgrade(diffs: List[Difference], expected: _Snapshot, actual: _Snapshot,
                    schema: str, fila: str) -> List[str]:
     """MySQL: missing tables and views from the source; per existing table one ALTER TABLE
     with its column and index changes; the version comment last."""
     q = MYSQL.quote
-    source = split_statements(render(MYSQL, q(schema), q(fila)))
     changed = {(d.kind, d.name) for d in diffs}
     out: List[str] = []
     stamps: List[str] = []
-    for stmt in source:
-        kind, name = classify(stmt)
-        code = _code(stmt)
+    for kind, name, code in _source(MYSQL, schema, fila):
         if kind == "table":
             if ("table", name) in changed:
                 out.append(code)

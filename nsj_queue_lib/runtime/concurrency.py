@@ -62,7 +62,7 @@ class WakeHub:
 
     def has_idle(self) -> bool:
         """Some task thread is waiting for work (or was, a moment ago: an idle thread
-        re-enters its wait every WAIT_SLICE)."""
+        re-enters its wait every `Notifier.wait_slice`)."""
         with self._cond:
             return self._waiting > 0 or time.monotonic() - self._idle_at < IDLE_GRACE
 
@@ -250,8 +250,7 @@ class Listener:
 
     def _serve(self, session: DbSession, backoff: Backoff) -> None:
         notifier = self.backend.notifier(session, has_idle=self.hub.has_idle)
-        if hasattr(notifier, "stopping"):  # (MySQL native: ends a turn wait)
-            notifier.stopping = self.stop.is_set
+        notifier.attach(self.stop.is_set)  # (MySQL native: a stop ends a turn wait)
         try:
             notifier.listen()
             self.problem = None

@@ -49,7 +49,6 @@ CONSUMER_TEXTS = LoopTexts(lost="conexão com o banco perdida",
                            restarting="worker reiniciando após erro inesperado",
                            unexpected="Erro inesperado no worker; reiniciando em %.1f s")
 
-WAIT_SLICE = 0.5  # seconds; bounds how long a stop request waits for an idle worker
 # Due rows exist but none could be claimed (another worker holds them right now):
 # retry soon, backing off up to BUSY_MAX while that lasts.
 BUSY_FIRST = 0.002
@@ -98,8 +97,6 @@ class Consumer:
                               legacy=compat_1_2_2(settings))
         self.backend.check(session)
         notifier = self.backend.notifier(session)
-        if hasattr(notifier, "stopping"):  # (MySQL native: ends a wait for the idle turn)
-            notifier.stopping = self.stop.is_set
         guard: Optional[TaskGuard] = None
         try:
             guard = self.backend.guard(session, repo)
@@ -121,8 +118,9 @@ class Consumer:
                 self.on_connect(session)
             busy = BUSY_FIRST
             gate = self._gate = PauseGate(session, settings.queue_table)
-            if hasattr(notifier, "pause_seen"):  # (MySQL native: read by the turn's probe)
-                notifier.pause_seen = gate.note
+            # (MySQL native: a stop ends a wait for the idle turn; the turn's probe reads
+            # the pause flag)
+            notifier.attach(self.stop.is_set, gate.note)
             pending = None  # a task the listener turn already claimed
             # (a task already claimed runs even when a stop came meanwhile)
             while pending is not None or not self.stop.is_set():
@@ -238,16 +236,7 @@ class Consumer:
             if next_due is not None:
                 timeout = min(timeout, next_due)
             timeout = _capped(timeout, repo)
-        remaining = timeout
-        # (MySQL native: a waiter for the idle turn blocks longer in one statement)
-        slice_ = getattr(notifier, "wait_slice", WAIT_SLICE)
-        while remaining > 0 and not self.stop.is_set() and not self.slots.due():
-            step = min(slice_, remaining)
-            notes = notifier.wait(step)
-            remaining -= step
-            if notes:
-                self._handle(notes)
-                break
+        self._wait_notes(notifier, timeout)
         return busy
 
     def _turn_claim(self, repo: TaskRepository, notifier, turn: ListenerTurn,
@@ -334,10 +323,12 @@ class Consumer:
             except DatabaseUnavailable:
                 turn.forget()  # the session is gone, and its lock with it
 
-    def _wait_notes(self, notifier, timeout: float) -> None:
+    def _wait_notes(self, notifier: Notifier, timeout: float) -> None:
+        """Wait up to `timeout` for wake-ups (handled here), in slices (the notifier's
+        `wait_slice`) so a stop request or a due admin job ends the wait."""
         remaining = timeout
         while remaining > 0 and not self.stop.is_set() and not self.slots.due():
-            step = min(WAIT_SLICE, remaining)
+            step = min(notifier.wait_slice, remaining)
             notes = notifier.wait(step)
             remaining -= step
             if notes:

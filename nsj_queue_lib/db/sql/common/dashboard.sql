@@ -49,3 +49,18 @@ SELECT 'devidas', count(*)
 
 -- name: dash_now
 SELECT {now} AS agora
+
+-- name: dash_queues
+-- Tables that have the columns of a queue, in every schema the user can see (but the
+-- server's own: {system_schemas}).
+SELECT c.table_schema AS esquema, c.table_name AS tabela
+  FROM information_schema.columns c
+  JOIN information_schema.tables t
+    ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+ WHERE t.table_type = 'BASE TABLE'
+   AND c.table_schema NOT IN ({system_schemas})
+   AND c.column_name IN ('id_inicial', 'reenfileirado', 'live_id', 'dead', 'tentativa',
+                         'data_hora', 'status', 'prioridade')
+ GROUP BY c.table_schema, c.table_name
+HAVING count(DISTINCT c.column_name) = 8
+ ORDER BY 1, 2

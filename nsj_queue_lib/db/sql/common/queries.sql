@@ -41,15 +41,7 @@ INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status
 SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
        coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
        coalesce(p.id_inicial, p.id), s.id, p.prioridade
-  FROM {table} p
-  LEFT JOIN {table} i ON i.id = p.id_inicial
-  JOIN {sub_table} s
-    ON s.processo = p.processo
-   AND s.ativo
-   AND (s.tenant IS NULL OR s.tenant = p.tenant)
-   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
- WHERE p.id = %(id)s
- ORDER BY s.id
+{part_fanout_source}
 
 -- name: subscriber_get
 SELECT id, tenant, grupo_empresarial, processo, url, http_method, headers, ativo, created_at
@@ -101,3 +93,27 @@ UPDATE {admin_table} SET horario = %(horario)s, executado_em = {now}, executado_
 -- name: admin_slot_insert
 INSERT INTO {admin_table} (rotina, horario, executado_em, executado_por)
 VALUES (%(rotina)s, %(horario)s, {now}, %(por)s)
+
+-- name: task_fail
+-- The failure of a running attempt; with %(requeue)s its next attempt is due in %(delay)s
+-- seconds ({delay_from_now}: PostgreSQL's clock_timestamp(), the time of the failure).
+UPDATE {table}
+   SET status = %(status)s,
+       mensagem = %(mensagem)s,
+       reenfileirado = %(requeue)s,
+       estouro_tentativas = NOT %(requeue)s,
+       proxima_tentativa = CASE WHEN %(requeue)s THEN {delay_from_now} END
+ WHERE id = %(id)s AND status = 'processando'
+
+-- name: part_fanout_source
+-- The publication (its first attempt's payload) and each matching active subscriber, in
+-- subscriber order: written into subscriber_fanout and sql/postgres subscriber_fanout_compat.
+  FROM {table} p
+  LEFT JOIN {table} i ON i.id = p.id_inicial
+  JOIN {sub_table} s
+    ON s.processo = p.processo
+   AND s.ativo
+   AND (s.tenant IS NULL OR s.tenant = p.tenant)
+   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
+ WHERE p.id = %(id)s
+ ORDER BY s.id

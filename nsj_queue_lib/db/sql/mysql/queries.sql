@@ -222,17 +222,6 @@ UPDATE {table}
  WHERE id = %(id)s
    AND status IN ('pendente', 'agendada')
 
--- name: task_fail
-UPDATE {table}
-   SET status = %(status)s,
-       mensagem = %(mensagem)s,
-       reenfileirado = %(requeue)s,
-       estouro_tentativas = NOT %(requeue)s,
-       proxima_tentativa = CASE WHEN %(requeue)s
-                                THEN UTC_TIMESTAMP(6)
-                                     + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND END
- WHERE id = %(id)s AND status = 'processando'
-
 -- name: task_seconds_to_next_due
 -- Seconds (DECIMAL, with microseconds) until the earliest waiting task; negative when due.
 -- One min() per status, each read from the end of ix_due (a min() over IN scans it all).

@@ -249,16 +249,6 @@ UPDATE {table} t
   FROM unnest(%(ids)s::int8[], %(mensagens)s::text[]) AS m(id, mensagem)
  WHERE t.id = m.id AND t.status = 'processando'
 
--- name: task_fail
-UPDATE {table}
-   SET status = %(status)s,
-       mensagem = %(mensagem)s,
-       reenfileirado = %(requeue)s,
-       estouro_tentativas = NOT %(requeue)s,
-       proxima_tentativa = CASE WHEN %(requeue)s
-                                THEN clock_timestamp() + %(delay)s * interval '1 second' END
- WHERE id = %(id)s AND status = 'processando'
-
 -- name: task_due_beyond_one
 -- Whether more than one task is due (at most two live index entries read): the listener
 -- turn's granted worker, finding tasks due, claims one and goes on claiming directly only
@@ -403,12 +393,4 @@ SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
            'created_at', to_char(s.created_at, 'YYYY-MM-DD"T"HH24:MI:SS')))::text,
        p.payload_hash, p.tenant, p.grupo_empresarial,
        coalesce(p.id_inicial, p.id), s.id, p.prioridade
-  FROM {table} p
-  LEFT JOIN {table} i ON i.id = p.id_inicial
-  JOIN {sub_table} s
-    ON s.processo = p.processo
-   AND s.ativo
-   AND (s.tenant IS NULL OR s.tenant = p.tenant)
-   AND (s.grupo_empresarial IS NULL OR s.grupo_empresarial = p.grupo_empresarial)
- WHERE p.id = %(id)s
- ORDER BY s.id
+{part_fanout_source}
