@@ -61,9 +61,14 @@ from nsj_queue_lib.runtime.runner import _wants_traceback, success_message
 logger = logging.getLogger(__name__)
 
 SAVEPOINT = "nsjq_tarefa"
+CHECKPOINT = "nsjq_lote"  # MySQL: the savepoint whose answer shows the transaction open
 SUBTRANSACTION_CACHE = 64  # PGPROC_MAX_CACHED_SUBXIDS
 # Seconds a runner marks each success at once after the batch's joint mark failed.
 DEFER_PAUSE = 60.0
+
+
+class _BatchEnded(Exception):
+    """MySQL: the server ended the batch's transaction (the batch is given up)."""
 
 
 @dataclass
@@ -148,11 +153,19 @@ class BatchRunner:
                 started = time.monotonic()
                 outcomes.append(self._run_one(tarefa, marks))
                 seconds.append(time.monotonic() - started)
+            if marks and not self.postgres:
+                self._check_open()  # (else the UPDATE below could run in autocommit)
             if marks and not self._mark_successes(marks):
                 self.session.rollback()
                 self._defer_after = time.monotonic() + DEFER_PAUSE
                 return 0
             self.session.commit()
+        except _BatchEnded:
+            self.session.rollback()
+            logger.warning("Lote desfeito: o servidor encerrou a transação do lote (um "
+                           "impasse que o código de uma tarefa capturou?); as %s tarefas "
+                           "rodam de novo", len(batch.tasks))
+            return 0
         except BaseException:
             self.session.rollback()
             raise
@@ -194,9 +207,19 @@ class BatchRunner:
             if not self.postgres and not self.session.transaction_usable():
                 # The server ended the batch's transaction (a deadlock the last task's
                 # code caught): what follows would run in autocommit.
-                raise RuntimeError("a transação do lote foi encerrada pelo servidor; lote "
-                                   "desfeito")
+                raise _BatchEnded()
         self._release = self.postgres
+
+    def _check_open(self) -> None:
+        """MySQL: raise _BatchEnded unless the server still has the batch's transaction
+        open.  An error answer carries no transaction status, so after a deadlock the
+        task's code caught (the server rolled the whole transaction back, the claim
+        included, and another worker may have claimed the tasks since) the client still
+        believes it open; one SAVEPOINT's answer tells (one statement; a name of its own,
+        so the task's savepoint stays where the task began)."""
+        self.session.execute(f"SAVEPOINT {CHECKPOINT}")
+        if not self.session.transaction_usable():
+            raise _BatchEnded()
 
     def _run_one(self, tarefa: dict, marks: Optional[List[Tuple[int, str]]]) -> Optional[bool]:
         """Run one task in its savepoint.  A success is appended to `marks` (its mark is
@@ -216,13 +239,15 @@ class BatchRunner:
                 ok = True
                 return ok
             # At once: a broken transaction makes this UPDATE fail, a failure of this task.
+            if not self.postgres:
+                self._check_open()
             if not self.repo.task_finish(task_id, message):  # never: the row is locked here
                 session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
                 return None
             self.router.before_commit(ctx)
             ok = True
             return ok
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, _BatchEnded):
             raise
         except BaseException as exc:  # SystemExit from user code is a task failure too
             if is_connection_error(exc, session.conn) and not session.is_alive():

@@ -166,10 +166,12 @@ def test_stop_with_concurrency_finishes_every_running_task_and_takes_no_other(
         is None
 
 
-def test_a_batch_on_mariadb_costs_two_statements_per_task_and_five_per_batch(nq):
+def test_a_batch_on_mariadb_costs_two_statements_per_task_and_six_per_batch(nq):
     """Counted by the server for the session: per task its SAVEPOINT (no RELEASE: the
     next SAVEPOINT replaces it) and its work; per batch BEGIN, the claim's SELECT and
-    UPDATE, the joint success UPDATE and COMMIT.  (Before: 4 per task and 4 per batch.)"""
+    UPDATE, one SAVEPOINT whose answer shows the transaction still open (see the deadlock
+    test above), the joint success UPDATE and COMMIT.  (Before: 4 per task and 4 per
+    batch.)"""
     settings = nq.settings()
     ids = [nq.insert({"n": n}) for n in range(4 * 8)]
     session = DbSession.open(settings)
@@ -184,9 +186,93 @@ def test_a_batch_on_mariadb_costs_two_statements_per_task_and_five_per_batch(nq)
             assert runner.run(claimer.claim()) == 4
 
         cost = statements_per_task(session, run_batch, short=2, long=6)
-        assert cost == {"Questions": 4 * 2 + 5, "Com_begin": 1, "Com_commit": 1}
+        assert cost == {"Questions": 4 * 2 + 6, "Com_begin": 1, "Com_commit": 1}
     finally:
         session.close()
     assert sorted(e["tarefa_id"] for e in nq.effects()) == ids  # each once
     assert all(r["status"] == "sucesso" and r["mensagem"] == "Concluído com sucesso"
                for r in nq.rows())
+
+
+def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds(nq):
+    """MariaDB: the last task of a batch catches a deadlock that rolled the whole batch
+    transaction back (claim and effects); its error answer carries no transaction status,
+    so the client still believes the transaction open.  Meanwhile another worker claims
+    the tasks, now waiting again.  The joint success UPDATE must not run in autocommit and
+    mark that worker's running tasks 'sucesso' (their effects were rolled back): the batch
+    is given up instead."""
+    import threading
+
+    import pymysql
+
+    settings = nq.settings()
+    scratch = f"{nq.schema}.nsjq_impasse"
+    nq.sql(f"CREATE TABLE {scratch} (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    nq.sql(f"CREATE TABLE {scratch}_peso (k INT AUTO_INCREMENT PRIMARY KEY, v INT) "
+           "ENGINE=InnoDB")
+    nq.sql(f"INSERT INTO {scratch} SELECT seq, 0 FROM {nq.schema}.seq_1_to_10")
+    nq.sql(f"INSERT INTO {scratch}_peso (v) SELECT seq FROM {nq.schema}.seq_1_to_2000")
+    ids = [nq.insert({"n": n}) for n in range(3)]
+    other = nq.server.connect(nq.schema, autocommit=True)  # the rival transaction
+    rival = nq.server.connect(nq.schema, autocommit=True)  # another worker's claim
+    with rival.cursor() as cur:  # (should the batch still hold the rows: fail fast)
+        cur.execute("SET SESSION innodb_lock_wait_timeout = 5")
+    caught: list = []
+    session = DbSession.open(settings)
+    try:
+        rival_errors: list = []
+
+        def rival_asks_for(k: int) -> None:
+            try:
+                with other.cursor() as cur:
+                    cur.execute(f"SELECT v FROM {scratch} WHERE k = %s FOR UPDATE", (k,))
+            except pymysql.err.OperationalError as exc:
+                rival_errors.append(exc.args)
+            other.rollback()
+
+        effect = insert_effect(nq.qeffects)
+
+        def handler(tarefa, bd_conn):
+            effect(tarefa, bd_conn)
+            if tarefa["id"] != ids[-1]:
+                return None
+            # The rival is the heavier transaction, so the server rolls the batch back;
+            # should it roll the rival back instead (its choice), try on two other rows.
+            for first in (1, 3, 5, 7, 9):
+                with bd_conn.cursor() as cur:
+                    cur.execute(f"SELECT v FROM {scratch} WHERE k = %s FOR UPDATE", (first,))
+                with other.cursor() as cur:
+                    cur.execute("BEGIN")
+                    cur.execute(f"UPDATE {scratch}_peso SET v = v + 1")
+                    cur.execute(f"SELECT v FROM {scratch} WHERE k = %s FOR UPDATE",
+                                (first + 1,))
+                thread = threading.Thread(target=rival_asks_for, args=(first,))
+                thread.start()
+                try:  # a cycle, whichever of the two requests comes first
+                    with bd_conn.cursor() as cur:
+                        cur.execute(f"SELECT v FROM {scratch} WHERE k = %s FOR UPDATE",
+                                    (first + 1,))
+                except pymysql.err.OperationalError as exc:  # caught by the task's code
+                    caught.append(exc.args[0])
+                thread.join(20)
+                if caught:
+                    break
+            with rival.cursor() as cur:  # the tasks wait again: another worker takes them
+                cur.execute(f"UPDATE {nq.table} SET status = 'processando' "
+                            f"WHERE id IN ({', '.join(map(str, ids))}) AND status = 'pendente'")
+            return None
+
+        repo = TaskRepository(session, settings.queue_table)
+        claimer = BatchClaimer(repo, settings.queue_table, 3)
+        runner = BatchRunner(settings, repo, FunctionRouter(handler))
+        batch = claimer.claim()
+        assert [t["id"] for t in batch.tasks] == ids
+        ran = runner.run(batch)
+        assert caught == [1213], rival_errors
+        assert ran == 0
+    finally:
+        session.close()
+        for conn in (other, rival):
+            conn.close()
+    assert [r["status"] for r in (nq.row(i) for i in ids)] == ["processando"] * 3
+    assert nq.effects() == []
