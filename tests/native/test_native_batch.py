@@ -263,7 +263,9 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
             return None
 
         repo = TaskRepository(session, settings.queue_table)
-        claimer = BatchClaimer(repo, settings.queue_table, 3)
+        backend = make_backend(settings)
+        backend.check(session)
+        claimer = BatchClaimer(backend.guard(session, repo), backend.capabilities, 3)
         runner = BatchRunner(settings, repo, FunctionRouter(handler))
         batch = claimer.claim()
         assert [t["id"] for t in batch.tasks] == ids
