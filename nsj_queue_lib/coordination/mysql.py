@@ -60,6 +60,10 @@ MIN_TURN_WAIT = 0.01  # seconds; a shorter rest of a wait does not send one more
 # step sets how many tasks one wake-up serves (100/s at 0.1 s: about 5, 2.5 at a quarter
 # of it), while a lone task waits half a step on average.
 FAST_FRACTION = 0.5
+# Back-off (seconds) after a task announced by the probe could not be claimed (its row is
+# held by another worker's open transaction), as the consumer's busy back-off.
+BUSY_FIRST = 0.002
+BUSY_MAX = 1.0
 
 
 def lock_prefix(settings: Settings) -> str:
@@ -334,6 +338,11 @@ class ProbeNotifier(Notifier):
         # QUEUE_CONCURRENCY: the listener waits for the turn only while a task thread of
         # its process is idle (else it would poll for tasks nobody there can take).
         self.compete: Callable[[], bool] = has_idle or (lambda: True)
+        # A due task was announced and no claim() has been reported since; the back-off
+        # that follows when the next wait() comes first (the claim found nothing).
+        self._announced = False
+        self._busy = 0.0
+        self._hold_until = 0.0
         # The caller's stop request (set by the consumer): a wait ends as soon as it sees it.
         self.stopping: Callable[[], bool] = lambda: False
         # Told the pause flag read by the probe that hands the turn on (the consumer's
@@ -387,6 +396,12 @@ class ProbeNotifier(Notifier):
     def _wait_turn(self, turn: IdleTurn, deadline: float) -> List[Notification]:
         """`wait()` with the idle turn: wait for it (reading HALT), then poll while held."""
         halt = [Notification(self.channel, HALT_PAYLOAD)]
+        if self._announced:
+            # The claim after the last "due" found nothing: the due rows are held by other
+            # workers' open transactions (a running batch).  Back off, keeping the turn.
+            self._announced = False
+            self._busy = min(self._busy * 2, BUSY_MAX) if self._busy else BUSY_FIRST
+            self._hold_until = self.clock() + self._busy
         while not self.stopping():
             remaining = deadline - self.clock()
             if not self.compete():
@@ -414,15 +429,24 @@ class ProbeNotifier(Notifier):
                     # GET_LOCK would double a waiter's statements)
                     return []
                 continue
+            hold = self._hold_until - self.clock()
+            if hold > 0:  # backing off
+                if hold >= remaining:
+                    self.sleep(max(0.0, remaining))
+                    return []
+                self.sleep(hold)
             read_halt = self.halt.due()
-            due, at = turn.probe(read_halt)
+            keep = self._busy > 0
+            due, at = turn.probe(read_halt, keep=keep)
             if read_halt and self.halt.seen(at):
                 return halt
-            if due:  # (the probe handed the turn on)
+            if due:  # (unless `keep`, the probe handed the turn on)
                 self._last_seen = self.clock()
                 if turn.pause is not None and self.pause_seen is not None:
                     self.pause_seen(*turn.pause)
+                self._announced = True
                 return [Notification(self.channel, "")]
+            self._busy = self._hold_until = 0.0  # nothing due: nothing held either
             remaining = deadline - self.clock()
             if remaining <= 0:
                 return []
@@ -430,8 +454,10 @@ class ProbeNotifier(Notifier):
         return []
 
     def claimed(self) -> None:
-        """The consumer claimed a task not announced by the probe (its periodic claim, a
-        scheduled time): hand the turn on before running it."""
+        """The consumer claimed a task (announced by the probe or not: its periodic claim,
+        a scheduled time): hand the turn on before running it; no back-off."""
+        self._announced = False
+        self._busy = self._hold_until = 0.0
         if self.turn is not None:
             self.turn.release()
 

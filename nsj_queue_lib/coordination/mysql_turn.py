@@ -15,7 +15,11 @@ queue take turns through one session named lock (the "idle turn"):
   over: one statement per TURN_WAIT, no polling.  A holder that stops (HALT, SIGTERM)
   hands the turn on, and the next one sees the HALT (or its own stop request) at once;
 * a new holder waits one fast poll step before its first probe, so the claim of the
-  worker that handed the turn on has committed (its task is no longer seen as due).
+  worker that handed the turn on has committed (its task is no longer seen as due);
+* due rows that no claim gets (held by another worker's open transaction: a running
+  batch) make the worker that announced them back off, as PostgreSQL's busy back-off
+  (2 ms doubling to 1 s); while backing off, a holder's probe keeps the turn, so the
+  fleet does not pass it round, each worker probing and claiming in vain.
 
 MariaDB's GET_LOCK waits fractions of a second; MySQL's takes whole seconds (it reads
 the timeout as an integer, so 0.3 would become no wait at all and a waiter would spin
@@ -77,6 +81,9 @@ class IdleTurn:
         pause = (" " + q["turn_pause_columns"].strip()) if control else ""
         self._probe_sql = q["turn_probe"].replace("{has_due}", has_due) + pause
         self._probe_halt_sql = q["turn_probe_halt"].replace("{has_due}", has_due) + pause
+        self._probe_keep_sql = q["turn_probe_keep"].replace("{has_due}", has_due) + pause
+        self._probe_keep_halt_sql = (q["turn_probe_keep_halt"].replace("{has_due}", has_due)
+                                     + pause)
         self._release_sql = q["turn_release"]
         self.held = False
         # (pausada, motivo) read by the last probe; None without a control table.
@@ -107,16 +114,19 @@ class IdleTurn:
             return wait
         return math.ceil(wait)
 
-    def probe(self, read_halt: bool) -> Tuple[bool, Any]:
+    def probe(self, read_halt: bool, keep: bool = False) -> Tuple[bool, Any]:
         """The holder's poll: (a task is due, HALT time read or None).  A due task also
-        hands the turn on, in the same statement."""
+        hands the turn on, in the same statement, unless `keep` (a holder backing off)."""
         self.probes += 1
-        row = self.session.fetch_one(self._probe_halt_sql if read_halt else self._probe_sql,
-                                     {"turn": self.name})
+        if keep:
+            sql = self._probe_keep_halt_sql if read_halt else self._probe_keep_sql
+        else:
+            sql = self._probe_halt_sql if read_halt else self._probe_sql
+        row = self.session.fetch_one(sql, {"turn": self.name})
         due = bool(row and row["due"])
         if row and "pausada" in row:
             self.pause = (bool(row["pausada"]), row["motivo"])
-        if due:
+        if due and not keep:
             self.held = False
         return due, row["halt_at"] if row else None
 

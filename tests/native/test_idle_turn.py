@@ -430,3 +430,37 @@ def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(nq, tmp_path
     per_task = sum(sent) / len(ids)
     assert arrival > 0.8 * rate, arrival
     assert per_task <= 6.0, (per_task, sent)
+
+
+def test_due_rows_held_by_a_running_batch_do_not_keep_idle_workers_spinning(nq, tmp_path):
+    """A batch holds its claimed rows (still 'pendente' to everyone else) until it commits:
+    the probe sees them due, but no claim gets them.  Fails before the fix: the idle
+    workers passed the turn round, each probing and claiming in vain (63-65 statements per
+    connection in 3 s); now the one that announced them backs off keeping the turn, and a
+    task that can be claimed is still picked up."""
+    release, started = tmp_path / "release", tmp_path / "started"
+    batcher = nq.start_worker(QUEUE_BATCH_SIZE="5")
+    wait_ready(batcher)
+    idle = [nq.start_worker() for _ in range(2)]
+    wait_all_ready(idle)
+    held = nq.insert_many([{"efeito": "lote0", "started_file": str(started),
+                            "wait_file": str(release)}]
+                          + [{"efeito": f"lote{i}"} for i in range(1, 5)])
+    eventually(started.exists, 20, message="lote em execução")
+    assert int(started.read_text()) == batcher.pid
+    time.sleep(1.0)  # the back-off ramps up (2 ms doubling to 1 s)
+    seconds = 3.0
+    seen = _sample(nq, seconds)
+    # The batch's own connection sends nothing while its task waits; each idle worker: a
+    # GET_LOCK per 0.5 s, or one probe and one claim per second.
+    most = seconds / HALT_CHECK + 3
+    assert all(len(s["queries"]) <= most for s in seen.values()), (
+        most, {c: len(s["queries"]) for c, s in seen.items()})
+    late = nq.insert({"efeito": "avulsa"})
+    nq.wait_status(late, "sucesso", timeout=10)
+    assert nq.effects("chave = 'avulsa'")[0]["pid"] in {w.pid for w in idle}
+    release.touch()
+    nq.wait_idle()
+    done = nq.effects("chave LIKE %s", ("lote%",))
+    assert sorted(e["tarefa_id"] for e in done) == sorted(held)  # once each
+    assert {e["pid"] for e in done} == {batcher.pid}

@@ -35,5 +35,17 @@ SELECT CASE WHEN ({{has_due}}) THEN coalesce(RELEASE_LOCK(%(turn)s), 0) + 1 ELSE
 , (SELECT pausada FROM {control_table} WHERE id = 1) AS pausada,
   (SELECT motivo FROM {control_table} WHERE id = 1) AS motivo
 
+-- name: turn_probe_keep
+-- The holder's poll while it backs off: the task it last announced could not be claimed (the
+-- due rows are held by other workers' open transactions, such as a running batch), so a due
+-- task keeps the turn here: the holder claims it itself and hands the turn on only if that
+-- claim gets it, and the other idle workers stay waiting.  0 = nothing due; 1 = due.
+SELECT CASE WHEN ({{has_due}}) THEN 1 ELSE 0 END AS due, NULL AS halt_at
+
+-- name: turn_probe_keep_halt
+-- The same, with the HALT request.
+SELECT CASE WHEN ({{has_due}}) THEN 1 ELSE 0 END AS due,
+       (SELECT alterado_em FROM {control_table} WHERE id = 2) AS halt_at
+
 -- name: turn_release
 SELECT RELEASE_LOCK(%(turn)s)
