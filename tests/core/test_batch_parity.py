@@ -1,0 +1,46 @@
+"""Batch mode leaves the same rows as per-task mode: status, attempt numbers, retry flags,
+messages and dead letters of every chain (real workers, PostgreSQL and MariaDB native)."""
+
+from __future__ import annotations
+
+import re
+from typing import List
+
+from tests.fixtures.processes import wait_ready
+
+PAYLOADS = [
+    {"efeito": "ok"},
+    {"efeito": "falha", "fail": True},  # every attempt fails: dead letter
+    {"efeito": "depois", "fail_until": 2},  # fails once, then succeeds
+    {"efeito": "sql", "sql_error": True},  # PostgreSQL: its transaction left aborted
+    {"efeito": "morta", "fail": True, "fail_dead": True},  # its dead letter fails too
+    {"efeito": "ok2"},
+]
+KEPT = ("status", "tentativa", "reenfileirado", "estouro_tentativas", "mensagem", "dead",
+        "prioridade")
+
+
+def _shape(rows: List[dict]) -> List[tuple]:
+    """The rows without ids and times (numbers in messages are ids or attempts, the
+    attempt being a column of its own)."""
+    return [tuple(re.sub(r"\d+", "#", r[k]) if isinstance(r[k], str) else r[k]
+                  for k in KEPT) for r in rows]
+
+
+def _run(dbq, batch_size: str) -> list:
+    ids = [dbq.insert(p) for p in PAYLOADS]
+    worker = dbq.start_worker(QUEUE_BATCH_SIZE=batch_size, QUEUE_MAX_RETRY="2")
+    wait_ready(worker)
+    for task_id in ids:
+        dbq.wait_chain_done(task_id, 40)
+    assert worker.stop() == 0, worker.log()
+    return [(_shape(dbq.chain(i)), _shape(dbq.dead_letters(i))) for i in ids]
+
+
+def test_batch_mode_writes_the_rows_per_task_mode_writes(dbq):
+    per_task = _run(dbq, "1")
+    batch = _run(dbq, "4")
+    assert batch == per_task
+    assert [c[0][-1][0] for c in per_task] == ["sucesso", "falha", "sucesso",
+                                               "falha" if not dbq.is_mysql else "sucesso",
+                                               "falha", "sucesso"]
