@@ -19,7 +19,7 @@ what differs, each with a comment saying why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol
 
 if TYPE_CHECKING:
     from nsj_queue_lib.coordination.listener_turn import ListenerTurn
@@ -250,7 +250,12 @@ class MarkedAhead:
     def _confirm(self) -> None:
         self._committed = True
 
-    def take(self) -> Tuple[Optional[dict], bool]:
-        """(task or None, whether its transaction committed); the slot is emptied."""
+    def take(self, rolled_back: Callable[[dict], None]) -> Optional[dict]:
+        """The kept task if its transaction committed, else None; the slot is emptied.
+        A task whose transaction rolled back is waiting again: it goes to `rolled_back`,
+        which releases its (non-transactional) lock."""
         tarefa, self._task = self._task, None
-        return tarefa, self._committed
+        if tarefa is None or self._committed:
+            return tarefa
+        rolled_back(tarefa)
+        return None

@@ -187,15 +187,7 @@ class MysqlGuard(TaskGuard):
         return rows
 
     def _take_next(self) -> Optional[dict]:
-        tarefa, committed = self._marked.take()
-        if tarefa is None:
-            return None
-        if committed:
-            return tarefa
-        # The transaction that claimed it rolled back: the row is waiting again, only
-        # the (non-transactional) named lock is left to release.
-        self._unlock_quietly(tarefa["id"])
-        return None
+        return self._marked.take(lambda tarefa: self._unlock_quietly(tarefa["id"]))
 
     def begin(self, tarefa: dict) -> bool:
         return True  # the lock is on this very session: nobody else can hold the task

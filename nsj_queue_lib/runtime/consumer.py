@@ -37,10 +37,13 @@ def _claim_one(guard: TaskGuard) -> Optional[dict]:
     return claimed[0] if claimed else None
 
 
-def _capped(timeout: float, repo: TaskRepository) -> float:
-    """An idle wait after a probe from the claim position ends when a claim from the index
-    start is due (PostgreSQL, db/claim_position.py), so that a task due before the
-    position waits no longer than that."""
+def _until_due(timeout: float, next_due: Optional[float], repo: TaskRepository) -> float:
+    """An idle wait, ended when the next task is due (`next_due` seconds; None: unknown)
+    and, after a probe from the claim position, when a claim from the index start is due
+    (PostgreSQL, db/claim_position.py), so that a task due before the position waits no
+    longer than that."""
+    if next_due is not None:
+        timeout = min(timeout, next_due)
     cap = repo.idle_wait_cap()
     return timeout if cap is None else min(timeout, cap)
 
@@ -233,9 +236,7 @@ class Consumer:
             timeout, busy = min(timeout, busy), min(busy * 2, BUSY_MAX)
         else:
             busy = BUSY_FIRST
-            if next_due is not None:
-                timeout = min(timeout, next_due)
-            timeout = _capped(timeout, repo)
+            timeout = _until_due(timeout, next_due, repo)
         self._wait_notes(notifier, timeout)
         return busy
 
@@ -305,9 +306,7 @@ class Consumer:
                     timeout, busy = busy, min(busy * 2, BUSY_MAX)
                 else:
                     busy = BUSY_FIRST
-                    if next_due is not None:
-                        timeout = min(timeout, next_due)
-                    timeout = _capped(timeout, repo)
+                    timeout = _until_due(timeout, next_due, repo)
                 self._wait_notes(notifier, self.slots.cap(timeout))
                 if self.stop.is_set() or self.slots.due() or gate.is_paused():
                     # (an admin job due: the turn is handed on before it runs)

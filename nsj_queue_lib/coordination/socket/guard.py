@@ -111,14 +111,8 @@ class SocketGuard(TaskGuard):
             return []
 
     def _take_next(self) -> Optional[dict]:
-        tarefa, committed = self._marked.take()
-        if tarefa is None:
-            return None
-        if committed:
-            return tarefa  # (were it rolled back after all, `begin` finds no row)
-        # The transaction that marked it rolled back: the row is waiting again.
-        self.release(tarefa)
-        return None
+        # (were a committed one rolled back after all, `begin` finds no row)
+        return self._marked.take(self.release)
 
     def begin(self, tarefa: dict) -> bool:
         return self.repo.task_lock_row(tarefa["id"])
