@@ -127,6 +127,18 @@ class TaskObserver:
                            "task_id": tarefa.get("id"), "attempt": tarefa.get("tentativa")})
         _set_context(None)
 
+    def given_up(self, tarefa: dict) -> None:
+        """A claimed task goes back to the queue without an outcome here (batch mode: its
+        batch was rolled back and runs again): counted as taken over, so every claim still
+        ends in one outcome, and its start time is dropped."""
+        self._starts.pop((threading.get_ident(), tarefa.get("id")), None)
+        with self._lock:
+            self.taken_over += 1
+        logger.info("Tarefa %s devolvida à fila (lote desfeito)", tarefa.get("id"),
+                    extra={"outcome": None, "task_id": tarefa.get("id"),
+                           "attempt": tarefa.get("tentativa")})
+        _set_context(None)
+
     def connection_lost(self) -> None:
         """The consumer lost its connection and will reconnect."""
         with self._lock:

@@ -158,14 +158,15 @@ class BatchRunner:
             if marks and not self._mark_successes(marks):
                 self.session.rollback()
                 self._defer_after = time.monotonic() + DEFER_PAUSE
-                return 0
+                return self._given_up(batch, len(outcomes))
             self.session.commit()
         except _BatchEnded:
             self.session.rollback()
             logger.warning("Lote desfeito: o servidor encerrou a transação do lote (um "
                            "impasse que o código de uma tarefa capturou?); as %s tarefas "
                            "rodam de novo", len(batch.tasks))
-            return 0
+            # (the task whose savepoint found the transaction ended was claimed too)
+            return self._given_up(batch, min(len(outcomes) + 1, len(batch.tasks)))
         except BaseException:
             self.session.rollback()
             raise
@@ -174,6 +175,14 @@ class BatchRunner:
                 self.observer.finished_task(tarefa, ok, took)
         logger.debug("Lote de %s tarefas gravado", len(batch.tasks))
         return len(batch.tasks)
+
+    def _given_up(self, batch: Batch, claimed: int) -> int:
+        """The batch was rolled back: its first `claimed` tasks, reported claimed, end
+        without an outcome here (they run again).  Returns 0, the tasks that ran."""
+        if self.observer is not None:
+            for tarefa in batch.tasks[:claimed]:
+                self.observer.given_up(tarefa)
+        return 0
 
     def _mark_successes(self, marks: List[Tuple[int, str]]) -> bool:
         """The joint success mark (one UPDATE); False when it failed or marked fewer rows

@@ -211,3 +211,35 @@ def test_a_batch_costs_two_round_trips_per_task_and_four_per_batch(queue):
         session.close()
     assert sorted(e["tarefa_id"] for e in queue.effects()) == ids  # each once
     assert all(queue.row(i)["status"] == "sucesso" for i in ids)
+
+
+def test_a_given_up_batch_ends_every_claim_it_reported(queue):
+    """A batch rolled back by its refused joint mark reported each task claimed: each
+    must end there too (counted as taken over, its start time dropped), or the observer
+    keeps one entry per task for ever and claims outnumber outcomes."""
+    from nsj_queue_lib.observe import TaskObserver
+
+    queue.sql(f"""CREATE FUNCTION "{queue.schema}".recusa() RETURNS trigger LANGUAGE plpgsql
+                  AS $$ BEGIN RAISE EXCEPTION 'mensagem recusada pelo gatilho'; END $$""")
+    queue.sql(f"""CREATE TRIGGER recusa BEFORE UPDATE ON {queue.table} FOR EACH ROW
+                  WHEN (NEW.status = 'sucesso' AND NEW.mensagem = 'recusada')
+                  EXECUTE FUNCTION "{queue.schema}".recusa()""")
+    settings = queue.settings()
+    ids = [queue.insert({"n": n}) for n in range(3)]
+    observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
+    session = DbSession.open(settings)
+    try:
+        repo = TaskRepository(session, settings.queue_table, legacy=False)
+        backend = make_backend(settings)
+        backend.check(session)
+        claimer = BatchClaimer(backend.guard(session, repo), backend.capabilities, 3)
+        runner = BatchRunner(settings, repo, FunctionRouter(lambda tarefa, bd_conn: "recusada"),
+                             observer)
+        assert runner.run(claimer.claim()) == 0  # the joint mark was refused
+    finally:
+        session.close()
+    assert [queue.row(i)["status"] for i in ids] == ["pendente"] * 3
+    snap = observer.snapshot()
+    assert snap["claims"] == 3
+    assert snap["taken_over"] + sum(snap["finished"].values()) == 3
+    assert observer._starts == {}

@@ -266,12 +266,18 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
         backend = make_backend(settings)
         backend.check(session)
         claimer = BatchClaimer(backend.guard(session, repo), backend.capabilities, 3)
-        runner = BatchRunner(settings, repo, FunctionRouter(handler))
+        from nsj_queue_lib.observe import TaskObserver
+        observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
+        runner = BatchRunner(settings, repo, FunctionRouter(handler), observer)
         batch = claimer.claim()
         assert [t["id"] for t in batch.tasks] == ids
         ran = runner.run(batch)
         assert caught == [1213], rival_errors
         assert ran == 0
+        # Each claim the given-up batch reported ends there (no outcome kept, no leak).
+        snap = observer.snapshot()
+        assert (snap["claims"], snap["taken_over"]) == (3, 3)
+        assert observer._starts == {}
     finally:
         session.close()
         for conn in (other, rival):
