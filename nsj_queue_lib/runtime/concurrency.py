@@ -59,6 +59,7 @@ class WakeHub:
         self._halt = False
         self._waiting = 0
         self._idle_at = 0.0  # when an idle wait last ended
+        self._claimed = False  # a task thread claimed since the listener last asked
 
     def has_idle(self) -> bool:
         """Some task thread is waiting for work (or was, a moment ago: an idle thread
@@ -70,9 +71,16 @@ class WakeHub:
         """A woken thread found work: wake one more idle thread, if any (one NOTIFY may
         stand for many tasks: PostgreSQL merges equal notifications of a transaction)."""
         with self._cond:
+            self._claimed = True
             if self._waiting and self._tokens < self._waiting:
                 self._tokens += 1
                 self._cond.notify()
+
+    def take_claimed(self) -> bool:
+        """Whether a task thread claimed a task since the last call (asked by the listener)."""
+        with self._cond:
+            claimed, self._claimed = self._claimed, False
+            return claimed
 
     def post(self, notes: List[Notification]) -> None:
         with self._cond:
@@ -263,6 +271,11 @@ class Listener:
                 if turn is not None and self.hub.has_idle():
                     self._listen_turn(turn, notifier, session)
                     continue
+                if self.hub.take_claimed():
+                    # Told as a single-threaded worker's notifier is after its claim (MySQL
+                    # native: the idle turn is handed on and the back-off for announced rows
+                    # nobody could claim ends; else it grew at every announced task).
+                    notifier.claimed()
                 notes = notifier.wait(LISTEN_SLICE)
                 if turn is not None:
                     # Not holding the turn: another process's listener is woken for
