@@ -163,8 +163,8 @@ class BatchRunner:
         except _BatchEnded:
             self.session.rollback()
             logger.warning("Lote desfeito: o servidor encerrou a transação do lote (um "
-                           "impasse que o código de uma tarefa capturou?); as %s tarefas "
-                           "rodam de novo", len(batch.tasks))
+                           "impasse numa tarefa?); as %s tarefas rodam de novo",
+                           len(batch.tasks))
             # (the task whose savepoint found the transaction ended was claimed too)
             return self._given_up(batch, min(len(outcomes) + 1, len(batch.tasks)))
         except BaseException:
@@ -264,6 +264,10 @@ class BatchRunner:
                     f"Conexão perdida durante o lote (tarefa {task_id}): {exc}") from exc
             logger.error("Tarefa %s falhou: %s", task_id, error_text(exc),
                          exc_info=_wants_traceback(exc))
+            if not self.postgres:
+                # A deadlock (raised by the task, or caught before it raised) ended the
+                # whole transaction and its savepoints: give the batch up.
+                self._check_open()
             session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
             if record_failure(self.repo, tarefa, error_text(exc), self.settings) is None:
                 logger.warning("Tarefa %s já não estava 'processando'; falha não registrada",

@@ -194,13 +194,17 @@ def test_a_batch_on_mariadb_costs_two_statements_per_task_and_six_per_batch(nq):
                for r in nq.rows())
 
 
-def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds(nq):
+@pytest.mark.parametrize("raises", [False, True], ids=["caught", "raised"])
+def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds(nq, raises):
     """MariaDB: the last task of a batch catches a deadlock that rolled the whole batch
     transaction back (claim and effects); its error answer carries no transaction status,
     so the client still believes the transaction open.  Meanwhile another worker claims
     the tasks, now waiting again.  The joint success UPDATE must not run in autocommit and
     mark that worker's running tasks 'sucesso' (their effects were rolled back): the batch
-    is given up instead."""
+    is given up instead.  `raises`: the task lets the deadlock out (a plain failure in
+    per-task mode); the batch is given up too (before: ROLLBACK TO SAVEPOINT of a savepoint
+    the rollback ended raised 1305, and the worker restarted its connection with a
+    traceback, as for a bug)."""
     import threading
 
     import pymysql
@@ -218,6 +222,7 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
     with rival.cursor() as cur:  # (should the batch still hold the rows: fail fast)
         cur.execute("SET SESSION innodb_lock_wait_timeout = 5")
     caught: list = []
+    errors: list = []
     session = DbSession.open(settings)
     try:
         rival_errors: list = []
@@ -254,12 +259,15 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
                                     (first + 1,))
                 except pymysql.err.OperationalError as exc:  # caught by the task's code
                     caught.append(exc.args[0])
+                    errors.append(exc)
                 thread.join(20)
                 if caught:
                     break
             with rival.cursor() as cur:  # the tasks wait again: another worker takes them
                 cur.execute(f"UPDATE {nq.table} SET status = 'processando' "
                             f"WHERE id IN ({', '.join(map(str, ids))}) AND status = 'pendente'")
+            if raises and errors:
+                raise errors[-1]
             return None
 
         repo = TaskRepository(session, settings.queue_table)
