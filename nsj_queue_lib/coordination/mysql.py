@@ -55,11 +55,15 @@ logger = logging.getLogger(__name__)
 CANDIDATES = 16  # index entries read per status for a claim (more for bigger batches)
 FAST_POLL_FOR = 2.0  # seconds after activity during which the probe runs at its fastest
 MIN_TURN_WAIT = 0.01  # seconds; a shorter rest of a wait does not send one more GET_LOCK
-# The fast step, as a fraction of QUEUE_POLL_INTERVAL.  Each probe that finds a task due
-# costs a hand-over and a claim (about 5 statements): under a steady arrival rate this
-# step sets how many tasks one wake-up serves (100/s at 0.1 s: about 5, 2.5 at a quarter
-# of it), while a lone task waits half a step on average.
-FAST_FRACTION = 0.5
+# The fast step, as a fraction of QUEUE_POLL_INTERVAL.
+FAST_FRACTION = 0.25
+# A worker granted the turn by a hand-over (the holder before found a task) waits this
+# fraction of QUEUE_POLL_INTERVAL before its first probe.  Each probe that finds a task
+# costs a hand-over and a claim (about 5 statements): under steady arrivals this wait
+# sets how many tasks one wake-up serves (100/s: about 5 at half of 0.1 s, 2.5 at a
+# quarter), while a task arriving when the holder has been polling for a while is still
+# seen within one fast step.
+HANDOVER_FRACTION = 0.5
 # Back-off (seconds) after a task announced by the probe could not be claimed (its row is
 # held by another worker's open transaction), as the consumer's busy back-off.
 BUSY_FIRST = 0.002
@@ -304,8 +308,8 @@ class HaltWatch:
 class ProbeNotifier(Notifier):
     """Wake-ups from polling an index-only probe (implements `Notifier`).
 
-    Polls every `interval` seconds at most, and twice as often (FAST_FRACTION) during
-    the first FAST_POLL_FOR seconds after a task was seen, so a burst of tasks is
+    Polls every `interval` seconds at most, and four times as often (FAST_FRACTION)
+    during the first FAST_POLL_FOR seconds after a task was seen, so a burst of tasks is
     picked up quickly.  With `prefix` (native mode), only the idle worker holding
     the queue's idle turn polls; the others wait for it inside the server
     (coordination/mysql_turn.py).  `wait(0)` (asked between tasks) only reads the
@@ -412,9 +416,10 @@ class ProbeNotifier(Notifier):
                     if self.stopping():
                         return []  # hand the turn on at once (the consumer stops)
                     # The holder before may have handed the turn on to claim a task: give
-                    # that claim a fast step to commit, then poll fast for a while.
+                    # that claim time to commit and more tasks time to arrive (one wake-up
+                    # serves them all), then poll fast for a while.
                     self._last_seen = self.clock()
-                    self.sleep(min(self.interval * FAST_FRACTION,
+                    self.sleep(min(self.interval * HANDOVER_FRACTION,
                                    max(0.0, deadline - self.clock())))
                 elif deadline - self.clock() < MIN_TURN_WAIT:
                     # (read after the wait: it used up the slice; another, near-zero

@@ -14,8 +14,9 @@ queue take turns through one session named lock (the "idle turn"):
   `GET_LOCK(turn, TURN_WAIT)` (2 s), which reads the HALT request once the wait is
   over: one statement per TURN_WAIT, no polling.  A holder that stops (HALT, SIGTERM)
   hands the turn on, and the next one sees the HALT (or its own stop request) at once;
-* a new holder waits one fast poll step before its first probe, so the claim of the
-  worker that handed the turn on has committed (its task is no longer seen as due);
+* a new holder waits half of QUEUE_POLL_INTERVAL before its first probe, so the claim
+  of the worker that handed the turn on has committed (its task is no longer seen as
+  due) and, under steady arrivals, one wake-up serves the tasks of that half interval;
 * due rows that no claim gets (held by another worker's open transaction: a running
   batch) make the worker that announced them back off, as PostgreSQL's busy back-off
   (2 ms doubling to 1 s); while backing off, a holder's probe keeps the turn, so the
