@@ -49,6 +49,7 @@ from nsj_queue_lib.db.server import (
 )
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
+from nsj_queue_lib.runtime.signals import WaitInterrupted, interruptible
 
 logger = logging.getLogger(__name__)
 
@@ -266,7 +267,7 @@ HALT_CHECK = 0.5  # seconds between two reads of the HALT request (a primary-key
 # second, and how late a SIGTERM sent to that worker alone is seen.  A HALT, or a SIGTERM
 # sent to the whole fleet, passes from one worker to the next as each one that stops
 # hands the turn on (the next one reads HALT, or sees its stop request, at once).
-TURN_WAIT = 2.0
+TURN_WAIT = 2.0  # (a SIGTERM ends it at once on the main thread: runtime/signals.py)
 _UNREAD = object()
 
 
@@ -409,7 +410,16 @@ class ProbeNotifier(Notifier):
                 self.sleep(min(HALT_CHECK, remaining))
                 continue
             if not turn.held:
-                granted, at = turn.wait(min(TURN_WAIT, max(0.0, remaining)))
+                try:
+                    # A SIGTERM ends this wait at once (the turn is not taken): the
+                    # statement is abandoned, so the session is closed, and its lock
+                    # with it.
+                    with interruptible():
+                        granted, at = turn.wait(min(TURN_WAIT, max(0.0, remaining)))
+                except WaitInterrupted:
+                    turn.held = False
+                    self.repo.session.close()
+                    return []
                 if self.halt.control and self.halt.seen(at):
                     return halt
                 if granted:

@@ -2,15 +2,49 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Iterator
 
 logger = logging.getLogger(__name__)
 
 EXIT_FORCED = 1
+
+
+class WaitInterrupted(BaseException):
+    """A stop signal cut short a blocking wait of the main thread (see `interruptible`).
+    A BaseException, so that no `except Exception` on the way swallows it."""
+
+
+_armed = False  # the main thread is inside an `interruptible()` block
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """A blocking wait (a statement waiting inside the database) that the worker's first
+    stop signal ends at once, raising WaitInterrupted here instead of letting the wait
+    run out.  Only on the main thread, where signal handlers run; elsewhere a no-op.
+    Whatever the block was doing is abandoned mid-way: its caller closes the connection."""
+    global _armed
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _armed = True
+    try:
+        yield
+    finally:
+        _armed = False
+
+
+def interrupt_wait() -> None:
+    """From the stop-signal handler: end the main thread's `interruptible()` wait."""
+    global _armed
+    if _armed:
+        _armed = False
+        raise WaitInterrupted()
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -53,12 +87,13 @@ def install(stop: threading.Event, grace_seconds: float,
         logger.info("%s recebido: terminando a tarefa em curso e parando (segundo sinal "
                     "força a saída)", name)
         stop.set()
-        on_first()
         # A task that ignores the stop request past the grace period is abandoned:
         # its transaction is rolled back by the database and the task is rescued later.
         timer = threading.Timer(grace_seconds, _force_exit, args=(grace_seconds,))
         timer.daemon = True
         timer.start()
+        on_first()
+        interrupt_wait()  # (last: it may raise into the main thread's idle wait)
 
     return on_stop_signals(first_then_force)
 

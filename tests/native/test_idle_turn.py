@@ -464,3 +464,28 @@ def test_due_rows_held_by_a_running_batch_do_not_keep_idle_workers_spinning(nq, 
     done = nq.effects("chave LIKE %s", ("lote%",))
     assert sorted(e["tarefa_id"] for e in done) == sorted(held)  # once each
     assert {e["pid"] for e in done} == {batcher.pid}
+
+
+def test_sigterm_ends_a_single_waiters_wait_at_once(nq):
+    """A SIGTERM sent to one worker waiting for the turn ends its GET_LOCK (up to
+    TURN_WAIT, 2 s) at once: the signal handler interrupts the wait, the worker closes
+    its connection and exits 0.  (Without it each exit took up to TURN_WAIT.)"""
+    first = nq.start_worker()
+    wait_ready(first)
+    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    others = [nq.start_worker() for _ in range(3)]
+    wait_all_ready(others)
+    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 3,
+               20, message="três workers aguardando a vez")
+    took = []
+    for worker in others:
+        time.sleep(0.3)  # somewhere inside its 2 s wait
+        started = time.monotonic()
+        worker.signal(signal.SIGTERM)
+        assert worker.wait_exit(timeout=10) == 0, worker.log()[-3000:]
+        took.append(time.monotonic() - started)
+    assert max(took) < 0.6 * TURN_WAIT, took
+    assert _holder(nq) == holder  # the holder kept its turn and its connection
+    task_id = nq.insert({"efeito": "depois"})
+    nq.wait_status(task_id, "sucesso", timeout=10)
+    assert [e["pid"] for e in nq.effects("chave = 'depois'")] == [first.pid]
