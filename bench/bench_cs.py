@@ -1,6 +1,8 @@
 """Client/server mode figures: processing rate and pickup latency with the socket server,
 on PostgreSQL and on MariaDB (python bench/bench_cs.py, or as part of bench/bench.py).
 `--pickup [--idle=N ...]`: MariaDB native pickup latency with 2 (or N) workers, no notify.
+`--stop [--idle=N]`: how long an idle MariaDB native fleet of 16 (or N) takes to stop on
+HALT, on SIGTERM to one worker, and on SIGTERM to the rest.
 `--statements [--native] [--cs] [--quick] [--idle=N ...]`: statements per completed task on
 MariaDB with a backlog and with 4 and 32 (or N) idle workers while tasks arrive at 100/s, and
 the idle fleet's
@@ -450,9 +452,67 @@ def statements_mysql(report: Report, rate: float = 100.0, seconds: float = 30.0,
         target.drop()
 
 
+# -- stopping an idle MariaDB native fleet: HALT, SIGTERM to one worker, to the rest -----
+def stop_promptness(n: int = 16) -> None:
+    """Print how long an idle native fleet of `n` workers takes to stop: after
+    QueueAdmin.halt() until every process exited; after SIGTERM to five workers one at a
+    time (each to its exit); after SIGTERM to the others (until all exited)."""
+    from nsj_queue_lib.admin import QueueAdmin
+    from nsj_queue_lib.db.session import DbSession
+
+    target = Target("mariadb", None)
+
+    def fleet() -> ClientServerRun:
+        target.reset()
+        run = ClientServerRun(target, server=False)
+        run.start_workers(n)
+        deadline = time.monotonic() + 120
+        while _sessions(target) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError("workers não conectaram")
+            time.sleep(0.1)
+        time.sleep(3.0)  # every idle worker holds or waits for the turn
+        return run
+
+    try:
+        run = fleet()
+        session = DbSession.open(run.settings)
+        started = time.monotonic()
+        QueueAdmin(session, f"{SCHEMA}.{FILA}").halt()
+        session.close()
+        for proc in run.procs:
+            proc.wait(30)
+        print(f"HALT, {n} idle native workers: all exited in {time.monotonic() - started:.2f} s")
+        run.stop()
+        run = fleet()
+        took = []
+        for proc in run.procs[-5:]:
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+            took.append(time.monotonic() - started)
+            time.sleep(0.3)
+        print("SIGTERM to one idle worker: " + ", ".join(f"{t:.2f}" for t in took) + " s")
+        started = time.monotonic()
+        rest = run.procs[:-5]
+        for proc in rest:
+            proc.send_signal(signal.SIGTERM)
+        for proc in rest:
+            proc.wait(30)
+        print(f"SIGTERM to the other {len(rest)}: all exited in "
+              f"{time.monotonic() - started:.2f} s")
+        run.stop()
+    finally:
+        target.drop()
+
+
 def main() -> int:
     from bench.bench import report
 
+    if "--stop" in sys.argv[1:]:  # MariaDB native: HALT / SIGTERM of an idle fleet
+        sizes = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle=")]
+        stop_promptness(sizes[0] if sizes else 16)
+        return 0
     if "--pickup" in sys.argv[1:]:  # MariaDB native pickup, no producer notify
         sizes = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle=")]
         for workers in sizes or [2]:
