@@ -200,6 +200,7 @@ class DbSession:
         self._prepared: Dict[str, List[str]] = {}
         self._chain_next = False  # the open transaction's COMMIT is to be AND CHAIN
         self._chained = False  # a transaction started by COMMIT AND CHAIN, not yet begun
+        self._readable: Optional[bool] = None  # the driver shows the server status flags
         self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server.py)
 
     @classmethod
@@ -297,9 +298,14 @@ class DbSession:
         AND CHAIN), the next `begin()` sends BEGIN as usual.  Ignored too when the
         driver cannot show that answer (mysqlclient over Oracle's libmysqlclient): plain
         COMMIT, then BEGIN."""
-        if (self.in_transaction and self.dialect.name == "mysql"
-                and mysql_driver.server_status(self.conn) is not None):
+        if self.in_transaction and self.dialect.name == "mysql" and self._status_readable():
             self._chain_next = True
+
+    def _status_readable(self) -> bool:
+        """Whether the driver shows the server's status flags (asked once per session)."""
+        if self._readable is None:
+            self._readable = mysql_driver.server_status(self.conn) is not None
+        return self._readable
 
     def _server_in_transaction(self) -> bool:
         """Whether the server reported an open transaction in its last answer (the
