@@ -1,5 +1,7 @@
 """Client/server mode figures: processing rate and pickup latency with the socket server,
 on PostgreSQL and on MariaDB (python bench/bench_cs.py, or as part of bench/bench.py).
+`--mysql [--rounds N]`: the MySQL lines of issue 12 (with `--rounds`, plain PostgreSQL and
+MariaDB native alternated N times, ratio per round and their range).
 `--pickup [--idle=N ...]`: MariaDB native pickup latency with 2 (or N) workers, no notify.
 `--stop [--idle=N]`: how long an idle MariaDB native fleet of 16 (or N) takes to stop on
 HALT, on SIGTERM to one worker, and on SIGTERM to the rest.
@@ -315,6 +317,32 @@ def _mysql_drivers() -> List[str]:
     return ["pymysql", "mysqlclient"] if mysqlclient_module() is not None else ["pymysql"]
 
 
+def mysql_rounds(pg: DevPostgres, report: Report, rounds: int, n: int = 10_000) -> None:
+    """`--mysql --rounds N`: plain PostgreSQL and MariaDB native (each driver) alternated
+    N times, ratios within each round, then the range and the median of the ratios; so
+    one slow stretch of the shared disk or CPU moves one round, not the figure."""
+    postgres, mariadb = Target("postgres", pg), Target("mariadb", None)
+    drivers = _mysql_drivers()
+    ratios: Dict[str, List[float]] = {d: [] for d in drivers}
+    print(f"-- MySQL native vs plain PostgreSQL, {rounds} rounds of {n} tasks, 4 workers")
+    try:
+        for r in range(rounds):
+            base = processing_rate(postgres, n, 4, server=False)
+            report(f"round {r + 1} plain postgres", base, "tasks/s",
+                   note=f"(load {os.getloadavg()[0]:.1f})")
+            for driver in (drivers if r % 2 == 0 else drivers[::-1]):
+                rate = processing_rate(mariadb, n, 4, server=False, mysql_driver=driver)
+                ratios[driver].append(rate / base)
+                report(f"round {r + 1} mariadb native ({driver})", rate, "tasks/s", base)
+    finally:
+        postgres.drop()
+        mariadb.drop()
+    for driver, values in ratios.items():
+        print(f"mariadb native ({driver}) / plain postgres: "
+              f"{', '.join(f'{v:.0%}' for v in values)}; min {min(values):.0%}, "
+              f"median {statistics.median(values):.0%}, max {max(values):.0%}")
+
+
 def run_mysql(pg: DevPostgres, report: Report, n: int = 10_000, samples: int = 60) -> None:
     """MySQL lines of one run (issue 12): MariaDB native and client/server on MariaDB as
     ratios of the plain PostgreSQL rate measured here too; pickup without producer notify.
@@ -531,7 +559,10 @@ def main() -> int:
         return 0
     pg = acquire()
     try:
-        if "--mysql" in sys.argv[1:]:
+        if "--mysql" in sys.argv[1:] and "--rounds" in sys.argv[1:]:
+            rounds = int(sys.argv[sys.argv.index("--rounds") + 1])
+            mysql_rounds(pg, report, rounds, n=1_000 if "--quick" in sys.argv[1:] else 10_000)
+        elif "--mysql" in sys.argv[1:]:
             run_mysql(pg, report, n=1_000 if "--quick" in sys.argv[1:] else 10_000)
         else:
             run(pg, report)
