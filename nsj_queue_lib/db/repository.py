@@ -247,8 +247,9 @@ class TaskRepository:
 
     def task_claim_skip_locked(self, limit: int, candidates: int) -> List[dict]:
         """MySQL native: lock up to `limit` due rows no other claim holds (in a transaction)."""
-        rows = self.session.fetch_all(self.q["task_claim_skip_locked"],
-                                      {"limit": limit, "candidates": candidates})
+        rows = self.session.fetch_all_prepared("nsjq_claim_skip_locked",
+                                               self.q["task_claim_skip_locked"],
+                                               {"limit": limit, "candidates": candidates})
         return [_from_json(r) for r in rows]
 
     def task_mark_processing_locked(self, ids: Sequence[int], lock_prefix: str) -> int:

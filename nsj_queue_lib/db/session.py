@@ -201,6 +201,7 @@ class DbSession:
         self._chain_next = False  # the open transaction's COMMIT is to be AND CHAIN
         self._chained = False  # a transaction started by COMMIT AND CHAIN, not yet begun
         self._readable: Optional[bool] = None  # the driver shows the server status flags
+        self._mariadb: Optional[bool] = None  # MySQL dialect: the server is MariaDB
         self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server.py)
 
     @classmethod
@@ -246,9 +247,12 @@ class DbSession:
         return next(iter(row.values())) if row else None
 
     def fetch_one_prepared(self, name: str, sql: str, params: Mapping[str, Any]) -> Optional[dict]:
-        """fetch_one through a server-side prepared statement (PostgreSQL), planned once
-        per connection.  Statements before the last one of `sql` (such as SET LOCAL) are
-        sent with each EXECUTE, in the same implicit transaction."""
+        """fetch_one through a server-side prepared statement, parsed (PostgreSQL: and
+        planned) once per connection.  PostgreSQL: statements before the last one of
+        `sql` (such as SET LOCAL) are sent with each EXECUTE, in the same implicit
+        transaction.  MySQL dialect: one statement; prepared on MariaDB only (EXECUTE
+        ... USING takes literal values there; MySQL takes only user variables, which
+        would cost a SET per call), elsewhere `sql` is sent as it is."""
         return self._run_prepared(name, sql, params, "one")
 
     def fetch_all_prepared(self, name: str, sql: str, params: Mapping[str, Any]) -> List[dict]:
@@ -256,6 +260,8 @@ class DbSession:
         return self._run_prepared(name, sql, params, "all")
 
     def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
+        if self.dialect.name == "mysql":
+            return self._run_prepared_mariadb(name, sql, params, fetch)
         *before, main = [part for part in sql.split(";\n") if part.strip()]
         order = self._prepared.get(name)
         if order is None:
@@ -273,6 +279,40 @@ class DbSession:
         args = ", ".join(["%s"] * len(order))
         call = f"{prefix}EXECUTE {name}({args})" if order else f"{prefix}EXECUTE {name}"
         return self._run(call, tuple(params[k] for k in order), fetch)
+
+    def _is_mariadb(self) -> bool:
+        """MariaDB, from the connection's handshake (no statement); asked once."""
+        if self._mariadb is None:
+            version = getattr(self.conn, "server_version", None)  # pymysql
+            if version is None and hasattr(self.conn, "get_server_info"):  # mysqlclient
+                version = self.conn.get_server_info()
+            self._mariadb = "mariadb" in str(version or "").lower()
+        return self._mariadb
+
+    def _run_prepared_mariadb(self, name: str, sql: str, params: Mapping[str, Any],
+                              fetch: str, again: bool = True) -> Any:
+        """MariaDB: PREPARE once per connection (`?` for each %(name)s, in order), then
+        EXECUTE ... USING the values, bound by the driver as literals.  The statement's
+        text is parsed once instead of at every call (the native claim: about a third
+        of its server CPU)."""
+        if not self._is_mariadb():
+            return self._run(sql, params, fetch)
+        order = self._prepared.get(name)
+        if order is None:
+            order = _NAMED_PARAM.findall(sql)
+            text = _NAMED_PARAM.sub("?", sql).replace("%%", "%")
+            self.execute(f"PREPARE {name} FROM %(nsjq_text)s", {"nsjq_text": text})
+            self._prepared[name] = order
+        using = ", ".join(f"%({key})s" for key in order)
+        call = f"EXECUTE {name} USING {using}" if order else f"EXECUTE {name}"
+        try:
+            return self._run(call, params, fetch)
+        except Exception as exc:
+            if not again or mysql_driver.error_code(exc) != 1243:  # ER_UNKNOWN_STMT_HANDLER
+                raise
+            # Deallocated behind the library's back (task code on bd_conn): once more.
+            del self._prepared[name]
+            return self._run_prepared_mariadb(name, sql, params, fetch, again=False)
 
     def insert_lastrowid(self, sql: str, params: Params = None) -> int:
         return self._run(sql, params, "lastrowid")
