@@ -1,6 +1,7 @@
 """Client-side statement counter for benchmark worker processes.
 
-`install()` wraps `psycopg2.connect` (and pymysql's connections and cursors) so that
+`install()` wraps `psycopg2.connect` (and the connections and cursors of pymysql and, when
+installed, mysqlclient) so that
 every connection the process opens
 (the library's and the task code's `bd_conn` alike) uses a cursor that counts
 what it sends.  At exit the process writes one JSON file into
@@ -98,6 +99,7 @@ def install() -> None:
 
     psycopg2.connect = connect
     _install_pymysql()
+    _install_mysqlclient()
     atexit.register(_dump)
     threading.Thread(target=_watch_mark, name="bench-count-mark", daemon=True).start()
 
@@ -132,6 +134,39 @@ def _install_pymysql() -> None:
 
     pymysql.connections.Connection.__init__ = init
     pymysql.connections.Connection.close = close
+
+
+def _install_mysqlclient() -> None:
+    """The same count for mysqlclient (MySQLdb), when it is installed (DB_MYSQL_DRIVER)."""
+    try:
+        import MySQLdb.connections
+        import MySQLdb.cursors
+    except ImportError:
+        return
+    original_execute = MySQLdb.cursors.BaseCursor.execute
+
+    def execute(self: Any, query: Any, args: Any = None) -> Any:
+        _count(query)
+        return original_execute(self, query, args)
+
+    MySQLdb.cursors.BaseCursor.execute = execute  # every cursor class inherits it
+    original_init = MySQLdb.connections.Connection.__init__
+    original_close = MySQLdb.connections.Connection.close
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        _add("connections_opened")
+        _add("connections_open")
+        self._counted_open = True
+
+    def close(self: Any) -> None:
+        if getattr(self, "_counted_open", False):
+            self._counted_open = False
+            _add("connections_open", -1)
+        original_close(self)
+
+    MySQLdb.connections.Connection.__init__ = init
+    MySQLdb.connections.Connection.close = close
 
 
 def _count(query: Any) -> None:
