@@ -103,3 +103,57 @@ def test_a_wait_statement_that_fails_after_the_grant_hands_the_turn_back(queue):
     finally:
         other.close()
         session.close()
+
+
+def _task_locks(queue, pid: int, lock_ns: int, task_id: int) -> list:
+    """The task's advisory locks `pid` holds, seen from another session: the queue's
+    namespaced key (objsubid 2) and 1.2.2's raw key (the id as a bigint, objsubid 1)."""
+    return [r["objsubid"] for r in queue.sql(
+        "SELECT objsubid FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = %s "
+        "AND ((objsubid = 2 AND classid::int8 = %s AND objid::int8 = %s) "
+        "  OR (objsubid = 1 AND classid::int8 = %s AND objid::int8 = %s)) ORDER BY objsubid",
+        (pid, lock_ns & 0xFFFFFFFF, task_id & 0xFFFFFFFF, task_id >> 32,
+         task_id & 0xFFFFFFFF))]
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["2x", "compat-1.2.2"])
+def test_a_claim_that_fails_after_its_lock_leaves_the_task_to_other_workers(queue, legacy):
+    """The claim's UPDATE fails after pg_try_advisory_lock took the task's session lock:
+    the row stays 'pendente', and the lock must not stay with this session (every other
+    worker's claim would skip the task until this session ends)."""
+    settings = queue.settings()
+    a, b = DbSession.open(settings), DbSession.open(settings)
+    try:
+        repo_a = TaskRepository(a, settings.queue_table, settings.queue_subscriber_table,
+                                legacy=legacy)
+        repo_b = TaskRepository(b, settings.queue_table, settings.queue_subscriber_table,
+                                legacy=legacy)
+        guard_a, guard_b = PgGuard(repo_a, settings.queue_table), PgGuard(repo_b,
+                                                                            settings.queue_table)
+        task_id = queue.insert({"efeito": "x"})
+        _fail_once(queue, "AFTER")
+
+        with pytest.raises(psycopg2.Error, match="claim recusado pelo teste"):
+            guard_a.claim(1)
+        assert queue.sql(f"SELECT status FROM {queue.qtable} WHERE id = %s",
+                         (task_id,)) == [{"status": "pendente"}]
+        assert _task_locks(queue, a.conn.get_backend_pid(), guard_a.lock_ns, task_id) == []
+
+        # Another worker claims and runs it; the first one never gets it again.
+        claimed = guard_b.claim(1)
+        assert [t["id"] for t in claimed] == [task_id]
+        assert guard_a.claim(1) == []
+        b.begin()
+        assert guard_b.finish(claimed[0], "ok")
+        b.commit()
+        guard_b.release(claimed[0])
+        guard_b.settle()
+        assert guard_a.claim(1) == [] and guard_b.claim(1) == []
+        assert queue.sql(f"SELECT status FROM {queue.qtable} WHERE id = %s",
+                         (task_id,)) == [{"status": "sucesso"}]
+        for s, g in ((a, guard_a), (b, guard_b)):
+            assert _task_locks(queue, s.conn.get_backend_pid(), g.lock_ns, task_id) == []
+        assert _warnings(a) == [] and _warnings(b) == []
+    finally:
+        b.close()
+        a.close()
