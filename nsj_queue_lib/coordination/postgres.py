@@ -136,6 +136,11 @@ class PgLocker:
             "AND objid::int8 = %(o)s AND objsubid = %(s)s)", ids))
 
 
+# Runs of task_locks_release_stale after a failed claim, at most (one per nesting level
+# of a lock taken more than once).
+_STALE_RUNS = 4
+
+
 def _claim_order(tarefa: dict) -> tuple:
     return (-(tarefa.get("prioridade") or 0), tarefa["data_hora"], tarefa["id"])
 
@@ -166,6 +171,7 @@ class PgGuard(TaskGuard):
         self.lock_ns = task_lock_key(queue_table, 0)[0]
         self.locker = PgLocker(repo.session)
         self._released: Set[int] = set()
+        self._running: Set[int] = set()  # ids claimed and not yet released (their locks)
         self._deferred: Optional[int] = None  # 1.2.2 key (raw id) still to release
         self._turn: Any = None  # ListenerTurn to release with the next successful claim
 
@@ -193,6 +199,7 @@ class PgGuard(TaskGuard):
             self._after_failed_claim(turn)
             raise
         self._deferred = None
+        self._running.update(row["id"] for row in rows)
         released = False
         for row in rows:
             released = bool(row.pop("nsjq_turn_released", None)) or released
@@ -205,11 +212,19 @@ class PgGuard(TaskGuard):
         """A claim that failed may have released the turn and the deferred 1.2.2 key (the
         statement releases them in its RETURNING and filter, and advisory unlocks are not
         undone by the error), or not: ask the server, so that no later unlock of a key no
-        longer held draws a server WARNING (or keeps a turn that is gone)."""
+        longer held draws a server WARNING (or keeps a turn that is gone).
+
+        It may also have taken task locks before the error (pg_try_advisory_lock in its
+        filter): the rows stay 'pendente' (the UPDATE is rolled back) but the session
+        locks are not undone, and every other worker's claim would skip those tasks until
+        this session ends.  They are released here: every task lock of this queue held by
+        this session for a task it is not running (and, in compat mode, the 1.2.2 raw
+        keys of such tasks)."""
         deferred, self._deferred = self._deferred, None
         try:
             if self.repo.session.in_transaction:
                 raise DatabaseUnavailable("claim dentro de uma transação")
+            self._release_stale_task_locks(deferred)
             if deferred is not None and self.locker.holds(legacy_task_key(deferred)):
                 self._deferred = deferred  # still held: the next statement releases it
             if turn is not None and not self.locker.holds(turn.key):
@@ -220,6 +235,14 @@ class PgGuard(TaskGuard):
             if turn is not None:
                 turn.forget()
             self._turn = None
+
+    def _release_stale_task_locks(self, deferred: Optional[int]) -> None:
+        keep_raw = [*self._running, *([deferred] if deferred is not None else [])]
+        # (a lock taken twice is released once per run: a few runs at most)
+        for _ in range(_STALE_RUNS):
+            if not self.repo.task_locks_release_stale(self.lock_ns, sorted(self._running),
+                                                      keep_raw):
+                return
 
     def begin(self, tarefa: dict) -> bool:
         return True  # the lock is on this very session: nobody else can hold the task
@@ -235,6 +258,7 @@ class PgGuard(TaskGuard):
 
     def release(self, tarefa: dict) -> None:
         task_id = tarefa["id"]
+        self._running.discard(task_id)
         try:
             if self.repo.legacy:
                 # 1.2.2's key is given back only after the commit or rollback (a 1.2.2
@@ -263,6 +287,7 @@ class PgGuard(TaskGuard):
 
     def close(self) -> None:
         self._released.clear()
+        self._running.clear()
         self._deferred = None
         self._turn = None
 

@@ -206,6 +206,17 @@ class TaskRepository:
         position.note(rows)
         return rows
 
+    def task_locks_release_stale(self, lock_ns: int, keep: Sequence[int] = (),
+                                 keep_raw: Sequence[int] = ()) -> int:
+        """PostgreSQL, after a failed claim: release (once each) the task locks this
+        session holds for tasks not in `keep` (the ones it runs) and, in compat mode, the
+        1.2.2 raw keys of this queue's tasks not in `keep_raw`; the number released."""
+        params = {"lock_ns": lock_ns, "legacy": self.legacy,
+                  "keep_ns": [int(i) & 0xFFFFFFFF for i in keep],
+                  "keep_raw": [int(i) for i in keep_raw]}
+        rows = self.session.fetch_all(self.q["task_locks_release_stale"], params)
+        return sum(1 for r in rows if r["released"])
+
     def take_empty_claim_due(self) -> Optional[Tuple[Optional[float]]]:
         """What task_seconds_to_next_due would answer, as read by the last claim of
         task_claim_locked when it found nothing (a 1-tuple), once; None when that claim

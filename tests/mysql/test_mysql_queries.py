@@ -17,6 +17,8 @@ PARAM = re.compile(r"%\((\w+)\)s")
 POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch",
                  # 1.2.2-compatible claim keys (coordination/keys.py)
                  "task_claim_locked_compat", "task_claim_batch_compat",
+                 # locks a failed claim took (coordination/postgres.py PgGuard)
+                 "task_locks_release_stale",
                  "task_promote_scheduled_compat", "subscriber_fanout_compat", "compat_evidence",
                  # the listener turn's granting statement (coordination/listener_turn.py)
                  "task_due_beyond_one",

@@ -232,6 +232,32 @@ UPDATE {table} t
    AND t.status IN ('pendente', 'agendada')
 RETURNING {tarefa_cols}
 
+-- name: task_locks_release_stale
+-- After a claim statement that failed (PgGuard): its UPDATE was rolled back, but a
+-- session advisory lock that pg_try_advisory_lock took before the error is not undone,
+-- and would hide the still 'pendente' task from every other worker's claim until this
+-- session ends.  Releases, once each, the task locks this session holds in the queue's
+-- namespace %(lock_ns)s (two-int32 form, objsubid 2) except %(keep_ns)s (the objid, as
+-- unsigned int32, of the tasks it runs) and, with %(legacy)s, the 1.2.2 raw keys
+-- (bigint form, objsubid 1) that are ids of this queue's tasks, except %(keep_raw)s
+-- (the tasks it runs and the deferred key).  One row per lock released: a lock taken
+-- twice needs a second run.
+SELECT l.objsubid,
+       CASE WHEN l.objsubid = 2
+            THEN pg_advisory_unlock(%(lock_ns)s::int4,
+                   (l.objid::int8 - CASE WHEN l.objid::int8 >= 2147483648
+                                         THEN 4294967296 ELSE 0 END)::int4)
+            ELSE pg_advisory_unlock((l.classid::int8 << 32) | l.objid::int8) END
+         AS released
+  FROM pg_locks l
+ WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
+   AND ((l.objsubid = 2 AND l.classid::int8 = (%(lock_ns)s::int8 & 4294967295)
+         AND NOT l.objid::int8 = ANY(%(keep_ns)s::int8[]))
+        OR (%(legacy)s AND l.objsubid = 1
+            AND NOT ((l.classid::int8 << 32) | l.objid::int8) = ANY(%(keep_raw)s::int8[])
+            AND EXISTS (SELECT 1 FROM {table} t
+                         WHERE t.id = ((l.classid::int8 << 32) | l.objid::int8))))
+
 -- name: task_finish_unlock
 -- Success mark and lock release in one round trip; the status guard makes the early
 -- unlock safe (a rescuer blocks on the row and then finds it 'sucesso').
