@@ -166,21 +166,27 @@ class MysqlGuard(TaskGuard):
             return []
         session = self.session
         session.begin()
+        marking: List[int] = []  # rows whose named locks the mark may have taken
         try:
-            rows = self._claim_in_transaction(limit)
+            rows = self._claim_in_transaction(limit, marking)
             if rows:  # the task's transaction starts with this COMMIT (no BEGIN)
                 session.chain_commit()
             session.commit()
         except BaseException:
             session.rollback()
+            # The rollback puts the rows back to waiting but does not release their named
+            # locks (session-scoped): every other worker's mark would skip them until
+            # this connection ends.
+            self._release_failed_claim(marking)
             raise
         return rows
 
-    def _claim_in_transaction(self, limit: int) -> List[dict]:
+    def _claim_in_transaction(self, limit: int, marking: List[int]) -> List[dict]:
         rows = self.repo.task_claim_skip_locked(limit, max(CANDIDATES, 4 * limit))
         if not rows:
             return []
         ids = [r["id"] for r in rows]
+        marking.extend(ids)
         changed = self.repo.task_mark_processing_locked(ids, self.task_prefix)
         if changed < len(ids):
             # A row whose named lock another session holds (rare: a lock left by a
@@ -190,6 +196,21 @@ class MysqlGuard(TaskGuard):
         for row in rows:
             row["status"] = "processando"
         return rows
+
+    def _release_failed_claim(self, ids: List[int]) -> None:
+        """After a claim that failed (rolled back): release the named locks its mark may
+        have taken.  The rows were waiting, locked by the claim's transaction: none is a
+        task running here, and RELEASE_LOCK of a lock not taken (the statement failed
+        before its row) or held by another session changes nothing."""
+        for task_id in ids:
+            try:
+                self.locker.unlock(task_lock_key(self.queue_table, task_id))
+            except DatabaseUnavailable:
+                return  # the session is gone, and its locks with it
+            except Exception as exc:  # keep the claim's own error
+                logger.warning("Lock nomeado da tarefa %s não liberado após o claim que "
+                               "falhou: %s", task_id, exc)
+                return
 
     def _take_next(self) -> Optional[dict]:
         return self._marked.take(lambda tarefa: self._unlock_quietly(tarefa["id"]))
@@ -217,14 +238,15 @@ class MysqlGuard(TaskGuard):
         try:
             changed = self.repo.task_finish_release_mark(task_id, message, self._name(task_id),
                                                          ids, self.task_prefix)
+            if changed == 1 + len(ids):
+                marked = set(ids)
+            else:  # rare: the task was taken over, or a claimed row's lock is held elsewhere
+                marked = set(self.repo.task_list_processing(ids))
         except BaseException:
-            for next_id in ids:  # a named lock the refused statement may have taken
-                self._unlock_quietly(next_id)
+            # A named lock the statement may have taken: the task's transaction is rolled
+            # back after this error, the rows wait again, and nothing else would release it.
+            self._release_failed_claim(ids)
             raise
-        if changed == 1 + len(ids):
-            marked = set(ids)
-        else:  # rare: the task was taken over, or a claimed row's lock is held elsewhere
-            marked = set(self.repo.task_list_processing(ids))
         rows = [r for r in ahead if r["id"] in marked]
         if rows:
             # Used only if this transaction commits; a rollback leaves only the named
