@@ -347,7 +347,7 @@ def run_mysql(pg: DevPostgres, report: Report, n: int = 10_000, samples: int = 6
     """MySQL lines of one run (issue 12): MariaDB native and client/server on MariaDB as
     ratios of the plain PostgreSQL rate measured here too; pickup without producer notify.
     The native line once per MySQL driver (`_mysql_drivers`); the other lines use the
-    driver DB_MYSQL_DRIVER chooses (auto: mysqlclient when installed)."""
+    driver DB_MYSQL_DRIVER chooses (pymysql unless set)."""
     postgres, mariadb = Target("postgres", pg), Target("mariadb", None)
     print(f"-- MySQL modes: {n} tasks, 4 workers, each task inserts a side-effect row")
     try:

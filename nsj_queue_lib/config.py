@@ -198,8 +198,8 @@ class Settings:
                       secret=True)
     db_driver: str = _v("DB_DRIVER", "DATABASE_DRIVER", parse=_driver, default="POSTGRES",
                         doc="POSTGRES, MYSQL ou SINGLE_STORE")
-    db_mysql_driver: str = _v("DB_MYSQL_DRIVER", parse=_mysql_driver, default="auto",
-                              doc="auto, pymysql ou mysqlclient (extra nsj-queue-lib[mysqlclient])")
+    db_mysql_driver: str = _v("DB_MYSQL_DRIVER", parse=_mysql_driver, default="pymysql",
+                              doc="pymysql (padrão), mysqlclient (extra [mysqlclient]) ou auto")
     # Queue
     queue_name: str = _v("QUEUE_NAME", parse=_channel, required=True, doc="Canal do notify")
     queue_table: str = _v("QUEUE_TABLE", parse=_table, required=True, doc="Tabela da fila")

@@ -2,7 +2,8 @@
 
 pymysql (pure Python) is always installed; mysqlclient (MySQLdb, a C extension over
 libmariadb / libmysqlclient) is the optional extra `nsj-queue-lib[mysqlclient]`, chosen
-by DB_MYSQL_DRIVER (`auto`: mysqlclient when importable).  A MySQL native task spends
+by DB_MYSQL_DRIVER (default `pymysql`, as 1.2.2: task code sees the driver it was
+written for; `auto`: mysqlclient when importable).  A MySQL native task spends
 about half of the worker's CPU inside the driver, and the C driver needs a third less
 of it (bench/README.md).
 

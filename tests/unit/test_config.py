@@ -62,8 +62,11 @@ def test_db_driver_defaults_to_postgres_and_is_validated():
         settings(DB_DRIVER="ORACLE")
 
 
-def test_db_mysql_driver_defaults_to_auto_and_is_validated():
-    assert settings().db_mysql_driver == "auto"
+def test_db_mysql_driver_defaults_to_pymysql_and_is_validated():
+    # pymysql by default, as 1.2.2: mysqlclient installed for other reasons (Django) must
+    # not change the exceptions and cursors a task's code sees.
+    assert settings().db_mysql_driver == "pymysql"
+    assert settings(DB_MYSQL_DRIVER="auto").db_mysql_driver == "auto"
     assert settings(DB_MYSQL_DRIVER=" MySQLClient ").db_mysql_driver == "mysqlclient"
     with pytest.raises(ConfigError, match=r"DB_MYSQL_DRIVER.*auto, pymysql, mysqlclient"):
         settings(DB_MYSQL_DRIVER="connector")
