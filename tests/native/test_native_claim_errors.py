@@ -8,10 +8,10 @@ GET_LOCK is session-scoped: the ROLLBACK after the error puts the rows back to
 
 from __future__ import annotations
 
-import pymysql
 import pytest
 
 from nsj_queue_lib.coordination.mysql import MysqlGuard, lock_name, lock_prefix
+from nsj_queue_lib.db.mysql_driver import error_classes
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 
@@ -63,7 +63,7 @@ def test_a_claim_that_fails_after_get_lock_leaves_its_tasks_to_other_workers(nq,
         _fail_on_nth_mark(nq)
         _arm(a, limit)  # the mark fails on its last row, every row's GET_LOCK taken
 
-        with pytest.raises(pymysql.Error, match="claim recusado pelo teste"):
+        with pytest.raises(error_classes("Error"), match="claim recusado pelo teste"):
             guard_a.claim(limit)
         assert [nq.row(i)["status"] for i in ids] == ["pendente"] * limit
         assert _lock_users(nq, ids) == [None] * limit
@@ -97,7 +97,7 @@ def test_a_success_that_fails_after_marking_the_next_task_leaves_it_to_other_wor
         _fail_on_nth_mark(nq)
         a.begin()
         _arm(a, 1)
-        with pytest.raises(pymysql.Error, match="claim recusado pelo teste"):
+        with pytest.raises(error_classes("Error"), match="claim recusado pelo teste"):
             guard_a.finish(tarefa, "feito")
         a.rollback()
         _arm(a, None)
