@@ -110,30 +110,7 @@ def _install_pymysql() -> None:
     import pymysql.connections
     import pymysql.cursors
 
-    original_execute = pymysql.cursors.Cursor.execute
-
-    def execute(self: Any, query: Any, args: Any = None) -> Any:
-        _count(query)
-        return original_execute(self, query, args)
-
-    pymysql.cursors.Cursor.execute = execute  # every cursor class inherits it
-    original_init = pymysql.connections.Connection.__init__
-    original_close = pymysql.connections.Connection.close
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        _add("connections_opened")
-        _add("connections_open")
-        self._counted_open = True
-
-    def close(self: Any) -> None:
-        if getattr(self, "_counted_open", False):
-            self._counted_open = False
-            _add("connections_open", -1)
-        original_close(self)
-
-    pymysql.connections.Connection.__init__ = init
-    pymysql.connections.Connection.close = close
+    _wrap_dbapi(pymysql.cursors.Cursor, pymysql.connections.Connection)
 
 
 def _install_mysqlclient() -> None:
@@ -143,15 +120,21 @@ def _install_mysqlclient() -> None:
         import MySQLdb.cursors
     except ImportError:
         return
-    original_execute = MySQLdb.cursors.BaseCursor.execute
+    _wrap_dbapi(MySQLdb.cursors.BaseCursor, MySQLdb.connections.Connection)
+
+
+def _wrap_dbapi(cursor_class: Any, connection_class: Any) -> None:
+    """Count every execute of `cursor_class` (every cursor class of the driver inherits
+    it) and the connections of `connection_class` opened and still open."""
+    original_execute = cursor_class.execute
 
     def execute(self: Any, query: Any, args: Any = None) -> Any:
         _count(query)
         return original_execute(self, query, args)
 
-    MySQLdb.cursors.BaseCursor.execute = execute  # every cursor class inherits it
-    original_init = MySQLdb.connections.Connection.__init__
-    original_close = MySQLdb.connections.Connection.close
+    cursor_class.execute = execute
+    original_init = connection_class.__init__
+    original_close = connection_class.close
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
@@ -165,8 +148,8 @@ def _install_mysqlclient() -> None:
             _add("connections_open", -1)
         original_close(self)
 
-    MySQLdb.connections.Connection.__init__ = init
-    MySQLdb.connections.Connection.close = close
+    connection_class.__init__ = init
+    connection_class.close = close
 
 
 def _count(query: Any) -> None:
