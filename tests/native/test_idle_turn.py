@@ -407,20 +407,8 @@ def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(nq, tmp_path
     count_dir = tmp_path / "counts"
     workers = _counted_fleet(nq, 16, count_dir)
     rate, seconds = 100.0, 3.0
-    conn = nq.new_conn()
-    client = nq.client(conn)
-    ids = []
     started = time.monotonic()
-    try:
-        for i in range(int(rate * seconds)):
-            delay = started + i / rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)  # the arrival schedule (not a wait for a result)
-            ids.append(client.insert_task("teste", "teste", "teste", None,
-                                          json.dumps({"efeito": f"a{i}"})))
-            conn.commit()
-    finally:
-        conn.close()
+    ids = nq.insert_steadily(rate, seconds)
     arrival = len(ids) / (time.monotonic() - started)
     eventually(lambda: nq.count("status = 'sucesso'") == len(ids), 30,
                message="todas as tarefas concluídas")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import time
-
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.waiting import eventually
 
@@ -25,21 +22,7 @@ def test_steady_arrivals_are_picked_up_promptly_with_concurrency(nq):
     to 1 s), so pickup p50 grew from about 25 ms to about 480 ms."""
     worker = nq.start_worker(QUEUE_CONCURRENCY="2")
     wait_ready(worker)
-    rate, seconds = 80.0, 4.0
-    conn = nq.new_conn()
-    client = nq.client(conn)
-    ids = []
-    started = time.monotonic()
-    try:
-        for i in range(int(rate * seconds)):
-            delay = started + i / rate - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)  # the arrival schedule (not a wait for a result)
-            ids.append(client.insert_task("teste", "teste", "teste", None,
-                                          json.dumps({"efeito": f"a{i}"})))
-            conn.commit()
-    finally:
-        conn.close()
+    ids = nq.insert_steadily(80.0, 4.0)
     eventually(lambda: nq.count("status = 'sucesso'") == len(ids), 30,
                message="todas as tarefas concluídas")
     assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)  # each once
