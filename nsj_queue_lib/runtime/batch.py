@@ -36,6 +36,15 @@ MySQL/MariaDB in client/server mode) refuses batch mode: its backend says so by
 worker's session runs at READ COMMITTED in batch mode (the tasks' `bd_conn` work too),
 as PostgreSQL does by default.
 
+MySQL: a deadlock ends the whole transaction, so the batch is given up and runs again.
+The task whose run ended it (the one that raised, or that caught the error, seen at the
+next statement) is counted by this runner; once a task has ended BATCH_DEADLOCK_RUNS
+batches, the next batch that claims it records its attempt as a failure (the normal
+retry or dead-letter path) without running it again, and runs the others.  A bounded
+rerun, not a run alone: a lone run of a task that deadlocks every time would fail all the
+same, and claiming one given task is no member of the claim protocol of any backend.
+The count is this worker's (another worker that claims the task counts anew).
+
 Keep N small (10 to 50): a batch holds its row locks and its transaction open for
 the sum of its tasks' durations, and PostgreSQL handles at most 64 subtransactions
 that wrote (one per task savepoint) per transaction before every snapshot of the
@@ -46,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
@@ -65,10 +75,20 @@ CHECKPOINT = "nsjq_lote"  # MySQL: the savepoint whose answer shows the transact
 SUBTRANSACTION_CACHE = 64  # PGPROC_MAX_CACHED_SUBXIDS
 # Seconds a runner marks each success at once after the batch's joint mark failed.
 DEFER_PAUSE = 60.0
+# Runs of one task that ended its batch's transaction (MySQL deadlock) before its
+# attempt is recorded as a failure without running again; task ids remembered.
+BATCH_DEADLOCK_RUNS = 2
+_ENDED_MEMORY = 1024
 
 
 class _BatchEnded(Exception):
-    """MySQL: the server ended the batch's transaction (the batch is given up)."""
+    """MySQL: the server ended the batch's transaction (the batch is given up) during
+    `culprit`'s run; `error` is the error that task raised, when it raised one."""
+
+    def __init__(self, culprit: Optional[dict], error: Optional[str] = None) -> None:
+        super().__init__(culprit.get("id") if culprit else None)
+        self.culprit = culprit
+        self.error = error
 
 
 @dataclass
@@ -133,6 +153,8 @@ class BatchRunner:
         self.postgres = self.session.dialect.name == "postgres"
         self._release = False  # PostgreSQL: the last task's savepoint is still open
         self._defer_after = 0.0  # monotonic time from which success marks are joint again
+        # task id -> (runs that ended the batch's transaction, the last error raised)
+        self._ended: OrderedDict[int, Tuple[int, Optional[str]]] = OrderedDict()
 
     def run(self, batch: Batch) -> int:
         """Run every task of `batch` and commit; return how many tasks ran (0: the batch
@@ -146,35 +168,85 @@ class BatchRunner:
         marks: Optional[List[Tuple[int, str]]] = (
             [] if time.monotonic() >= self._defer_after else None)
         self._release = False
+        previous: Optional[dict] = None
         try:
             for tarefa in batch.tasks:
                 if self.observer is not None:
                     self.observer.claimed(tarefa)
                 started = time.monotonic()
-                outcomes.append(self._run_one(tarefa, marks))
+                if self._ended_too_often(tarefa):
+                    outcomes.append(self._fail_unrun(tarefa, previous))
+                else:
+                    outcomes.append(self._run_one(tarefa, marks, previous))
                 seconds.append(time.monotonic() - started)
+                previous = tarefa
             if marks and not self.postgres:
-                self._check_open()  # (else the UPDATE below could run in autocommit)
+                self._check_open(previous)  # (else the UPDATE below could run in autocommit)
             if marks and not self._mark_successes(marks):
                 self.session.rollback()
                 self._defer_after = time.monotonic() + DEFER_PAUSE
                 return self._given_up(batch, len(outcomes))
             self.session.commit()
-        except _BatchEnded:
+        except _BatchEnded as ended:
             self.session.rollback()
-            logger.warning("Lote desfeito: o servidor encerrou a transação do lote (um "
-                           "impasse numa tarefa?); as %s tarefas rodam de novo",
-                           len(batch.tasks))
+            self._count_ended(ended, len(batch.tasks))
             # (the task whose savepoint found the transaction ended was claimed too)
             return self._given_up(batch, min(len(outcomes) + 1, len(batch.tasks)))
         except BaseException:
             self.session.rollback()
             raise
+        for tarefa in batch.tasks:  # each attempt has its outcome now
+            self._ended.pop(tarefa["id"], None)
         if self.observer is not None:  # counted once committed, each with its own duration
             for tarefa, ok, took in zip(batch.tasks, outcomes, seconds):
                 self.observer.finished_task(tarefa, ok, took)
         logger.debug("Lote de %s tarefas gravado", len(batch.tasks))
         return len(batch.tasks)
+
+    def _count_ended(self, ended: _BatchEnded, size: int) -> None:
+        """Count a run that ended the batch's transaction against its task, and say so."""
+        culprit = ended.culprit
+        if culprit is None:  # (never: a savepoint before any task finds it open)
+            logger.warning("Lote desfeito: o servidor encerrou a transação do lote; as %s "
+                           "tarefas rodam de novo", size)
+            return
+        task_id = culprit["id"]
+        runs, error = self._ended.pop(task_id, (0, None))
+        runs, error = runs + 1, ended.error or error
+        self._ended[task_id] = (runs, error)
+        while len(self._ended) > _ENDED_MEMORY:
+            self._ended.popitem(last=False)
+        if runs < BATCH_DEADLOCK_RUNS:
+            logger.warning("Lote desfeito: o servidor encerrou a transação do lote durante a "
+                           "tarefa %s (impasse/deadlock?); as %s tarefas rodam de novo "
+                           "(%s de %s vezes para essa tarefa)", task_id, size, runs,
+                           BATCH_DEADLOCK_RUNS)
+        else:
+            logger.warning("Lote desfeito: o servidor encerrou a transação do lote durante a "
+                           "tarefa %s pela %sª vez (impasse/deadlock?); as %s tarefas rodam "
+                           "de novo, exceto essa, que terá a falha registrada sem rodar",
+                           task_id, runs, size)
+
+    def _ended_too_often(self, tarefa: dict) -> bool:
+        return self._ended.get(tarefa["id"], (0, None))[0] >= BATCH_DEADLOCK_RUNS
+
+    def _fail_unrun(self, tarefa: dict, previous: Optional[dict]) -> bool:
+        """Record the attempt of a task whose runs ended the batch's transaction
+        BATCH_DEADLOCK_RUNS times as a failure, in its savepoint, without running it."""
+        task_id = tarefa["id"]
+        runs, error = self._ended[task_id]
+        self._savepoint(previous)
+        message = (f"Impasse (deadlock) no banco: a tarefa desfez o lote inteiro em {runs} "
+                   "execuções (no MySQL um impasse encerra a transação do lote); falha "
+                   "registrada sem executar de novo. Último erro: "
+                   + (error or "nenhum erro chegou ao worker (capturado pelo código da "
+                               "tarefa?)"))
+        logger.error("Tarefa %s falhou: desfez o lote em %s execuções (impasse)", task_id,
+                     runs)
+        if record_failure(self.repo, tarefa, message, self.settings) is None:
+            logger.warning("Tarefa %s já não estava 'processando'; falha não registrada",
+                           task_id)
+        return False
 
     def _given_up(self, batch: Batch, claimed: int) -> int:
         """The batch was rolled back: its first `claimed` tasks, reported claimed, end
@@ -205,9 +277,10 @@ class BatchRunner:
             return False
         return True
 
-    def _savepoint(self) -> None:
+    def _savepoint(self, previous: Optional[dict]) -> None:
         """The task's SAVEPOINT; on PostgreSQL with the release of the last task's in the
-        same round trip (the library's own statements only)."""
+        same round trip (the library's own statements only).  `previous`: the task that
+        ran before in this batch (MySQL: the one that ended the transaction, if ended)."""
         if self._release:
             self.session.execute(f"RELEASE SAVEPOINT {SAVEPOINT}; SAVEPOINT {SAVEPOINT}")
         else:
@@ -216,21 +289,23 @@ class BatchRunner:
             if not self.postgres and not self.session.transaction_usable():
                 # The server ended the batch's transaction (a deadlock the last task's
                 # code caught): what follows would run in autocommit.
-                raise _BatchEnded()
+                raise _BatchEnded(previous)
         self._release = self.postgres
 
-    def _check_open(self) -> None:
-        """MySQL: raise _BatchEnded unless the server still has the batch's transaction
-        open.  An error answer carries no transaction status, so after a deadlock the
-        task's code caught (the server rolled the whole transaction back, the claim
-        included, and another worker may have claimed the tasks since) the client still
-        believes it open; one SAVEPOINT's answer tells (one statement; a name of its own,
-        so the task's savepoint stays where the task began)."""
+    def _check_open(self, culprit: Optional[dict], error: Optional[str] = None) -> None:
+        """MySQL: raise _BatchEnded (blaming `culprit`, which raised `error`) unless the
+        server still has the batch's transaction open.  An error answer carries no
+        transaction status, so after a deadlock the task's code caught (the server rolled
+        the whole transaction back, the claim included, and another worker may have
+        claimed the tasks since) the client still believes it open; one SAVEPOINT's
+        answer tells (one statement; a name of its own, so the task's savepoint stays
+        where the task began)."""
         self.session.execute(f"SAVEPOINT {CHECKPOINT}")
         if not self.session.transaction_usable():
-            raise _BatchEnded()
+            raise _BatchEnded(culprit, error)
 
-    def _run_one(self, tarefa: dict, marks: Optional[List[Tuple[int, str]]]) -> Optional[bool]:
+    def _run_one(self, tarefa: dict, marks: Optional[List[Tuple[int, str]]],
+                 previous: Optional[dict]) -> Optional[bool]:
         """Run one task in its savepoint.  A success is appended to `marks` (its mark is
         written with the others at the end of the batch) or, when `marks` is None or the
         task left its transaction broken, marked at once."""
@@ -238,7 +313,7 @@ class BatchRunner:
         session = self.session
         ok: Optional[bool] = None
         ctx = TaskContext.for_session(tarefa, self.settings, self.repo)
-        self._savepoint()
+        self._savepoint(previous)
         try:
             result = self.router.route(ctx)
             message = success_message(result, task_id)
@@ -249,7 +324,7 @@ class BatchRunner:
                 return ok
             # At once: a broken transaction makes this UPDATE fail, a failure of this task.
             if not self.postgres:
-                self._check_open()
+                self._check_open(tarefa)
             if not self.repo.task_finish(task_id, message):  # never: the row is locked here
                 session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
                 return None
@@ -267,7 +342,7 @@ class BatchRunner:
             if not self.postgres:
                 # A deadlock (raised by the task, or caught before it raised) ended the
                 # whole transaction and its savepoints: give the batch up.
-                self._check_open()
+                self._check_open(tarefa, error_text(exc))
             session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
             if record_failure(self.repo, tarefa, error_text(exc), self.settings) is None:
                 logger.warning("Tarefa %s já não estava 'processando'; falha não registrada",

@@ -298,3 +298,40 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
             conn.close()
     assert [r["status"] for r in (nq.row(i) for i in ids)] == ["processando"] * 3
     assert nq.effects() == []
+
+
+@pytest.mark.parametrize("raises", [False, True], ids=["caught", "raised"])
+def test_a_task_that_deadlocks_on_every_run_gets_a_recorded_failure(nq, raises):
+    """MariaDB, batch mode, a real worker: the middle task of a batch deadlocks on every
+    run (a rival session of its own locks two rows in the opposite order), caught by its
+    code or let out.  Each deadlock rolls the whole batch back.  The worker must bound
+    the reruns: after BATCH_DEADLOCK_RUNS runs that ended the batch, the task's attempt is
+    a recorded failure (retry with tentativa 2) and the other tasks are done once each.
+    Before: the batch ran again for ever, with no failure recorded."""
+    from nsj_queue_lib.runtime.batch import BATCH_DEADLOCK_RUNS
+
+    scratch = f"{nq.schema}.nsjq_impasse"
+    nq.sql(f"CREATE TABLE {scratch} (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    nq.sql(f"CREATE TABLE {scratch}_peso (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    nq.sql(f"INSERT INTO {scratch} VALUES (1, 0), (2, 0)")
+    nq.sql(f"INSERT INTO {scratch}_peso SELECT seq, 0 FROM {nq.schema}.seq_1_to_2000")
+    spec = {"tabela": scratch, "peso": f"{scratch}_peso", "raise": raises}
+    ids = nq.insert_many([{"efeito": "a"}, {"efeito": "b", "impasse": spec}, {"efeito": "c"}])
+    culprit = ids[1]
+    worker = nq.start_worker("tests.workers.deadlocking", QUEUE_BATCH_SIZE="3",
+                             QUEUE_BASE_INTERVAL_RETRY="10")  # the retry waits 600 s
+    row = nq.wait_status(culprit, "falha", timeout=60)
+    assert row["tentativa"] == 1
+    assert "impasse" in row["mensagem"] and "reenfileirada" in row["mensagem"], row
+    for task_id in (ids[0], ids[2]):
+        nq.wait_status(task_id, "sucesso")
+    # The task ran a bounded number of times, each ending in a deadlock of its own.
+    runs = nq.effects("tipo = 'impasse'")
+    assert [(e["tarefa_id"], e["chave"]) for e in runs] == \
+        [(culprit, "1213")] * BATCH_DEADLOCK_RUNS, runs
+    # The others' work committed once; the culprit's was rolled back every time.
+    assert sorted(e["tarefa_id"] for e in nq.effects("tipo = 'execute'")) == [ids[0], ids[2]]
+    [retry] = [r for r in nq.rows() if r["id"] not in ids]
+    assert (retry["tentativa"], retry["status"], retry["id_inicial"]) == (2, "agendada", culprit)
+    assert "impasse" in worker.log()
+    assert worker.proc.poll() is None
