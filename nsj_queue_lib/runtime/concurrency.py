@@ -9,6 +9,13 @@ connections between two tasks (runtime/maintenance.py AdminSlots), so a long pur
 delays neither a wake-up nor HALT.  The heartbeat is shared.  So a process holds
 N + 1 connections, and a wake-up makes one claim in a process, not N.
 
+The listener thread restarts itself after a lost connection or an unexpected error
+(runtime/reconnect.py).  What ends it (a ConfigError: a socket server that now requires
+TLS, say) ends the worker: the failure is logged, the health state says so at once
+(`on_failure`), the task threads finish their tasks as on SIGTERM, and `run_threads`
+raises it, so the process exits with code 2 (1 for anything else) and its supervisor
+restarts it.  A worker without its listener would go on deaf to wake-ups and HALT.
+
 The worker's code runs on several threads at once: `execute` (and the handlers of
 pub/sub and webhook workers) must not keep per-task state on `self`.
 """
@@ -33,7 +40,7 @@ from nsj_queue_lib.coordination.base import (
 from nsj_queue_lib.coordination.listener_turn import HELD, ListenerTurn, take_stale
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.runtime.reconnect import LoopTexts, reconnecting
 from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
@@ -184,13 +191,16 @@ class Listener:
     name = "listener_thread"
 
     def __init__(self, settings: Settings, backend: Any, hub: WakeHub,
-                 stop: threading.Event) -> None:
+                 stop: threading.Event,
+                 on_failure: Callable[[], None] = lambda: None) -> None:
         self.settings = settings
         self.backend = backend
         self.hub = hub
         self.stop = stop
+        self.on_failure = on_failure  # told once `problem` says why the thread ends
         self.problem: Optional[str] = "o listener ainda não se conectou"
         self.halted = False
+        self.error: Optional[BaseException] = None  # what ended the thread (run_threads)
         self._outage = OutageReport("Listener: conexão indisponível", logger, burst=5,
                                     every=60.0)
         self._thread: Optional[threading.Thread] = None
@@ -246,12 +256,29 @@ class Listener:
                 turn.forget()
 
     def _loop(self) -> None:
-        reconnecting(
-            self.settings, self.stop, self._serve, texts=LISTENER_TEXTS, outage=self._outage,
-            log=logger, report=self._report,
-            # (a refusal at start is the task threads' configuration error)
-            refused_at_start="quiet",
-            application_name=f"nsj_queue_lib:{self.settings.queue_name}")
+        try:
+            reconnecting(
+                self.settings, self.stop, self._serve, texts=LISTENER_TEXTS,
+                outage=self._outage, log=logger, report=self._report,
+                # (a refusal at start is the task threads' configuration error)
+                refused_at_start="quiet",
+                application_name=f"nsj_queue_lib:{self.settings.queue_name}")
+        except BaseException as exc:  # the loop retries the rest: this ends the worker
+            self.error = exc
+            if isinstance(exc, ConfigError):
+                logger.error("Listener parado por erro de configuração: %s. O worker termina "
+                             "as tarefas em curso e sai com código 2, para ser reiniciado "
+                             "pelo seu supervisor", exc)
+            else:
+                self.problem = "listener parado por erro inesperado"
+                logger.error("Listener parado por erro inesperado; o worker termina as "
+                             "tarefas em curso e sai com erro, para ser reiniciado pelo seu "
+                             "supervisor", exc_info=True)
+            try:
+                self.on_failure()
+            except Exception:
+                logger.exception("Listener: falha ao registrar o estado de saúde")
+            self.stop.set()
 
     def _report(self, problem: Optional[str]) -> None:
         self.problem = problem
@@ -288,8 +315,8 @@ class Listener:
 
 def run_threads(consumers: List[Any], listener: Listener, stop: threading.Event) -> None:
     """Run every consumer on its own thread until all return; the calling (main) thread
-    only waits, so signal handlers run at once.  A ConfigError of any thread stops all
-    and is raised here."""
+    only waits, so signal handlers run at once.  What ends any thread (a ConfigError of a
+    task thread or of the listener) stops all and is raised here."""
     errors: List[BaseException] = []
 
     def target(consumer: Any) -> None:
@@ -311,3 +338,5 @@ def run_threads(consumers: List[Any], listener: Listener, stop: threading.Event)
     listener.join(LISTEN_SLICE * 4)
     if errors:
         raise errors[0]
+    if listener.error is not None:
+        raise listener.error

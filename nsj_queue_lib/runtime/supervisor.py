@@ -57,7 +57,9 @@ class WorkerRuntime:
             shared = SharedBackend(self.backend, hub)
             # The listener thread only listens; the admin jobs run on the task threads'
             # connections between their tasks (whichever thread is free first).
-            self.listener = Listener(settings, self.backend, hub, self.stop)
+            # A listener that ends ends the worker; the health state says why at once.
+            self.listener = Listener(settings, self.backend, hub, self.stop,
+                                     on_failure=self.heartbeat.run_once)
             self.consumers = [
                 Consumer(settings, shared, router, self.stop,
                          on_connect=(self._on_connect if i == 0

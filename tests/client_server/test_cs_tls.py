@@ -238,13 +238,15 @@ def test_a_tls_client_that_stops_reading_is_dropped_without_delaying_wake_ups(pg
     stuck.close()
 
 
-def test_health_names_a_listener_thread_stopped_by_a_server_that_now_requires_tls(
+def test_a_listener_thread_stopped_by_a_server_that_now_requires_tls_stops_the_worker(
         pgq, certs, tmp_path):
     """The listener thread of a QUEUE_CONCURRENCY worker ends only on a configuration
     error (a lost connection is retried).  For real: the socket server comes back with
-    TLS required, the listener's reconnection is refused (ConfigError) and its thread
-    ends; the idle task threads find out only at their periodic claim.  Meanwhile the
-    probe must say the worker is unhealthy because its listener stopped."""
+    TLS required and the listener's reconnection is refused (ConfigError).  Before, only
+    that thread ended: the worker ran on, deaf to wake-ups and HALT, with nothing to
+    restart it.  Now the failure is logged, the health state says why at once, and the
+    worker stops as on SIGTERM and exits with code 2 (as a single-threaded worker does
+    on a configuration error), so that its supervisor restarts it."""
     srv = pgq.start_server()
     health_file = tmp_path / "worker.health"
     env = pgq.env(QUEUE_HEALTH_FILE=str(health_file))
@@ -254,16 +256,21 @@ def test_health_names_a_listener_thread_stopped_by_a_server_that_now_requires_tl
         eventually(lambda: _probe(env).returncode == 0, 30, message="worker saudável")
         srv.stop()
         _tls_server(pgq, certs)
-
-        def unhealthy():
-            res = _probe(env)
-            return (res.returncode == 1 and "a thread do listener parou" in res.stdout
-                    and res)
-
-        res = eventually(unhealthy, 60, interval=0.5, message="saúde aponta o listener")
-        assert "listener parado por erro de configuração" in res.stdout, res.stdout
-        assert "este servidor exige TLS" in worker.log()
-        assert worker.proc.poll() is None, worker.log()  # the task threads still wait
+        try:
+            code = worker.wait_exit(60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("o worker seguiu rodando sem o listener:\n"
+                                 + worker.log()) from None
+        assert code == 2, worker.log()
+        log = worker.log()
+        assert "este servidor exige TLS" in log
+        stopped = log.index("Listener parado por erro de configuração")
+        # The health state said so before the worker ended (what /healthz and the file
+        # showed while the task threads finished).
+        unhealthy = log.index("worker não saudável", stopped)
+        assert "listener parado por erro de configuração" in log[unhealthy:].splitlines()[0]
+        assert unhealthy < log.index("[MainThread] nsj_queue_lib.runtime.supervisor")  # exit
+        assert _probe(env).returncode == 1  # the ended worker's file is gone
     finally:
         worker.stop(timeout=20)
 
