@@ -121,6 +121,15 @@ def _install_mysqlclient() -> None:
     except ImportError:
         return
     _wrap_dbapi(MySQLdb.cursors.BaseCursor, MySQLdb.connections.Connection)
+    # A statement whose answer the library awaits in Python (mysql_driver.fetch_one_awaited:
+    # the idle turn's GET_LOCK) is sent without a cursor.
+    original_send = MySQLdb.connections.Connection.send_query
+
+    def send_query(self: Any, query: Any) -> Any:
+        _count(query.decode(self.encoding) if isinstance(query, bytes) else query)
+        return original_send(self, query)
+
+    MySQLdb.connections.Connection.send_query = send_query
 
 
 def _wrap_dbapi(cursor_class: Any, connection_class: Any) -> None:

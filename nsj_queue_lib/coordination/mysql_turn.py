@@ -102,8 +102,9 @@ class IdleTurn:
     def wait(self, seconds: float) -> Tuple[bool, Any]:
         """Wait up to `seconds` for the turn inside the server; (granted, HALT time read)."""
         self.waits += 1
-        row = self.session.fetch_one(self._wait_sql, {"turn": self.name,
-                                                      "wait": self.wait_argument(seconds)})
+        # (its answer awaited in Python: a SIGTERM ends the wait at once, on either driver)
+        row = self.session.fetch_one_interruptible(
+            self._wait_sql, {"turn": self.name, "wait": self.wait_argument(seconds)})
         self.held = bool(row and row["got"] == 1)
         return self.held, row["halt_at"] if row else None
 

@@ -10,8 +10,9 @@ of it (bench/README.md).
 What the library needs of a driver, written once here: open a connection (utf8mb4,
 autocommit as asked, a connect timeout, the session's init command), the server's
 status flags of the last answer (the COMMIT AND CHAIN trust rule of db/session.py), and
-the driver's exception classes and error codes.  Tenant connections handed to user
-code (multidb) stay on pymysql.
+the driver's exception classes and error codes, and a statement whose answer is awaited
+in Python (`fetch_one_awaited`: a long GET_LOCK a stop signal must cut short).  Tenant
+connections handed to user code (multidb) stay on pymysql.
 """
 
 from __future__ import annotations
@@ -19,9 +20,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-from typing import Any, Optional, Tuple
+import select
+from typing import Any, Mapping, Optional, Tuple
 
 DRIVER_CHOICES = ("auto", "pymysql", "mysqlclient")
+
+# Seconds between two looks at Python's pending signals while an answer is awaited (a
+# signal that another thread received; the main thread's own ends the wait at once).
+AWAIT_SLICE = 0.25
 
 # MariaDB Connector/C: enum mariadb_value MARIADB_CONNECTION_SERVER_STATUS (mysql.h)
 _MARIADB_CONNECTION_SERVER_STATUS = 30
@@ -74,6 +80,42 @@ def connect(driver: str, *, host: str, port: int, database: str, user: str,
     return pymysql.connect(host=host, port=port, database=database, user=user,
                            password=password, connect_timeout=connect_timeout,
                            autocommit=autocommit, charset="utf8mb4", **extra)
+
+
+def reads_in_c(conn: Any) -> bool:
+    """Whether `conn` is a mysqlclient connection (its reads happen inside C)."""
+    MySQLdb = mysqlclient_module()
+    return MySQLdb is not None and isinstance(conn, MySQLdb._mysql.connection)
+
+
+def fetch_one_awaited(conn: Any, sql: str, params: Optional[Mapping[str, Any]]
+                      ) -> Optional[Tuple[Tuple[str, ...], tuple]]:
+    """mysqlclient: run one statement whose answer may take seconds (GET_LOCK), waiting
+    for the answer in Python; return (column names, first row) or None (no rows).
+
+    mysqlclient's query() reads the answer inside libmariadb, which retries a read that
+    a signal interrupted, so a stop signal's Python handler ran only once the statement
+    returned (up to GET_LOCK's timeout).  Here the query is sent (send_query), its
+    answer awaited with select() (a signal runs the handler at once, which may raise
+    into the caller: the connection then has an unread answer and must be closed), then
+    read (read_query_result, store_result: mysqlclient's own conversions).  Parameters
+    are bound as the driver's cursor binds them (connection.literal)."""
+    encoding = conn.encoding
+    query = sql.encode(encoding)
+    if params is not None:
+        query = query % {key.encode(encoding): conn.literal(value)
+                         for key, value in params.items()}
+    conn.send_query(query)
+    fd = conn.fileno()
+    while not select.select([fd], [], [], AWAIT_SLICE)[0]:
+        pass
+    conn.read_query_result()
+    result = conn.store_result()
+    if result is None:
+        return None
+    names = tuple(d[0] for d in result.describe())
+    rows = result.fetch_row(1)
+    return (names, rows[0]) if rows else None
 
 
 @functools.cache

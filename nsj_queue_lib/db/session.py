@@ -212,7 +212,7 @@ class DbSession:
     def _run(self, sql: str, params: Params, fetch: str) -> Any:
         if self._chained and not self.in_transaction:
             self._end_chained()
-        try:
+        with self._translated():
             with contextlib.closing(self.conn.cursor()) as cur:
                 cur.execute(sql, params)
                 if fetch == "none":
@@ -226,6 +226,12 @@ class DbSession:
                     row = cur.fetchone()
                     return dict(zip(cols, row)) if row is not None else None
                 return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        """A lost connection's driver error becomes DatabaseUnavailable."""
+        try:
+            yield
         except Exception as exc:
             if not is_connection_error(exc, self.conn):
                 raise  # an error of this statement; the connection is still usable
@@ -238,6 +244,19 @@ class DbSession:
 
     def fetch_one(self, sql: str, params: Params = None) -> Optional[dict]:
         return self._run(sql, params, "one")
+
+    def fetch_one_interruptible(self, sql: str, params: Params = None) -> Optional[dict]:
+        """fetch_one of a statement that waits inside the server (GET_LOCK), whose answer
+        is awaited in Python: a stop signal's handler runs at once, even with mysqlclient
+        (db/mysql_driver.fetch_one_awaited; pymysql reads in Python anyway).  Should the
+        handler raise, the connection is left mid-statement: the caller closes it."""
+        if not mysql_driver.reads_in_c(self.conn):
+            return self.fetch_one(sql, params)
+        if self._chained and not self.in_transaction:
+            self._end_chained()
+        with self._translated():
+            found = mysql_driver.fetch_one_awaited(self.conn, sql, params)
+        return dict(zip(*found)) if found is not None else None
 
     def fetch_all(self, sql: str, params: Params = None) -> List[dict]:
         return self._run(sql, params, "all")
