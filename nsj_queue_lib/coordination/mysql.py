@@ -222,7 +222,7 @@ class MysqlGuard(TaskGuard):
         task_id = tarefa["id"]
         ahead: List[dict] = []
         if self.claim_ahead and not self._marked.pending():
-            ahead = self.repo.task_claim_skip_locked(1, CANDIDATES)
+            ahead = self._claim_ahead()
             self._found_none = not ahead
         if ahead:
             done = self._finish_and_mark(task_id, message, ahead)
@@ -231,6 +231,15 @@ class MysqlGuard(TaskGuard):
         if done:
             self._released.add(task_id)  # RELEASE_LOCK is not transactional
         return done
+
+    def _claim_ahead(self) -> List[dict]:
+        """The next task, locked in the finishing task's transaction: the 'pendente' range
+        alone (the cheap statement), or the full claim when an 'agendada' task is due, so
+        the claim order is the same as the full claim's."""
+        ahead, scheduled = self.repo.task_claim_ahead_pending(1)
+        if scheduled:
+            ahead = self.repo.task_claim_skip_locked(1, CANDIDATES)
+        return ahead
 
     def _finish_and_mark(self, task_id: int, message: str, ahead: List[dict]) -> bool:
         """The success of `task_id` and the mark of the rows claimed ahead, one UPDATE."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from contextlib import redirect_stdout
@@ -114,3 +115,22 @@ def test_native_claim_and_probe_read_the_indexes_db_gen_writes(myqueue):
     assert [r["key"] for r in ranges] == [f"ix_{myqueue.fila}_claim"] * 2, plan
     assert all("Using index" in r["Extra"] for r in ranges), plan
     assert {r["key"] for r in plan if r["table"] == "t"} == {"PRIMARY"}, plan
+    # The claim-ahead (each task's path in a backlog): one ordered range of ix_claim read
+    # into the row locks, no derived table, temporary table nor sort; the 'agendada'
+    # check answered from ix_due alone.  Its answer: the first due task, none scheduled.
+    claim_ahead = q["task_claim_ahead_pending"]
+    plan = myqueue.sql("EXPLAIN " + claim_ahead, {"limit": 1})
+    # (i: the payload of a retry, by primary key, read only when the row has none)
+    assert [(r["table"], r["key"]) for r in plan if r["table"] is not None] == [
+        ("t", f"ix_{myqueue.fila}_claim"), ("i", "PRIMARY")], plan
+    assert not any("temporary" in (r["Extra"] or "") or "filesort" in (r["Extra"] or "")
+                   for r in plan), plan
+    assert {r["Extra"] for r in plan if r["table"] is None} <= {
+        "Select tables optimized away", "No matching min/max row"}, plan
+    myqueue.sql("BEGIN")
+    try:
+        [row] = myqueue.sql(claim_ahead, {"limit": 1})
+    finally:
+        myqueue.sql("ROLLBACK")
+    assert json.loads(row["tarefa_json"])["prioridade"] == 50
+    assert not row["nsjq_scheduled_due"]
