@@ -292,7 +292,8 @@ class TaskRepository:
     def task_finish_release(self, task_id: int, mensagem: str, lock_name: str) -> bool:
         """MySQL native: mark 'sucesso' and release the task's named lock."""
         params = {"id": task_id, "mensagem": self._message(mensagem), "lock_name": lock_name}
-        return self.session.execute(self.q["task_finish_release"], params) == 1
+        return self.session.execute_prepared("nsjq_finish_release", self.q["task_finish_release"],
+                                             params) == 1
 
     def task_finish_release_mark(self, task_id: int, mensagem: str, lock_name: str,
                                  ids: Sequence[int], lock_prefix: str) -> int:
@@ -301,8 +302,9 @@ class TaskRepository:
         params: dict = {"id": task_id, "mensagem": self._message(mensagem),
                         "lock_name": lock_name, "ids": [task_id, *ids],
                         "lock_prefix": lock_prefix}
-        return self.session.execute(_expand_in(self.q["task_finish_release_mark"], params,
-                                               "ids"), params)
+        # Prepared on MariaDB (parsed once per connection), one statement per number of ids.
+        sql = _expand_in(self.q["task_finish_release_mark"], params, "ids")
+        return self.session.execute_prepared(f"nsjq_finish_mark_{len(ids) + 1}", sql, params)
 
     def task_lock_waiting(self, ids: Sequence[int]) -> List[dict]:
         """MySQL client/server: the rows of `ids` still waiting, row-locked (in a

@@ -278,6 +278,11 @@ class DbSession:
         """fetch_all through a server-side prepared statement (see fetch_one_prepared)."""
         return self._run_prepared(name, sql, params, "all")
 
+    def execute_prepared(self, name: str, sql: str, params: Mapping[str, Any]) -> int:
+        """execute through a server-side prepared statement (see fetch_one_prepared); the
+        row count."""
+        return self._run_prepared(name, sql, params, "none")
+
     def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
         if self.dialect.name == "mysql":
             return self._run_prepared_mariadb(name, sql, params, fetch)

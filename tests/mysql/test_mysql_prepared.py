@@ -58,3 +58,45 @@ def test_the_prepared_claim_skips_rows_another_session_holds(repo, myqueue, sett
         other.session.rollback()
     finally:
         other.session.close()
+
+
+def test_the_claim_ahead_and_the_finish_are_prepared_once_and_give_their_row_counts(
+        repo, myqueue, settings):
+    # Each task's statements in a backlog: the claim-ahead, then the success with the mark
+    # of the next task (or the success alone): parsed once per connection, same effects.
+    from nsj_queue_lib.coordination.base import task_lock_key
+    from nsj_queue_lib.coordination.mysql import lock_name, lock_prefix
+
+    prefix, table = lock_prefix(settings), f"`{myqueue.database}`.`{myqueue.fila}`"
+
+    def lock(task_id: int) -> str:
+        return lock_name(prefix, task_lock_key(settings.queue_table, task_id))
+
+    ids = [_insert(repo, myqueue, prioridade=90 - i) for i in range(4)]
+    ns_prefix = f"{prefix}{task_lock_key(settings.queue_table, 0)[0]}:"
+    repo.session.execute(f"UPDATE {table} SET status = 'processando' WHERE id = %(i)s",
+                         {"i": ids[0]})
+    assert repo.session.fetch_value("SELECT GET_LOCK(%(n)s, 0)", {"n": lock(ids[0])}) == 1
+    prepared, executed = (_status(repo, "Com_prepare_sql"), _status(repo, "Com_execute_sql"))
+    current = ids[0]
+    for expected in ids[1:]:
+        repo.session.begin()
+        ahead, scheduled = repo.task_claim_ahead_pending(1)
+        assert [r["id"] for r in ahead] == [expected] and not scheduled
+        assert ahead[0]["payload"] == "p" and ahead[0]["status"] == "pendente"
+        assert repo.task_finish_release_mark(current, "feito", lock(current), [expected],
+                                             ns_prefix) == 2
+        repo.session.commit()
+        current = expected
+    repo.session.begin()
+    assert repo.task_claim_ahead_pending(1) == ([], False)
+    assert repo.task_finish_release(current, "fim", lock(current))
+    repo.session.commit()
+    assert _status(repo, "Com_prepare_sql") - prepared == 3  # claim-ahead, mark, release
+    assert _status(repo, "Com_execute_sql") - executed == 3 + 3 + 1 + 1
+    rows = myqueue.sql(f"SELECT status, mensagem FROM {table} ORDER BY id")
+    assert [(r["status"], r["mensagem"]) for r in rows] == [("sucesso", "feito")] * 3 + [
+        ("sucesso", "fim")]
+    for task_id in ids:  # each named lock taken by the mark, released by the success
+        assert repo.session.fetch_value("SELECT IS_USED_LOCK(%(n)s)",
+                                        {"n": lock(task_id)}) is None
