@@ -122,12 +122,17 @@ def _tarefa_cols(dialect: Dialect, table: str) -> str:
                      for col, expr in _tarefa_exprs(table))
 
 
+def _tarefa_json_pairs(table: str) -> str:
+    """The key/value arguments of _tarefa_json's JSON_OBJECT (a statement that adds its
+    own keys to the object: no other result column, whose metadata pymysql decodes)."""
+    return ", ".join(f"'{col}', {expr}" for col, expr in _tarefa_exprs(table))
+
+
 def _tarefa_json(table: str) -> str:
     """The row as one JSON object (MySQL): pymysql decodes the metadata of every result
     column in Python, which for the 26 columns cost more client time than the claim's
     other statements together; json.loads of one column is native code."""
-    return "JSON_OBJECT(" + ", ".join(f"'{col}', {expr}" for col, expr in
-                                      _tarefa_exprs(table)) + ") AS tarefa_json"
+    return f"JSON_OBJECT({_tarefa_json_pairs(table)}) AS tarefa_json"
 
 
 class Queries:
@@ -140,6 +145,7 @@ class Queries:
         sub = dialect.quote_table(subscriber_table) if subscriber_table else "<no_subscriber_table>"
         names = {"table": table, "sub_table": sub, "tarefa_cols": _tarefa_cols(dialect, table),
                  "tarefa_json": _tarefa_json(table),
+                 "tarefa_json_pairs": _tarefa_json_pairs(table),
                  "control_table": dialect.quote_table(control_table_name(queue_table)),
                  "admin_table": dialect.quote_table(admin_table_name(queue_table)),
                  **DIALECT_WORDS[dialect.name]}

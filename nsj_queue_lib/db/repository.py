@@ -268,11 +268,12 @@ class TaskRepository:
         task_claim_skip_locked would (in a transaction), and whether a row was found while
         an 'agendada' task is due (then only task_claim_skip_locked gives the claim order;
         its locks on these rows end with the transaction)."""
-        rows = self.session.fetch_all_prepared("nsjq_claim_ahead_pending",
-                                               self.q["task_claim_ahead_pending"],
-                                               {"limit": limit})
-        scheduled = any(r.pop("nsjq_scheduled_due") for r in rows)
-        return [_from_json(r) for r in rows], scheduled
+        rows = [_from_json(r) for r in self.session.fetch_all_prepared(
+            "nsjq_claim_ahead_pending", self.q["task_claim_ahead_pending"], {"limit": limit})]
+        scheduled = False
+        for row in rows:
+            scheduled = bool(row.pop("nsjq_scheduled_due")) or scheduled
+        return rows, scheduled
 
     def task_mark_processing_locked(self, ids: Sequence[int], lock_prefix: str) -> int:
         """MySQL native: named lock + 'processando' for the locked rows; how many changed."""

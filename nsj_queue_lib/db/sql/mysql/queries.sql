@@ -85,12 +85,14 @@ SELECT {tarefa_json}
 -- one ordered range of ix_claim read straight into the row locks, without the derived
 -- table of the two ranges (materialised and sorted at each call: about half the server
 -- CPU of the claim).  Its order is the full claim's only while no 'agendada' task is due:
--- nsjq_scheduled_due (an index-only min() on ix_due) says when one is, and the caller
--- then runs task_claim_skip_locked in the same transaction.  An empty answer says nothing
--- about 'agendada' rows (the idle turn's probe sees them).
-SELECT {tarefa_json},
-       (SELECT min(data_hora) FROM {table} WHERE status = 'agendada')
-       <= UTC_TIMESTAMP(6) AS nsjq_scheduled_due
+-- nsjq_scheduled_due (an index-only min() on ix_due; a key of the row's JSON object, not
+-- a column of its own, see {tarefa_json}) says when one is, and the caller then runs
+-- task_claim_skip_locked in the same transaction.  An empty answer says nothing about
+-- 'agendada' rows (the idle turn's probe sees them).
+SELECT JSON_OBJECT({tarefa_json_pairs},
+                   'nsjq_scheduled_due',
+                   (SELECT min(data_hora) FROM {table} WHERE status = 'agendada')
+                   <= UTC_TIMESTAMP(6)) AS tarefa_json
   FROM {table} t
  WHERE t.status = 'pendente' AND t.data_hora <= UTC_TIMESTAMP(6)
  ORDER BY t.prioridade DESC, t.data_hora, t.id
