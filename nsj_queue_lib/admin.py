@@ -19,11 +19,10 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD
-from nsj_queue_lib.db.dialect import detect_dialect
 from nsj_queue_lib.db.names import control_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.repository import truncate_message
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.db.session import DbSession, session_of
 from nsj_queue_lib.exceptions import (
     ConfigError,
     ControlTableMissing,
@@ -75,11 +74,7 @@ class QueueAdmin:
     def __init__(self, bd_conn: Any, queue_table: str,
                  settings: Optional[Settings] = None) -> None:
         self.settings = settings
-        if isinstance(bd_conn, DbSession):
-            self.session = bd_conn
-        else:
-            raw = getattr(bd_conn, "conn", bd_conn)
-            self.session = DbSession(raw, detect_dialect(raw))
+        self.session = session_of(bd_conn)
         # As the database sees it (unquoted PostgreSQL names fold to lower case).
         queue_table = validate_table_name(queue_table, "queue_table", self.session.dialect.name)
         self.queue_table = queue_table

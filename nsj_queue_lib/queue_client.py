@@ -11,10 +11,9 @@ import datetime as _dt
 from typing import Any, Iterable, List, Optional, Sequence
 
 from nsj_queue_lib.config import validate_table_name
-from nsj_queue_lib.db.dialect import detect_dialect
 from nsj_queue_lib.db.payload import legacy_text, payload_hash, to_text
 from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, TaskRepository
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.db.session import session_of
 
 DEFAULT_EQUIVALENT_STATUS = ("sucesso", "pendente", "agendada")
 
@@ -35,16 +34,15 @@ class QueueClient:
 
     def __init__(self, bd_conn: Any, queue_table: str,
                  queue_subscriber_table: Optional[str] = None) -> None:
-        raw = getattr(bd_conn, "conn", bd_conn)
-        dialect = detect_dialect(raw)
+        session = session_of(bd_conn)
+        dialect = session.dialect
         # Names as the database sees them: 'public.Fila_Teste' is public.fila_teste on
         # PostgreSQL (as it was with 1.2.2, which sent the name unquoted).
         queue_table = validate_table_name(queue_table, "queue_table", dialect.name)
         if queue_subscriber_table:
             queue_subscriber_table = validate_table_name(
                 queue_subscriber_table, "queue_subscriber_table", dialect.name)
-        self._repo = TaskRepository(DbSession(raw, dialect), queue_table,
-                                    queue_subscriber_table)
+        self._repo = TaskRepository(session, queue_table, queue_subscriber_table)
         self.queue_table = queue_table
         self.queue_subscriber_table = queue_subscriber_table
 

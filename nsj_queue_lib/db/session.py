@@ -482,6 +482,11 @@ class TaskConnection:
         self._session = session
         self.conn = session.conn
 
+    @property
+    def session(self) -> DbSession:
+        """The worker's session this connection belongs to."""
+        return self._session
+
     def cursor(self, *args: Any, **kwargs: Any) -> Any:
         return self.conn.cursor(*args, **kwargs)
 
@@ -502,3 +507,15 @@ class TaskConnection:
 
     def close(self) -> None:
         """No-op: the connection belongs to the worker."""
+
+
+def session_of(bd_conn: Any) -> DbSession:
+    """The session for what a caller passes as a connection (QueueClient, QueueAdmin,
+    direct calls of a worker): a DbSession itself; the worker's `bd_conn` (TaskConnection):
+    the session it belongs to, with its transaction state; a DB-API connection: a new
+    session on it, given as is or, as 1.2.2 callers pass their wrappers, as `.conn`."""
+    if isinstance(bd_conn, DbSession):
+        return bd_conn
+    if isinstance(bd_conn, TaskConnection):
+        return bd_conn.session
+    return DbSession(getattr(bd_conn, "conn", bd_conn))

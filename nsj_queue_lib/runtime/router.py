@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.keys import compat_1_2_2
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession, TaskConnection
+from nsj_queue_lib.db.session import DbSession, TaskConnection, session_of
 
 if TYPE_CHECKING:
     from nsj_queue_lib.worker_base import WorkerBase
@@ -84,9 +84,10 @@ class TaskContext:
     @classmethod
     def for_connection(cls, tarefa: dict, settings: Optional[Settings], bd_conn: Any,
                        multi_db_conn: Any = None) -> TaskContext:
-        """Context for a direct call with a connection (`WorkerBase.dispatch`)."""
-        raw = getattr(bd_conn, "conn", bd_conn)
-        session = DbSession(raw) if raw is not None else None
+        """Context for a direct call with a connection (`WorkerBase.dispatch`, a pub/sub
+        worker's `execute` called by code that overrides it): the worker's `bd_conn`
+        brings its own session (db/session.session_of); None, no database."""
+        session = session_of(bd_conn) if bd_conn is not None else None
         return cls(tarefa, settings, session, bd_conn, multi_db_conn=multi_db_conn)
 
     def repository(self) -> TaskRepository:

@@ -8,7 +8,7 @@ from typing import ClassVar, List
 
 from nsj_queue_lib.db import repository as repository_module
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.db.session import DbSession, TaskConnection
 from nsj_queue_lib.runtime.router import TaskContext, route
 from nsj_queue_lib.worker_pub_sub_base import DeadSubscriber, Subscriber, WorkerPubSubBase
 from tests.pubsub.conftest import run_in_process
@@ -127,5 +127,40 @@ def test_an_overridden_execute_still_runs_for_subscriber_and_dead_tasks(queue):
                 "embrulhado: dead ok")
         assert Wrapping.calls == [("execute", "s"), ("handler", "s"),
                                   ("execute_dead", "s"), ("dead handler", "s")]
+    finally:
+        session.close()
+
+
+def test_a_direct_call_with_the_workers_bd_conn_runs_on_its_own_session(queue):
+    """A direct call (`dispatch`, a pub/sub `execute` that overriding code calls) with the
+    worker's `bd_conn` builds its context on the session that `bd_conn` belongs to, with
+    that session's transaction state, not on a second session wrapped around its raw
+    `.conn` (before: `getattr(bd_conn, "conn", bd_conn)`).  A caller's DB-API connection,
+    given as is or as the `.conn` of a 1.2.2-style wrapper, gets a session on it."""
+    queue.add_subscriber("s")
+    settings = queue.settings()
+    worker = Worker(settings)
+    pub_id = queue.publish({"k": "v"})
+    session = DbSession(queue.server.connect())
+    try:
+        tarefa = TaskRepository(session, queue.table, queue.sub_table).task_get(pub_id)
+        bd_conn = TaskConnection(session)
+        with session.transaction():
+            ctx = TaskContext.for_connection(tarefa, settings, bd_conn)
+            assert ctx.session is session and ctx.bd_conn is bd_conn
+            assert ctx.session.in_transaction
+            worker.dispatch(tarefa, bd_conn)  # the fan-out, in the caller's transaction
+            assert queue.count("publication_id = %s", (pub_id,)) == 0  # not committed yet
+        assert queue.count("publication_id = %s", (pub_id,)) == 1
+        raw = session.conn
+
+        class Legacy:  # what 1.2.2 callers pass: an object exposing the connection
+            conn = raw
+
+        for given in (raw, Legacy()):
+            other = TaskContext.for_connection(tarefa, settings, given)
+            assert other.session is not None and other.session.conn is raw
+            assert other.repository().subscriber_get("s")["id"] == "s"
+        assert TaskContext.for_connection(tarefa, settings, None).session is None
     finally:
         session.close()
