@@ -96,7 +96,7 @@ def fetch_one_awaited(conn: Any, sql: str, params: Optional[Mapping[str, Any]]
     mysqlclient's query() reads the answer inside libmariadb, which retries a read that
     a signal interrupted, so a stop signal's Python handler ran only once the statement
     returned (up to GET_LOCK's timeout).  Here the query is sent (send_query), its
-    answer awaited with select() (a signal runs the handler at once, which may raise
+    answer awaited with poll() (a signal runs the handler at once, which may raise
     into the caller: the connection then has an unread answer and must be closed), then
     read (read_query_result, store_result: mysqlclient's own conversions).  Parameters
     are bound as the driver's cursor binds them (connection.literal)."""
@@ -106,8 +106,9 @@ def fetch_one_awaited(conn: Any, sql: str, params: Optional[Mapping[str, Any]]
         query = query % {key.encode(encoding): conn.literal(value)
                          for key, value in params.items()}
     conn.send_query(query)
-    fd = conn.fileno()
-    while not select.select([fd], [], [], AWAIT_SLICE)[0]:
+    poller = select.poll()  # (not select(): a descriptor above 1023 is refused there)
+    poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+    while not poller.poll(AWAIT_SLICE * 1000):
         pass
     conn.read_query_result()
     result = conn.store_result()
