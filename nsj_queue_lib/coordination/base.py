@@ -81,6 +81,11 @@ class Notifier(Protocol):
         """The consumer claimed a task (after an idle wait or its periodic claim); a
         notifier that shares wake-ups or an idle turn passes it on.  Default: nothing."""
 
+    def slot_idle(self) -> None:
+        """QUEUE_CONCURRENCY: a task thread of the process started an idle wait (called
+        from that thread); a notifier that tells its server when the process is idle
+        does so now.  Default: nothing."""
+
     def listener_turn(self, queue_table: str,
                       guard: Optional[TaskGuard] = None) -> Optional[ListenerTurn]:
         """The fleet-wide listener turn the runtime takes before an idle wait on this

@@ -67,6 +67,8 @@ class WakeHub:
         self._waiting = 0
         self._idle_at = 0.0  # when an idle wait last ended
         self._claimed = False  # a task thread claimed since the listener last asked
+        # Told when a task thread starts an idle wait (the listener's `slot_idle`).
+        self.on_idle: Optional[Callable[[], None]] = None
 
     def has_idle(self) -> bool:
         """Some task thread is waiting for work (or was, a moment ago: an idle thread
@@ -106,6 +108,9 @@ class WakeHub:
             if not self._halt and self._tokens == 0 and timeout > 0:
                 self._waiting += 1
                 try:
+                    hook = self.on_idle
+                    if hook is not None:
+                        hook()  # (takes only the notifier's own lock, briefly)
                     self._cond.wait(timeout)
                 finally:
                     self._waiting -= 1
@@ -286,6 +291,7 @@ class Listener:
     def _serve(self, session: DbSession, backoff: Backoff) -> None:
         notifier = self.backend.notifier(session, has_idle=self.hub.has_idle)
         notifier.attach(self.stop.is_set)  # (MySQL native: a stop ends a turn wait)
+        self.hub.on_idle = notifier.slot_idle
         try:
             notifier.listen()
             self.problem = None
@@ -310,6 +316,7 @@ class Listener:
                     notes = [n for n in notes if n.payload == HALT_PAYLOAD]
                 self._deliver(notes)
         finally:
+            self.hub.on_idle = None
             notifier.close()
 
 

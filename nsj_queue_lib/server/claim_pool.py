@@ -13,6 +13,13 @@ candidates query), and a task inserted after the last read is missing (an empty
 answer sends the worker to the same fallback).  Ids locked by another session are
 dropped (they are running).  The list is re-read when older than `max_age` or
 empty, so the priority order is at most that stale.
+
+For version 3 sessions an empty answer is authoritative: it is given only from a read at
+most `max_age` old and taken after the last `invalidate()` (a producer's notify), and
+such a worker runs no candidates query of its own; when no such read could be made
+(database slow or down) the answer is None, and the worker claims on its own.  A list
+that is only empty is not read again before `max_age` (version 2 sessions still cause a
+read then, as before: their empty answer sends them to their own query anyway).
 """
 
 from __future__ import annotations
@@ -54,15 +61,26 @@ class ClaimPool:
         self._ids: List[int] = []
         self._read_at: Optional[float] = None
         self._failed_at: Optional[float] = None
+        self._news = 0  # invalidate() calls so far
+        self._read_news = -1  # the value of _news when the last read started
         self.handed_out = 0  # ids given locked to workers (for stats and tests)
+        self.reads = 0  # candidate reads made (probe and claims; for stats and tests)
 
     def refresh(self) -> bool:
         """Read the due candidates now (the probe); True when some task is due."""
         with self._read_mutex:
             return self._read()
 
+    def invalidate(self) -> None:
+        """New work was announced (a notify): the next claim reads again."""
+        with self._mutex:
+            self._news += 1
+
     def _read(self) -> bool:
+        with self._mutex:
+            news = self._news
         try:
+            self.reads += 1
             ids = list(self._candidates(self._size))
         except Exception:
             self._failed_at = self._clock()
@@ -70,8 +88,22 @@ class ClaimPool:
         with self._mutex:
             self._ids = ids
             self._read_at = self._clock()
+            self._read_news = news
             self._failed_at = None
         return bool(ids)
+
+    def _fresh(self) -> bool:
+        """The list was read at most `max_age` ago, after the last invalidate() (caller
+        holds the mutex)."""
+        seen = self._read_at
+        return (seen is not None and self._read_news == self._news
+                and self._clock() - seen <= self._max_age)
+
+    def free(self) -> int:
+        """Ids of the list that no session holds (due tasks nobody is claiming)."""
+        with self._mutex:
+            return sum(1 for task_id in self._ids
+                       if self._locks.holder(task_lock_key(self.queue_table, task_id)) is None)
 
     def _refresh_for_claim(self, seen: Optional[float]) -> None:
         """Re-read for a claim whose list (read at `seen`) is stale or empty.  Waits at
@@ -84,22 +116,28 @@ class ClaimPool:
         if not self._read_mutex.acquire(timeout=READ_WAIT):
             return
         try:
-            if self._read_at == seen:  # nobody read meanwhile
+            with self._mutex:  # nobody read meanwhile, or news came since
+                again = self._read_at == seen or not self._fresh()
+            if again:
                 self._read()
         except Exception as exc:  # the worker falls back to its own claim
             logger.debug("Leitura das tarefas candidatas falhou: %s", exc)
         finally:
             self._read_mutex.release()
 
-    def take(self, owner: Owner, limit: int, max_locks: Optional[int] = None) -> List[int]:
+    def take(self, owner: Owner, limit: int, max_locks: Optional[int] = None,
+             authoritative: bool = False) -> Optional[List[int]]:
         """Up to `limit` due ids, each now locked by `owner`; [] when none is known.
 
-        Raises LockLimitExceeded when `owner` is at its lock cap before the first id."""
+        With `authoritative` (version 3): [] only when the list is fresh (see the module
+        docstring), None when it could not be made fresh; an empty fresh list is not read
+        again.  Raises LockLimitExceeded when `owner` is at its lock cap before the
+        first id."""
         with self._mutex:
             seen = self._read_at
-            stale = seen is None or self._clock() - seen > self._max_age
+            stale = not self._fresh()
             empty = not self._ids
-        if stale or empty:
+        if stale or (empty and not authoritative):
             self._refresh_for_claim(seen)
         taken: List[int] = []
         with self._mutex:
@@ -119,5 +157,7 @@ class ClaimPool:
                 if locked:
                     taken.append(task_id)
             self.handed_out += len(taken)
+            if authoritative and not taken and not self._fresh():
+                return None  # not known: the worker claims on its own
         return taken
 

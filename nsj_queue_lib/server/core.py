@@ -6,6 +6,14 @@ callable used by the periodic check, so it can run with any implementation
 `due_candidates` (and the queue table, for the lock keys), it answers the
 workers' `claim` with due ids locked for them (`ClaimPool`); without it, `claim`
 answers null and the workers use their own candidates query.
+
+Wake-ups: listeners of protocol version 1 and 2 get every wake-up, as before.  A
+version 3 listener gets one only after it said `idle`, and the server wakes only as
+many idle listeners as there are due tasks nobody holds (the candidate list), most
+recently idle first; one for a producer's notify, whose claim then wakes more when the
+list it reads has more.  The periodic probe repeats that every QUEUE_POLL_INTERVAL
+while tasks are due, so a wake-up lost to a worker that died or hangs is made up by
+waking another idle one.  HALT goes to every listener.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.coordination.base import HALT_PAYLOAD
 from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.tls import server_tls_context
 from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
@@ -42,7 +51,7 @@ class Server:
 
     `start()` binds both ports (port 0 picks a free port; see `notify_port` and
     `lock_port`) and starts the threads; `stop()` closes everything and joins
-    the threads.  `wake_workers()` sends a wake-up to every listening worker.
+    the threads.  `wake_workers()` sends the wake-ups (see the module docstring).
     """
 
     def __init__(self, has_due_tasks: Callable[[], bool], *, host: str = "0.0.0.0",
@@ -88,6 +97,12 @@ class Server:
         self._mutex = threading.Lock()
         self._clients: dict[int, ListenerThread] = {}
         self._listening: set[int] = set()
+        # Version 3 listeners waiting for work, in the order they said `idle` (a dict
+        # used as an ordered set: the last one is woken first).
+        self._idle: dict[int, None] = {}
+        # A notify came while no version 3 listener was idle: the next one to say `idle`
+        # is woken at once (its claim reads the news).
+        self._owed = False
         self._pending: set[int] = set()  # connected, not authenticated yet
         self._ids = itertools.count(1)
         self._sockets: dict[str, socket.socket] = {}
@@ -137,7 +152,7 @@ class Server:
             self._threads.append(AcceptThread(service, sock, self._wake_r, self._stopping,
                                               self._accept_wait, self._admit))
         self._threads.append(CheckTasksThread(self._has_due_tasks, self.wake_workers,
-                                              self.listener_count, self._check_interval,
+                                              self.wakeable_count, self._check_interval,
                                               self._stopping, self._probe_interval))
         for thread in self._threads:
             thread.start()
@@ -268,6 +283,7 @@ class Server:
         with self._mutex:
             self._clients.pop(session.conn_id, None)
             self._listening.discard(session.conn_id)
+            self._idle.pop(session.conn_id, None)
             self._pending.discard(session.conn_id)
         released = self.locks.release_all(session.conn_id)
         normal = reason.startswith(("conexão encerrada", "servidor encerrando"))
@@ -291,36 +307,107 @@ class Server:
                 self._listening.add(conn_id)
             else:
                 self._listening.discard(conn_id)
+                self._idle.pop(conn_id, None)
+
+    def set_idle(self, conn_id: int) -> bool:
+        """A version 3 listener waits for work: it gets the next targeted wake-up (most
+        recently idle first).  False when the session does not listen."""
+        with self._mutex:
+            if conn_id not in self._listening:
+                return False
+            self._idle.pop(conn_id, None)
+            self._idle[conn_id] = None
+            owed, self._owed = self._owed, False
+        pool = self.claims
+        if owed:
+            self.wake_workers(wanted=1)
+        elif pool is not None and pool.free():
+            # Due tasks nobody holds (a wake-up lost to a worker that died, or tasks that
+            # came while every worker was busy): no need to wait for the probe.
+            self.wake_workers()
+        return True
 
     def listener_count(self) -> int:
         with self._mutex:
             return len(self._listening)
 
-    def wake_workers(self, payload: str = "") -> int:
-        """Send a wake-up (or HALT) to every listening worker; return how many got it."""
+    def wakeable_count(self) -> int:
+        """Listeners a wake-up would reach now: every version 1 and 2 listener, and the
+        idle version 3 ones (the probe reads nothing while this is 0)."""
         with self._mutex:
-            targets = [self._clients[c] for c in self._listening if c in self._clients]
+            return len(self._idle) + sum(1 for c in self._listening if not self._targeted(c))
+
+    def _targeted(self, conn_id: int) -> bool:
+        client = self._clients.get(conn_id)
+        return client is not None and client.session.version >= 3
+
+    def wake_workers(self, payload: str = "", wanted: Optional[int] = None,
+                     owe: bool = False) -> int:
+        """Send a wake-up to the listening workers; return how many got it.
+
+        HALT goes to every listener; any other wake-up to every listener of protocol
+        version 1 and 2 and to `wanted` idle version 3 listeners (None: as many as the
+        due tasks nobody holds in the candidate list; every idle one without a list).
+        With `owe`, a wake-up that found no idle listener goes to the next one idle."""
+        if payload != HALT_PAYLOAD and wanted is None:
+            wanted = self.claims.free() if self.claims is not None else None
+        with self._mutex:
+            if payload == HALT_PAYLOAD:
+                ids = list(self._listening)
+                self._idle.clear()
+            else:
+                ids = [c for c in self._listening if not self._targeted(c)]
+                count = len(self._idle) if wanted is None else max(0, wanted)
+                while self._idle and count > 0:
+                    conn_id, _ = self._idle.popitem()  # the most recently idle
+                    ids.append(conn_id)
+                    count -= 1
+                if count > 0 and owe:
+                    self._owed = True
+            targets = [self._clients[c] for c in ids if c in self._clients]
+        if not targets:
+            return 0
         message = p.event(p.OP_NOTIFY, channel=self.channel, payload=payload)
         # Never blocks: a client that does not read is dropped, not waited for.
         return sum(1 for client in targets if client.send_event(message))
 
-    def claim_tasks(self, conn_id: int, namespace: Any, limit: int) -> Optional[list[int]]:
+    def notify_received(self, payload: str = "") -> int:
+        """A client's `notify` (a producer's "work available", or HALT): the next claim
+        reads the candidates again, and one idle version 3 listener is woken (its claim
+        wakes more when the list has more), or the next one to be idle; see
+        `wake_workers`."""
+        if self.claims is not None:
+            self.claims.invalidate()
+        return self.wake_workers(payload, wanted=1, owe=True)
+
+    def claim_tasks(self, conn_id: int, namespace: Any, limit: int,
+                    version: int = 2) -> Optional[list[int]]:
         """Due task ids locked for session `conn_id` ([] when none is known); None when
         this server does not hand out tasks for that key namespace (no database, or
-        another queue table): the worker then claims on its own."""
+        another queue table): the worker then claims on its own.  For version 3 sessions
+        [] means that no due task is free (a fresh read) and None also that the list could
+        not be read; more due tasks than this claim took wake as many idle listeners."""
         pool = self.claims
         if pool is None or namespace != pool.namespace:
             return None
-        return pool.take(conn_id, limit, self.max_locks_per_client)
+        taken = pool.take(conn_id, limit, self.max_locks_per_client,
+                          authoritative=version >= 3)
+        with self._mutex:
+            idle = bool(self._idle)
+        if idle and pool.free():
+            self.wake_workers()
+        return taken
 
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring and tests."""
         with self._mutex:
             clients, listening = len(self._clients), len(self._listening)
             pending = len(self._pending)
+            idle = len(self._idle)
         return {"clients": clients, "handshaking": pending, "listeners": listening,
                 "locks": len(self.locks),
                 "lock_owners": self.locks.owners(), "max_clients": self.max_clients,
                 "threads": threading.active_count(), "channel": self.channel,
                 "requests": self._interpreter.request_counts(),
-                "claimed": self.claims.handed_out if self.claims else 0}
+                "claimed": self.claims.handed_out if self.claims else 0,
+                "idle": idle, "reads": self.claims.reads if self.claims else 0}

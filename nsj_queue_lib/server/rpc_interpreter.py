@@ -45,11 +45,16 @@ class ServerContext(Protocol):
 
     def set_listening(self, conn_id: int, listening: bool) -> None: ...
 
-    def wake_workers(self, payload: str = "") -> int: ...
+    def set_idle(self, conn_id: int) -> bool:
+        """A version 3 listener waits for work (one targeted wake-up)."""
+
+    def notify_received(self, payload: str = "") -> int:
+        """A client's notify: wake workers (every listener for HALT)."""
 
     def stats(self) -> dict[str, Any]: ...
 
-    def claim_tasks(self, conn_id: int, namespace: Any, limit: int) -> Optional[list[int]]:
+    def claim_tasks(self, conn_id: int, namespace: Any, limit: int,
+                    version: int = 2) -> Optional[list[int]]:
         """Due task ids locked for the session, or None when claims are not served."""
 
 
@@ -97,7 +102,10 @@ class RpcInterpreter:
             p.OP_NOTIFY: self._notify,
             p.OP_STATUS: lambda s, m: self._server.stats(),
             p.OP_CLAIM: self._claim,
+            p.OP_IDLE: lambda s, m: self._server.set_idle(s.conn_id),
         }
+        # The first protocol version that has each op (older sessions never send it).
+        self._since: dict[str, int] = {p.OP_CLAIM: 2, p.OP_IDLE: 3}
         # Requests handled per op (status 'requests'): tests count the round trips.
         self._counts: Counter[str] = Counter()
         self._counts_mutex = threading.Lock()
@@ -119,8 +127,8 @@ class RpcInterpreter:
             return Outcome(p.reply_error(msg_id, p.ERR_NOT_AUTHENTICATED,
                                          "envie 'hello' antes de qualquer outra mensagem"), True)
         handler = self._handlers.get(op)
-        if handler is not None and op == p.OP_CLAIM and session.version < 2:
-            handler = None  # a version 1 session never sends it
+        if handler is not None and session.version < self._since.get(op, 1):
+            handler = None  # an older session never sends it
         if handler is None:
             return Outcome(p.reply_error(msg_id, p.ERR_UNKNOWN_OP,
                                          f"operação desconhecida: {log_safe(op, 40)}"))
@@ -213,11 +221,13 @@ class RpcInterpreter:
         limit = message.get("limit", 1)
         if not p.is_int32(namespace) or not p.is_int32(limit) or not 1 <= limit <= p.CLAIM_MAX:
             raise ValueError(f"'claim' exige ns int32 e limit de 1 a {p.CLAIM_MAX}")
-        return self._server.claim_tasks(session.conn_id, namespace, limit)
+        return self._server.claim_tasks(session.conn_id, namespace, limit, session.version)
 
     def _listen(self, session: Session, message: p.Message) -> bool:
         session.listening = True
         self._server.set_listening(session.conn_id, True)
+        if session.version >= 3:
+            self._server.set_idle(session.conn_id)  # a new listener waits for work
         return True
 
     def _unlisten(self, session: Session, message: p.Message) -> bool:
@@ -227,7 +237,7 @@ class RpcInterpreter:
 
     def _notify(self, session: Session, message: p.Message) -> int:
         payload = p.check_payload(message.get("payload"))
-        woken = self._server.wake_workers(payload)
+        woken = self._server.notify_received(payload)
         logger.info("Notify%s recebido de %s (%s); %d worker(s) acordado(s).",
                     f" '{log_safe(payload)}'" if payload else "", session.peer,
                     log_safe(session.role or "cliente", 40), woken)

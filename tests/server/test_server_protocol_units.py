@@ -101,6 +101,7 @@ class _FakeServer:
         self.timeout = 1.0
         self.listening: set[int] = set()
         self.woken: list[str] = []
+        self.idle: list[int] = []
 
     def promote(self, conn_id: int) -> Optional[str]:
         return None
@@ -108,9 +109,13 @@ class _FakeServer:
     def set_listening(self, conn_id: int, listening: bool) -> None:
         (self.listening.add if listening else self.listening.discard)(conn_id)
 
-    def wake_workers(self, payload: str = "") -> int:
+    def notify_received(self, payload: str = "") -> int:
         self.woken.append(payload)
         return len(self.listening)
+
+    def set_idle(self, conn_id: int) -> bool:
+        self.idle.append(conn_id)
+        return conn_id in self.listening
 
     def stats(self) -> dict[str, Any]:
         return {"locks": len(self.locks)}
@@ -127,7 +132,7 @@ def test_interpreter_requires_hello_and_token() -> None:
     assert outcome.close and outcome.reply["error"]["code"] == p.ERR_NOT_AUTHENTICATED
     assert _hello(rpc, session).close  # no token
     assert _hello(rpc, session, token="abd").reply["error"]["code"] == p.ERR_UNAUTHORIZED
-    assert _hello(rpc, session, token="abc", version=3).reply["error"]["code"] == (
+    assert _hello(rpc, session, token="abc", version=4).reply["error"]["code"] == (
         p.ERR_UNSUPPORTED_VERSION)
     outcome = _hello(rpc, session, token="abc")
     assert not outcome.close and outcome.reply["ok"] and session.authenticated

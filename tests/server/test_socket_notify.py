@@ -23,8 +23,10 @@ KEY = (3, 3)
 CHANNEL = "fila_teste"
 
 
-def _notifier(server: ServerProcess) -> SocketNotifier:
+def _notifier(server: ServerProcess, version: int = 0) -> SocketNotifier:
     notifier = SocketNotifier(HOST, server.notify_port, TOKEN, 2.0, queue=CHANNEL)
+    if version:  # a client of an earlier 2.x release
+        notifier._conn.version = version
     notifier.listen()
     return notifier
 
@@ -35,15 +37,26 @@ def _drain(notifier: SocketNotifier, quiet: float = 0.6) -> None:
         pass
 
 
-def test_work_available_wakes_every_waiting_worker(server: ServerProcess) -> None:
-    workers = [_notifier(server) for _ in range(3)]
+def test_work_available_wakes_every_legacy_listener_and_one_idle_listener(
+        server: ServerProcess) -> None:
+    """Protocol version 1 and 2 listeners get every wake-up, as before; of the idle
+    version 3 listeners one is woken per notify, the most recently idle first, and a
+    woken one gets no more until it waits again.  HALT reaches everyone."""
+    legacy = [_notifier(server, version) for version in (1, 2)]
+    idle = [_notifier(server) for _ in range(3)]
+    workers = legacy + idle
     try:
         assert notify_server((HOST, server.notify_port), TOKEN) == 3
-        for worker in workers:
+        for worker in legacy:
             assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+        assert idle[2].wait(5.0) == [Notification(CHANNEL, "")]  # the last to listen
+        assert idle[0].wait(0.3) == [] and idle[1].wait(0.3) == []
         workers[0].notify()  # a worker can announce work too
-        for worker in workers:
+        for worker in legacy:
             assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+        # idle[1] waited last: it is woken; idle[2] has not waited since its wake-up
+        assert idle[1].wait(5.0) == [Notification(CHANNEL, "")]
+        assert idle[2]._pending == [] and idle[0].wait(0.3) == []
         notify_server(HOST, TOKEN, port=server.notify_port, payload=HALT_PAYLOAD)
         for worker in workers:
             assert worker.wait(5.0) == [Notification(CHANNEL, HALT_PAYLOAD)]
@@ -53,12 +66,24 @@ def test_work_available_wakes_every_waiting_worker(server: ServerProcess) -> Non
 
 
 def test_wake_ups_received_while_busy_are_kept_and_coalesced(server: ServerProcess) -> None:
-    with _notifier(server) as worker:
+    with _notifier(server, version=2) as worker:  # a listener woken by every notify
         assert notify_server((HOST, server.notify_port), TOKEN) == 1
         assert notify_server((HOST, server.notify_port), TOKEN) == 1
         assert wait_until(lambda: worker._pending, timeout=5.0)  # arrived while "busy"
         assert worker.wait(0) == [Notification(CHANNEL, "")]
         assert worker.wait(0.2) == []
+
+
+def test_a_notify_while_no_listener_is_idle_wakes_the_next_idle_one(
+        server: ServerProcess) -> None:
+    with _notifier(server) as worker:
+        assert notify_server((HOST, server.notify_port), TOKEN) == 1
+        assert wait_until(lambda: worker._pending, timeout=5.0)
+        assert notify_server((HOST, server.notify_port), TOKEN) == 0  # it is busy
+        assert worker.wait(0) == [Notification(CHANNEL, "")]  # (wait(0) is not idle)
+        # Its next wait says `idle`: the wake-up owed since the second notify comes.
+        assert worker.wait(5.0) == [Notification(CHANNEL, "")]
+        assert worker.wait(0.3) == []  # owed once, not per notify
 
 
 def test_due_tasks_check_wakes_waiting_workers(

@@ -33,12 +33,23 @@ class SocketBackend:
     # The server probes the queue every QUEUE_POLL_INTERVAL: an insert wakes the workers.
     # Batch mode claims in SQL (FOR UPDATE SKIP LOCKED): refused by check() on a server
     # without it.
-    capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=False,
-                                batch_claim=True, lock_on_task_session=False)
+    _base_capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=False,
+                                      batch_claim=True, lock_on_task_session=False)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._warned = False
+        self._base = type(self)._base_capabilities
+        self._notifier: Optional[SocketNotifier] = None  # the last one made
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Read at each use: `check()` may narrow it, and a server of protocol version 3
+        wakes an idle worker when a task is due (`wakes_when_due`: the idle wait runs no
+        next-due probe of its own)."""
+        notifier = self._notifier
+        return replace(self._base, wakes_when_due=notifier is not None
+                       and notifier.wakes_when_due)
 
     def check(self, session: DbSession) -> None:
         """Any database the repository speaks works here; on a server without FOR UPDATE
@@ -49,7 +60,7 @@ class SocketBackend:
         if mode == SKIP_LOCKED:
             return
         # (per backend instance: the server is the same for all of its sessions)
-        self.capabilities = replace(type(self).capabilities, batch_claim=False)
+        self._base = replace(type(self)._base_capabilities, batch_claim=False)
         if not self._warned:
             self._warned = True
             logger.info("Servidor sem FOR UPDATE SKIP LOCKED: o resgate usa %s",
@@ -68,8 +79,10 @@ class SocketBackend:
 
     def notifier(self, session: DbSession,
                  has_idle: Optional[Callable[[], bool]] = None) -> SocketNotifier:
-        # (the server decides whom to wake)
-        return SocketNotifier.from_settings(self.settings)
+        # (the server decides whom to wake: with protocol version 3, only idle listeners,
+        # as many as there are due tasks)
+        self._notifier = SocketNotifier.from_settings(self.settings, has_idle=has_idle)
+        return self._notifier
 
     def admin_locker(self, session: DbSession) -> SocketLocker:
         return SocketLocker.from_settings(self.settings, admin=True)

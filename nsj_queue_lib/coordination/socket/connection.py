@@ -106,7 +106,8 @@ class SocketConnection:
         self._last_error = ""
         self._closed = False
         self.channel = ""
-        # Protocol version spoken: the newest, or 1 once an older server refused it.
+        # Protocol version spoken: the newest, or a lower one once an older server
+        # refused it.
         self.version = p.PROTOCOL_VERSION
 
     @property
@@ -200,10 +201,11 @@ class SocketConnection:
                 if code == p.ERR_TLS_REQUIRED:
                     raise ConfigError(f"servidor {self.address} recusou a conexão: {message}")
                 if code == p.ERR_UNSUPPORTED_VERSION and self.version > 1:
-                    # A server of an earlier 2.x release: speak version 1 (no `claim`).
+                    # A server of an earlier 2.x release: speak the version below (2: no
+                    # `idle`; 1: no `claim` either).
                     logger.info("Servidor %s não aceita o protocolo versão %d; usando a "
-                                "versão 1.", self.address, self.version)
-                    self.version = 1
+                                "versão %d.", self.address, self.version, self.version - 1)
+                    self.version -= 1
                     sock.close()
                     return self._open()
                 raise CoordinationError(

@@ -6,7 +6,7 @@ import logging
 from typing import Callable, Iterable, List, Optional
 
 from nsj_queue_lib.coordination.base import LockKey, MarkedAhead, TaskGuard, task_lock_key
-from nsj_queue_lib.coordination.socket.locker import SocketLocker
+from nsj_queue_lib.coordination.socket.locker import Served, SocketLocker
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 
@@ -60,13 +60,22 @@ class SocketGuard(TaskGuard):
         # Claimed ahead with the last success, not run yet; with `chain` (MySQL and
         # MariaDB) its COMMIT opens the transaction the task will run in.
         self._marked = MarkedAhead(chain=chain)
+        # An empty final answer to the claim sent ahead that the finish already read.
+        self._known_empty: Optional[Served] = None
+        self._put_back = False  # a task marked ahead was rolled back to waiting
 
     def claim(self, limit: int = 1) -> List[dict]:
         marked = self._take_next()
         if marked is not None:
             return [marked]
-        claimed = self._claim_served(limit)
-        if claimed:
+        # (a task marked ahead whose transaction rolled back is waiting again, unknown
+        # to the server's list: this claim does not trust an empty answer)
+        doubt, self._put_back = self._put_back, False
+        served = self._served(limit)
+        claimed = self._mark(served or ())
+        if claimed or (served is not None and not served and served.final and not doubt):
+            # (protocol version 3: an empty answer is a fresh read of the server's;
+            # a task due after it wakes this worker once it waits)
             return claimed
         for task_id in self.repo.task_claim_candidates(max(CANDIDATES, limit)):
             key = task_lock_key(self.queue_table, task_id)
@@ -81,12 +90,14 @@ class SocketGuard(TaskGuard):
                 break
         return claimed
 
-    def _claim_served(self, limit: int) -> List[dict]:
-        """The tasks among the ids the server handed out locked that are still waiting."""
+    def _served(self, limit: int) -> Optional[Served]:
+        """The ids the server handed out locked (the answer sent ahead, else a claim now);
+        None when the server does not hand out tasks."""
         served = self._take_ahead()
-        if served == []:  # none sent ahead, nothing known then, or a lost answer
+        if served is not None and not served and not served.final:
+            # none sent ahead, nothing known then, or a lost answer
             served = self.locker.claim(self.queue_table, limit)
-        return self._mark(served or ())
+        return served
 
     def _mark(self, served: Iterable[int]) -> List[dict]:
         claimed: List[dict] = []
@@ -98,21 +109,31 @@ class SocketGuard(TaskGuard):
             claimed.append(tarefa)
         return claimed
 
-    def _take_ahead(self) -> Optional[List[int]]:
+    def _take_ahead(self) -> Optional[Served]:
         """The answer to the claim sent ahead: [] when there was none or it was lost,
-        None when the server does not hand out tasks."""
+        None when the server does not hand out tasks; an empty `final` answer is kept
+        for the next claim when the finish used none (MySQL)."""
         ahead, self._ahead = self._ahead, None
         if ahead is None:
-            return []
+            known, self._known_empty = self._known_empty, None
+            return known if known is not None else Served()
         try:
-            return ahead()
+            served = ahead()
         except CoordinationError as exc:  # the session (and its locks) ended
             logger.debug("Resposta do claim adiantado perdida: %s", exc)
-            return []
+            return Served()
+        if served is None or isinstance(served, Served):
+            return served
+        return Served(served)
 
     def _take_next(self) -> Optional[dict]:
         # (were a committed one rolled back after all, `begin` finds no row)
-        return self._marked.take(self.release)
+        return self._marked.take(self._rolled_back)
+
+    def _rolled_back(self, tarefa: dict) -> None:
+        self._put_back = True
+        self.release(tarefa)
+        self.locker.announce()  # (the server's list no longer has it)
 
     def begin(self, tarefa: dict) -> bool:
         return self.repo.task_lock_row(tarefa["id"])
@@ -125,7 +146,10 @@ class SocketGuard(TaskGuard):
             except CoordinationError as exc:
                 logger.debug("Claim adiantado não enviado: %s", exc)
         if ahead and self._mark_ahead:
-            return self._finish_and_mark(tarefa["id"], message, self._take_ahead() or [])
+            served = self._take_ahead()
+            if served is not None and not served and served.final:
+                self._known_empty = served  # the next claim trusts it (no second ask)
+            return self._finish_and_mark(tarefa["id"], message, served or [])
         return self.repo.task_finish(tarefa["id"], message)
 
     def _finish_and_mark(self, task_id: int, message: str, served: List[int]) -> bool:
@@ -164,9 +188,14 @@ class SocketGuard(TaskGuard):
         """Put a task marked ahead and not run back to 'pendente' (a graceful stop),
         then end the server session (its locks go with it)."""
         tarefa = self._take_next()
+        unused = self._take_ahead() if self._ahead is not None else None
         try:
             if tarefa is not None:
                 self.repo.task_unclaim(tarefa["id"])
+            if tarefa is not None or unused:
+                # Waiting again and gone from the server's list (its lock goes with this
+                # session): the server reads again and wakes another worker.
+                self.locker.announce()
         except DatabaseUnavailable:
             pass  # the session is gone: the rescue re-queues it
         finally:

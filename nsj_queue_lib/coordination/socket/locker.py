@@ -29,6 +29,14 @@ from nsj_queue_lib.exceptions import CoordinationError
 logger = logging.getLogger(__name__)
 
 
+class Served(list):
+    """Task ids a `claim` got, each locked by this session.  `final` (protocol version
+    3): an empty answer means the server knows no free due task (a fresh read), so the
+    caller runs no candidates query of its own."""
+
+    final = False
+
+
 class SocketLocker:
     """Session locks held on the socket server (implements `Locker`).
 
@@ -80,7 +88,8 @@ class SocketLocker:
         """Ask the server for due task ids of `queue_table`, each already locked by this
         session with its task key (protocol version 2).  None when the server does not
         hand out tasks (version 1, no database, another queue table): claim on your own
-        then.  The ids are hints: the caller still checks each row is waiting."""
+        then.  The ids are hints: the caller still checks each row is waiting.  The
+        list is a `Served` (see its `final`)."""
         return self.claim_ahead(queue_table, limit)()
 
     def claim_ahead(self, queue_table: str,
@@ -94,11 +103,14 @@ class SocketLocker:
         reply = self._conn.request_ahead(p.OP_CLAIM, ns=namespace,
                                          limit=min(limit, p.CLAIM_MAX))
 
+        version = self._conn.version
+
         def served() -> Optional[list[int]]:
             result, generation = reply()
             if not isinstance(result, list):
                 return None
-            ids = [int(v) for v in result]
+            ids = Served(int(v) for v in result)
+            ids.final = version >= 3
             with self._mutex:
                 if generation != self._held_generation:
                     self._held.clear()
@@ -109,7 +121,7 @@ class SocketLocker:
                 if not self._conn.connected or self._conn.generation != generation:
                     self._lost |= set(self._held)
                     self._held.clear()
-                    return []  # the session ended meanwhile: the locks went with it
+                    return Served()  # the session ended meanwhile: the locks went with it
             return ids
 
         return served
@@ -146,6 +158,12 @@ class SocketLocker:
                 if self._held[checked] <= 0:
                     del self._held[checked]
         return True
+
+    def announce(self) -> bool:
+        """Tell the server, without waiting, that a task is waiting again (a `notify`:
+        the server reads its candidates again and wakes an idle worker); False when
+        nothing was sent (no connection: the server's probe finds it)."""
+        return self._conn.send(p.OP_NOTIFY, payload="")
 
     def unlock_all(self) -> int:
         """Release every lock of this session; return how many keys were freed."""

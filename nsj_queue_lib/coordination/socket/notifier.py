@@ -9,6 +9,13 @@ arrive while the worker is busy are kept (coalesced) and returned by the next
 If the connection drops, `wait` reconnects (with backoff) and registers again;
 since wake-ups may have been missed meanwhile, it then returns one synthetic
 wake-up so the worker looks for tasks.
+
+With a server of protocol version 3 the listener is woken only while idle: `listen`
+counts as idle, and every `wait` with a timeout tells the server again (`idle`, sent
+without waiting for the answer) after a wake-up was received, when the process has a
+task slot free (`has_idle`).  The server then wakes only as many idle listeners as
+there are due tasks, and wakes one when a task becomes due (scheduled ones too):
+`wakes_when_due`.  An older server wakes every listener, as before.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import logging
 import ssl
 import threading
 import time
-from typing import Optional, Tuple, Union
+from typing import Callable, Optional, Tuple, Union
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import Notification, Notifier
@@ -37,12 +44,17 @@ class SocketNotifier(Notifier):
 
     def __init__(self, host: str, port: int, token: Optional[str] = None,
                  timeout: float = 5.0, *, queue: Optional[str] = None,
-                 tls_context: Optional[ssl.SSLContext] = None) -> None:
+                 tls_context: Optional[ssl.SSLContext] = None,
+                 has_idle: Optional[Callable[[], bool]] = None) -> None:
         self._cond = threading.Condition()
         self._pending: list[Notification] = []
         self._listening = False
         self._listen_generation = 0
         self._closed = False
+        # Version 3: the server counts this listener idle (set before `idle` is sent, so
+        # a wake-up that answers it at once is never overwritten; cleared by a wake-up).
+        self._idle_told = False
+        self._has_idle = has_idle
         self._queue = queue or ""
         self._conn = SocketConnection(host, port, token, timeout, role="worker", queue=queue,
                                       on_event=self._on_event,
@@ -50,10 +62,18 @@ class SocketNotifier(Notifier):
                                       tls_context=tls_context)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SocketNotifier:
+    def from_settings(cls, settings: Settings,
+                      has_idle: Optional[Callable[[], bool]] = None) -> SocketNotifier:
         return cls(settings.server_host, settings.notify_service_port,
                    settings.server_auth_token, settings.timeout_socket_message,
-                   queue=settings.queue_name, tls_context=client_tls_context(settings))
+                   queue=settings.queue_name, tls_context=client_tls_context(settings),
+                   has_idle=has_idle)
+
+    @property
+    def wakes_when_due(self) -> bool:
+        """The server (protocol version 3) wakes this idle listener when a task is due;
+        False until connected, and with an older server."""
+        return self._listen_generation > 0 and self._conn.version >= 3
 
     # -- Notifier ------------------------------------------------------------------
     def listen(self) -> None:
@@ -81,13 +101,23 @@ class SocketNotifier(Notifier):
                 remaining = deadline - time.monotonic()
                 if self._closed or remaining <= 0:
                     return []
-                if not self._must_register():
+                register = self._must_register()
+                tell = (self._listening and not register and not self._idle_told
+                        and self._conn.version >= 3)
+                if not register and not tell:
                     self._cond.wait(remaining)
                     continue
-                delay = self._conn.retry_in()
-                if delay > 0:
-                    self._cond.wait(min(remaining, delay))
-                    continue
+                if register:
+                    delay = self._conn.retry_in()
+                    if delay > 0:
+                        self._cond.wait(min(remaining, delay))
+                        continue
+            if tell:
+                if not self._tell_idle():
+                    with self._cond:  # every slot busy: until one is free (slot_idle)
+                        if not (self._pending or self._closed or self._must_register()):
+                            self._cond.wait(max(0.0, deadline - time.monotonic()))
+                continue
             try:
                 self._ensure_listening(synthetic=True)
             except CoordinationError as exc:
@@ -99,6 +129,28 @@ class SocketNotifier(Notifier):
     def notify(self, payload: str = "") -> None:
         """Tell every worker of the queue that there is work (or HALT)."""
         self._conn.request(p.OP_NOTIFY, payload=p.check_payload(payload))
+
+    def slot_idle(self) -> None:
+        """A task thread of this process just went idle: a `wait` in progress tells the
+        server now, not at its next slice."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def _tell_idle(self) -> bool:
+        """Version 3, inside a wait: tell the server this listener is idle, once per
+        wake-up and only with a task slot free; True when sent.  (Called without the
+        condition held: `has_idle` takes the process's own lock.)"""
+        if self._has_idle is not None and not self._has_idle():
+            return False  # every task slot busy: wake-ups now would wait anyway
+        with self._cond:
+            if self._idle_told:
+                return True
+            self._idle_told = True  # before the send: a wake-up may answer it at once
+        if not self._conn.send(p.OP_IDLE):
+            with self._cond:
+                self._idle_told = False  # no link: registering again marks it idle
+            return False
+        return True
 
     def close(self) -> None:
         """Disconnect (idempotent); a blocked `wait` returns."""
@@ -131,6 +183,8 @@ class SocketNotifier(Notifier):
         with self._cond:
             if self._listen_generation == generation and self._conn.connected:
                 return
+        with self._cond:
+            self._idle_told = True  # (version 3: `listen` counts as idle)
         self._conn.request(p.OP_LISTEN)
         with self._cond:
             self._listen_generation = generation
@@ -161,6 +215,7 @@ class SocketNotifier(Notifier):
                                     else self._channel(),
                                     payload if isinstance(payload, str) else "")
         with self._cond:
+            self._idle_told = False  # the server woke this listener: no longer idle
             self._push(notification)
 
     def _on_disconnect(self, generation: int, reason: str) -> None:

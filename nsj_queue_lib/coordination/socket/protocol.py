@@ -18,10 +18,12 @@ from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.exceptions import ProtocolError
 
 # Version 2 added `claim` (the server picks due tasks and locks them for the session).
+# Version 3 added `idle` (a listener asks for one wake-up; the server wakes only as many
+# idle listeners as there are due tasks) and made an empty `claim` answer authoritative.
 # The server accepts every version in SUPPORTED_VERSIONS; a client answered
-# `unsupported_version` by an older server says hello again with version 1.
-PROTOCOL_VERSION = 2
-SUPPORTED_VERSIONS = (1, 2)
+# `unsupported_version` by an older server says hello again with the version below.
+PROTOCOL_VERSION = 3
+SUPPORTED_VERSIONS = (1, 2, 3)
 CLAIM_MAX = 64  # ids one `claim` may ask for
 MAX_FRAME_BYTES = 64 * 1024
 MAX_ID_LENGTH = 64
@@ -41,6 +43,7 @@ OP_UNLISTEN = "unlisten"
 OP_NOTIFY = "notify"  # also the server -> client wake-up event (no id)
 OP_STATUS = "status"
 OP_CLAIM = "claim"  # version 2: due task ids, each already locked for this session
+OP_IDLE = "idle"  # version 3: this listener waits for work (one targeted wake-up)
 
 # Error codes of error replies
 ERR_BAD_REQUEST = "bad_request"
