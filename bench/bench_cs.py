@@ -5,9 +5,9 @@ MariaDB native alternated N times, ratio per round and their range).
 `--pickup [--idle=N ...]`: MariaDB native pickup latency with 2 (or N) workers, no notify.
 `--stop [--idle=N]`: how long an idle MariaDB native fleet of 16 (or N) takes to stop on
 HALT, on SIGTERM to one worker, and on SIGTERM to the rest.
-`--statements [--native] [--cs] [--quick] [--idle=N ...]`: statements per completed task on
-MariaDB with a backlog and with 4 and 32 (or N) idle workers while tasks arrive at 100/s, and
-the idle fleet's
+`--statements [--native] [--cs] [--quick] [--idle=N ...] [--postgres]`: statements per
+completed task on MariaDB (with `--postgres`: client/server on PostgreSQL) with a backlog and
+with 4 and 32 (or N) idle workers while tasks arrive at 100/s, and the idle fleet's
 statements per second without arrivals (each process counted by bench/counting.py).
 
 The server runs as `python -m nsj_queue_lib.server.server_main` and the workers as
@@ -199,15 +199,22 @@ class ClientServerRun:
             self._spawn([str(ROOT / "bench" / "worker_noop.py")])
 
     def wait_listening(self, n: int) -> None:
-        # The server relays a notify to every listening worker: wait until n answer.
         if not self.server:
             time.sleep(3.0)  # workers connect and start polling
             return
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if notify_server(self.settings) >= n:
-                return
-            time.sleep(0.05)
+        # (the server's `status`: a notify wakes only idle workers of protocol version 3,
+        # one per notify)
+        from nsj_queue_lib.coordination.socket.connection import SocketConnection
+
+        conn = SocketConnection("127.0.0.1", self.lock_port, TOKEN, 5.0, role="bench")
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if conn.request("status")[0]["listeners"] >= n:
+                    return
+                time.sleep(0.05)
+        finally:
+            conn.close()
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -373,6 +380,9 @@ def run_mysql(pg: DevPostgres, report: Report, n: int = 10_000, samples: int = 6
 
 # -- statements per task with idle workers on MariaDB (the PostgreSQL line's method) -----
 def _sessions(target: Target) -> int:
+    if target.kind == "postgres":  # (the workers' and the server's, by application name)
+        return int(target.scalar("SELECT count(*) FROM pg_stat_activity WHERE "
+                                 "application_name LIKE %s", (f"%{FILA}%",)))
     return int(target.scalar("SELECT count(*) FROM information_schema.processlist "
                              "WHERE db = %s", (SCHEMA,)))
 
@@ -431,18 +441,23 @@ def _counted(target: Target, server: bool, workers: int, work: Callable[[], int]
 
 def statements_mysql(report: Report, rate: float = 100.0, seconds: float = 30.0,
                      backlog: int = 3_000, sizes: Tuple[int, ...] = (4, 32),
-                     modes: Tuple[str, ...] = ("native", "client/server")) -> None:
+                     modes: Tuple[str, ...] = ("native", "client/server"),
+                     pg: Optional[DevPostgres] = None) -> None:
     """Statements per completed task on MariaDB, native and client/server: with a backlog
     (the floor: 4 workers, tasks inserted before the mark), then with idle workers while
-    tasks arrive at `rate`/s (bench_perf.py's statements line, counted the same way)."""
+    tasks arrive at `rate`/s (bench_perf.py's statements line, counted the same way).
+    With `pg`, client/server on that PostgreSQL instead (`--postgres`)."""
     from bench.bench_perf import Producer
 
-    target = Target("mariadb", None)
+    target = Target("mariadb", None) if pg is None else Target("postgres", pg)
     table = f"{SCHEMA}.{FILA}"
-    print(f"-- statements per task on MariaDB (arrivals {rate:.0f}/s for {seconds:.0f} s)")
+    print(f"-- statements per task on {target.kind} (arrivals {rate:.0f}/s for "
+          f"{seconds:.0f} s)")
     try:
-        for server, name in ((False, "mariadb native"), (True, "client/server mariadb")):
-            if ("client/server" if server else "native") not in modes:
+        for server, name in ((False, "mariadb native"),
+                             (True, f"client/server {target.kind}")):
+            if ("client/server" if server else "native") not in modes or (
+                    pg is not None and not server):
                 continue
             target.reset()
 
@@ -554,8 +569,14 @@ def main() -> int:
         modes = tuple(m for m, flag in (("native", "--native"), ("client/server", "--cs"))
                       if flag in sys.argv[1:])
         sizes = tuple(int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle="))
-        statements_mysql(report, seconds=10.0 if "--quick" in sys.argv[1:] else 30.0,
-                         modes=modes or ("native", "client/server"), sizes=sizes or (4, 32))
+        pg = acquire() if "--postgres" in sys.argv[1:] else None
+        try:
+            statements_mysql(report, seconds=10.0 if "--quick" in sys.argv[1:] else 30.0,
+                             modes=modes or ("native", "client/server"),
+                             sizes=sizes or (4, 32), pg=pg)
+        finally:
+            if pg is not None:
+                pg.release()
         return 0
     pg = acquire()
     try:

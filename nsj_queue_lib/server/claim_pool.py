@@ -101,9 +101,12 @@ class ClaimPool:
 
     def free(self) -> int:
         """Ids of the list that no session holds (due tasks nobody is claiming)."""
+        return len(self.free_ids())
+
+    def free_ids(self) -> set[int]:
         with self._mutex:
-            return sum(1 for task_id in self._ids
-                       if self._locks.holder(task_lock_key(self.queue_table, task_id)) is None)
+            return {task_id for task_id in self._ids
+                    if self._locks.holder(task_lock_key(self.queue_table, task_id)) is None}
 
     def _refresh_for_claim(self, seen: Optional[float]) -> None:
         """Re-read for a claim whose list (read at `seen`) is stale or empty.  Waits at

@@ -8,12 +8,14 @@ workers' `claim` with due ids locked for them (`ClaimPool`); without it, `claim`
 answers null and the workers use their own candidates query.
 
 Wake-ups: listeners of protocol version 1 and 2 get every wake-up, as before.  A
-version 3 listener gets one only after it said `idle`, and the server wakes only as
-many idle listeners as there are due tasks nobody holds (the candidate list), most
-recently idle first; one for a producer's notify, whose claim then wakes more when the
-list it reads has more.  The periodic probe repeats that every QUEUE_POLL_INTERVAL
-while tasks are due, so a wake-up lost to a worker that died or hangs is made up by
-waking another idle one.  HALT goes to every listener.
+version 3 listener gets one only after it said `idle`, most recently idle first.  The
+probe (every QUEUE_POLL_INTERVAL) wakes one idle listener when due tasks nobody holds
+are in the candidate list, and one more per task it already saw free at the previous
+probe: a woken worker takes the next task with its claim-ahead (two statements fewer
+than a fresh claim), so new tasks are first left to it, and tasks still waiting one
+interval later (a worker that cannot keep up, or a wake-up lost to a worker that died
+or hangs) wake as many more.  A producer's notify wakes one (or the next listener to be
+idle).  HALT goes to every listener.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class Server:
         # A notify came while no version 3 listener was idle: the next one to say `idle`
         # is woken at once (its claim reads the news).
         self._owed = False
+        self._free_before: set[int] = set()  # free due ids at the previous probe
         self._pending: set[int] = set()  # connected, not authenticated yet
         self._ids = itertools.count(1)
         self._sockets: dict[str, socket.socket] = {}
@@ -151,7 +154,7 @@ class Server:
         for service, sock in self._sockets.items():
             self._threads.append(AcceptThread(service, sock, self._wake_r, self._stopping,
                                               self._accept_wait, self._admit))
-        self._threads.append(CheckTasksThread(self._has_due_tasks, self.wake_workers,
+        self._threads.append(CheckTasksThread(self._has_due_tasks, self._probe_wake,
                                               self.wakeable_count, self._check_interval,
                                               self._stopping, self._probe_interval))
         for thread in self._threads:
@@ -322,9 +325,9 @@ class Server:
         if owed:
             self.wake_workers(wanted=1)
         elif pool is not None and pool.free():
-            # Due tasks nobody holds (a wake-up lost to a worker that died, or tasks that
-            # came while every worker was busy): no need to wait for the probe.
-            self.wake_workers()
+            # Due tasks nobody holds (tasks that came while every worker was busy): no
+            # need to wait for the probe.
+            self.wake_workers(wanted=1)
         return True
 
     def listener_count(self) -> int:
@@ -371,6 +374,18 @@ class Server:
         # Never blocks: a client that does not read is dropped, not waited for.
         return sum(1 for client in targets if client.send_event(message))
 
+    def _probe_wake(self) -> int:
+        """The probe's wake-up (due tasks were found): every version 1 and 2 listener;
+        one idle version 3 listener, plus one per task that was free at the previous
+        probe too (see the module docstring)."""
+        pool = self.claims
+        if pool is None:
+            return self.wake_workers()
+        free = pool.free_ids()
+        lagging = len(free & self._free_before)
+        self._free_before = free
+        return self.wake_workers(wanted=max(lagging, 1) if free else 0)
+
     def notify_received(self, payload: str = "") -> int:
         """A client's `notify` (a producer's "work available", or HALT): the next claim
         reads the candidates again, and one idle version 3 listener is woken (its claim
@@ -386,17 +401,12 @@ class Server:
         this server does not hand out tasks for that key namespace (no database, or
         another queue table): the worker then claims on its own.  For version 3 sessions
         [] means that no due task is free (a fresh read) and None also that the list could
-        not be read; more due tasks than this claim took wake as many idle listeners."""
+        not be read."""
         pool = self.claims
         if pool is None or namespace != pool.namespace:
             return None
-        taken = pool.take(conn_id, limit, self.max_locks_per_client,
-                          authoritative=version >= 3)
-        with self._mutex:
-            idle = bool(self._idle)
-        if idle and pool.free():
-            self.wake_workers()
-        return taken
+        return pool.take(conn_id, limit, self.max_locks_per_client,
+                         authoritative=version >= 3)
 
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring and tests."""
