@@ -42,8 +42,8 @@ def _counted_fleet(csq, count_dir, idle: int):
     workers = [csq.start_worker("tests.workers.counted", NSJQ_BENCH_COUNT_DIR=str(count_dir))
                for _ in range(idle)]
     wait_all_ready(workers, timeout=60)
-    eventually(lambda: csq.server_status()["idle"] == idle, 20,
-               message="todos os workers ociosos no servidor")
+    eventually(lambda: csq.server_status()["listeners"] == idle, 20,
+               message="todos os workers registrados no servidor")
     return server, workers
 
 
