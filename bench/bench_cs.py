@@ -2,7 +2,9 @@
 on PostgreSQL and on MariaDB (python bench/bench_cs.py, or as part of bench/bench.py).
 `--mysql [--rounds N]`: the MySQL lines of issue 12 (with `--rounds`, plain PostgreSQL and
 MariaDB native alternated N times, ratio per round and their range).
-`--pickup [--idle=N ...]`: MariaDB native pickup latency with 2 (or N) workers, no notify.
+`--pickup [--idle=N ...]`: MariaDB native pickup latency with 2 (or N) workers, no notify;
+with `--cs [--postgres]`: client/server pickup on MariaDB (PostgreSQL), with and without
+the producer's notify.
 `--stop [--idle=N]`: how long an idle MariaDB native fleet of 16 (or N) takes to stop on
 HALT, on SIGTERM to one worker, and on SIGTERM to the rest.
 `--statements [--native] [--cs] [--quick] [--idle=N ...] [--postgres]`: statements per
@@ -555,6 +557,24 @@ def main() -> int:
     if "--stop" in sys.argv[1:]:  # MariaDB native: HALT / SIGTERM of an idle fleet
         sizes = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle=")]
         stop_promptness(sizes[0] if sizes else 16)
+        return 0
+    if "--pickup" in sys.argv[1:] and "--cs" in sys.argv[1:]:  # client/server pickup
+        sizes = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle=")]
+        pg = acquire() if "--postgres" in sys.argv[1:] else None
+        target = Target("mariadb", None) if pg is None else Target("postgres", pg)
+        try:
+            for workers in sizes or [2]:
+                for notify in (True, False):
+                    lat = pickup_latency(target, 60, server=True, notify=notify,
+                                         workers=workers)
+                    report(f"client/server {target.kind} pickup p50, {workers} workers, "
+                           f"{'notify' if notify else 'no notify'}", lat[len(lat) // 2], "ms",
+                           note=f"(p95 {lat[int(len(lat) * 0.95)]:.1f} ms, "
+                                f"{len(lat)} samples)")
+        finally:
+            target.drop()
+            if pg is not None:
+                pg.release()
         return 0
     if "--pickup" in sys.argv[1:]:  # MariaDB native pickup, no producer notify
         sizes = [int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--idle=")]
