@@ -1,7 +1,9 @@
 """Client/server mode figures: processing rate and pickup latency with the socket server,
 on PostgreSQL and on MariaDB (python bench/bench_cs.py, or as part of bench/bench.py).
-`--mysql [--rounds N]`: the MySQL lines of issue 12 (with `--rounds`, plain PostgreSQL and
-MariaDB native alternated N times, ratio per round and their range).
+`--mysql [--rounds N [--other TREE]]`: the MySQL lines of issue 12 (with `--rounds`, plain
+PostgreSQL and MariaDB native alternated N times, ratio per round and their range; with
+`--other`, native also with the workers of another source tree, e.g. a `git archive` of
+the code before a change, against the same PostgreSQL runs).
 `--pickup [--idle=N ...]`: MariaDB native pickup latency with 2 (or N) workers, no notify;
 with `--cs [--postgres]`: client/server pickup on MariaDB (PostgreSQL), with and without
 the producer's notify.
@@ -146,9 +148,10 @@ class ClientServerRun:
     run in the database's own mode (PostgreSQL plain, or MySQL native) and no server."""
 
     def __init__(self, target: Target, server: bool = True,
-                 mysql_driver: Optional[str] = None) -> None:
+                 mysql_driver: Optional[str] = None, tree: Optional[Path] = None) -> None:
         self.target = target
         self.server = server
+        self.tree = tree or ROOT  # the source tree the processes run
         self.notify_port = _free_port()
         self.lock_port = _free_port()
         self.env = dict(os.environ)
@@ -161,7 +164,7 @@ class ClientServerRun:
             "LOCK_SERVICE_PORT": str(self.lock_port), "CHECK_TASKS_INTERVAL": "1",
             "MAX_CLIENT_THREADS": "64",
             # this tree first; an installed mysqlclient elsewhere stays importable
-            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+            "PYTHONPATH": os.pathsep.join(p for p in (str(self.tree), os.environ.get("PYTHONPATH"))
                                           if p),
         })
         if not server:
@@ -172,7 +175,7 @@ class ClientServerRun:
         self.settings = Settings.from_env(self.env, load_dotenv=False)
 
     def _spawn(self, args: List[str]) -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, *args], env=self.env, cwd=str(ROOT),
+        proc = subprocess.Popen([sys.executable, *args], env=self.env, cwd=str(self.tree),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(proc)
         return proc
@@ -198,7 +201,7 @@ class ClientServerRun:
 
     def start_workers(self, n: int) -> None:
         for _ in range(n):
-            self._spawn([str(ROOT / "bench" / "worker_noop.py")])
+            self._spawn([str(self.tree / "bench" / "worker_noop.py")])
 
     def wait_listening(self, n: int) -> None:
         if not self.server:
@@ -230,7 +233,7 @@ class ClientServerRun:
 
 
 def processing_rate(target: Target, n: int, workers: int, server: bool = True,
-                    mysql_driver: Optional[str] = None) -> float:
+                    mysql_driver: Optional[str] = None, tree: Optional[Path] = None) -> float:
     target.reset()
     conn = target.connect(autocommit=False)
     client = QueueClient(conn, f"{SCHEMA}.{FILA}")
@@ -240,7 +243,7 @@ def processing_rate(target: Target, n: int, workers: int, server: bool = True,
         conn.commit()
     conn.close()
     target.settle()
-    run = ClientServerRun(target, server, mysql_driver)
+    run = ClientServerRun(target, server, mysql_driver, tree)
     try:
         run.start_server()
         run.start_workers(workers)
@@ -326,23 +329,30 @@ def _mysql_drivers() -> List[str]:
     return ["pymysql", "mysqlclient"] if mysqlclient_module() is not None else ["pymysql"]
 
 
-def mysql_rounds(pg: DevPostgres, report: Report, rounds: int, n: int = 10_000) -> None:
+def mysql_rounds(pg: DevPostgres, report: Report, rounds: int, n: int = 10_000,
+                 other: Optional[Path] = None) -> None:
     """`--mysql --rounds N`: plain PostgreSQL and MariaDB native (each driver) alternated
     N times, ratios within each round, then the range and the median of the ratios; so
-    one slow stretch of the shared disk or CPU moves one round, not the figure."""
+    one slow stretch of the shared disk or CPU moves one round, not the figure.  With
+    `--other TREE` the native line also runs with the workers of another source tree
+    (a before/after pair measured against the same PostgreSQL runs)."""
     postgres, mariadb = Target("postgres", pg), Target("mariadb", None)
     drivers = _mysql_drivers()
-    ratios: Dict[str, List[float]] = {d: [] for d in drivers}
+    variants = [(d, None) for d in drivers] + [(f"{d}, {other}", other) for d in drivers
+                                               if other is not None]
+    ratios: Dict[str, List[float]] = {d: [] for d, _ in variants}
     print(f"-- MySQL native vs plain PostgreSQL, {rounds} rounds of {n} tasks, 4 workers")
     try:
         for r in range(rounds):
             base = processing_rate(postgres, n, 4, server=False)
             report(f"round {r + 1} plain postgres", base, "tasks/s",
                    note=f"(load {os.getloadavg()[0]:.1f})")
-            for driver in (drivers if r % 2 == 0 else drivers[::-1]):
-                rate = processing_rate(mariadb, n, 4, server=False, mysql_driver=driver)
-                ratios[driver].append(rate / base)
-                report(f"round {r + 1} mariadb native ({driver})", rate, "tasks/s", base)
+            for label, tree in (variants if r % 2 == 0 else variants[::-1]):
+                driver = label.split(",")[0]
+                rate = processing_rate(mariadb, n, 4, server=False, mysql_driver=driver,
+                                       tree=tree)
+                ratios[label].append(rate / base)
+                report(f"round {r + 1} mariadb native ({label})", rate, "tasks/s", base)
     finally:
         postgres.drop()
         mariadb.drop()
@@ -602,7 +612,10 @@ def main() -> int:
     try:
         if "--mysql" in sys.argv[1:] and "--rounds" in sys.argv[1:]:
             rounds = int(sys.argv[sys.argv.index("--rounds") + 1])
-            mysql_rounds(pg, report, rounds, n=1_000 if "--quick" in sys.argv[1:] else 10_000)
+            other = (Path(sys.argv[sys.argv.index("--other") + 1]).resolve()
+                     if "--other" in sys.argv[1:] else None)
+            mysql_rounds(pg, report, rounds, n=1_000 if "--quick" in sys.argv[1:] else 10_000,
+                         other=other)
         elif "--mysql" in sys.argv[1:]:
             run_mysql(pg, report, n=1_000 if "--quick" in sys.argv[1:] else 10_000)
         else:
