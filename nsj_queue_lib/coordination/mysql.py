@@ -236,7 +236,7 @@ class MysqlGuard(TaskGuard):
         """The next task, locked in the finishing task's transaction: the 'pendente' range
         alone (the cheap statement), or the full claim when an 'agendada' task is due, so
         the claim order is the same as the full claim's."""
-        ahead, scheduled = self.repo.task_claim_ahead_pending(1)
+        ahead, scheduled = self.repo.task_claim_ahead_pending(1, CANDIDATES)
         if scheduled:
             ahead = self.repo.task_claim_skip_locked(1, CANDIDATES)
         return ahead

@@ -197,6 +197,32 @@ def test_the_task_claimed_ahead_is_a_due_scheduled_one_when_it_comes_first(nq):
         session.close()
 
 
+def test_an_open_claim_ahead_does_not_hold_up_urgent_tasks_nor_retries(nq):
+    # The claim-ahead locks its row inside the finishing task's transaction.  It must not
+    # lock index gaps (REPEATABLE READ would, for a locking read of ix_claim): an INSERT of
+    # a task of a higher priority, or a task becoming a retry ('agendada'), goes into the
+    # gap before the first waiting entry, and would wait for that transaction's commit.
+    settings = nq.settings()
+    first = nq.insert({"n": 1})
+    nq.insert({"n": 2})
+    session = DbSession.open(settings)
+    repo = TaskRepository(session, settings.queue_table)
+    try:
+        session.begin()
+        ahead, scheduled = repo.task_claim_ahead_pending(1, 16)
+        assert [r["id"] for r in ahead] == [first] and not scheduled
+        nq.sql("SET SESSION innodb_lock_wait_timeout = 1")  # a wait fails (1205)
+        urgent = nq.insert({"n": 3}, prioridade=99)
+        retry = nq.insert({"n": 4})
+        nq.sql(f"UPDATE {nq.qtable} SET status = 'agendada', "
+               "data_hora = UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE WHERE id = %s", (retry,))
+        assert nq.row(urgent)["status"] == "pendente"
+        assert nq.row(retry)["status"] == "agendada"
+        session.rollback()
+    finally:
+        session.close()
+
+
 def test_success_message_the_column_cannot_store_keeps_the_work_and_the_next_claim(nq):
     # A `mensagem` column in a narrower charset (latin1, strict mode): the success UPDATE
     # fails once and is repeated with the characters escaped, inside the same transaction
