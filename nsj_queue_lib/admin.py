@@ -104,8 +104,13 @@ class QueueAdmin:
 
     @contextlib.contextmanager
     def _atomic(self) -> Iterator[None]:
-        if _autocommit(self.session.conn):
-            with self.session.transaction():
+        session = self.session
+        # A transaction already open on the connection is the caller's, even in autocommit
+        # mode: the task's own (bd_conn, whose session is the worker's), or a BEGIN the
+        # server reports.  A BEGIN/COMMIT of its own would commit the task's work so far.
+        if (_autocommit(session.conn) and not session.in_transaction
+                and not session.transaction_usable()):
+            with session.transaction():
                 yield
         else:
             yield  # the caller's transaction

@@ -1,0 +1,27 @@
+"""QueueAdmin on a task's own bd_conn, in a real worker (PostgreSQL and MySQL native): its
+operation joins the task's transaction, as on any connection in a transaction (README)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tests.fixtures.queue import effects_by_key
+
+
+def test_an_admin_operation_in_a_task_joins_the_tasks_transaction(dbq):
+    # A task far in the future (never claimed here) that the task under test cancels.
+    target = dbq.insert({"efeito": "alvo"},
+                        data_hora=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1))
+    task = dbq.insert({"efeito": "a", "cancel": target, "fail_until": 2})
+    worker = dbq.start_ready_worker("tests.workers.admin_in_task")
+    chain = dbq.wait_chain_done(task, timeout=30)
+    # The first attempt failed: its effect and its cancel were rolled back with it; the
+    # second one did both (before the fix the cancel's own COMMIT, sent on the task's
+    # connection, committed the failed attempt's effect; the second attempt then found
+    # the target already cancelled and failed too).
+    assert [r["status"] for r in chain] == ["falha", "sucesso"], chain
+    assert effects_by_key(dbq) == {"a": 1}
+    assert [e["tarefa_id"] for e in dbq.effects()] == [chain[1]["id"]]
+    row = dbq.row(target)
+    assert row["status"] == "cancelada" and row["mensagem"] == "Cancelada por tarefa"
+    assert worker.proc.poll() is None
