@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from tests.fixtures.queue import effects_by_key
 
 
-def test_an_admin_operation_in_a_task_joins_the_tasks_transaction(dbq):
+@pytest.mark.parametrize("raw", [False, True], ids=["bd_conn", "bd_conn.conn"])
+def test_an_admin_operation_in_a_task_joins_the_tasks_transaction(dbq, raw):
     # A task far in the future (never claimed here) that the task under test cancels.
     target = dbq.insert({"efeito": "alvo"},
                         data_hora=dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1))
-    task = dbq.insert({"efeito": "a", "cancel": target, "fail_until": 2})
+    task = dbq.insert({"efeito": "a", "cancel": target, "fail_until": 2, "raw": raw})
     worker = dbq.start_ready_worker("tests.workers.admin_in_task")
     chain = dbq.wait_chain_done(task, timeout=30)
     # The first attempt failed: its effect and its cancel were rolled back with it; the
