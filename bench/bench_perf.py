@@ -269,9 +269,23 @@ def statements_line(pg: DevPostgres, idle: int, rate: float, seconds: float) -> 
     done = effects_done(pg)
     total = {k: sum(c[k] - (c["at_mark"] or {}).get(k, 0) for c in counts)
              for k in ("statements", "round_trips")}
+    p50, p99 = pickup_percentiles(pg)
     return {"statements": total["statements"] / done, "round_trips": total["round_trips"] / done,
             "connections": max((c["connections_max"] for c in counts), default=0),
-            "tasks": done, "procs": len(counts)}
+            "tasks": done, "procs": len(counts), "pickup_p50": p50, "pickup_p99": p99}
+
+
+def pickup_percentiles(pg: DevPostgres) -> tuple:
+    """Pickup (ms) of the tasks of a steady-arrival run: from the task's data_hora (the
+    producer's now(); it commits right after the insert) to the start of its work."""
+    conn = pg.connect()
+    with conn.cursor() as cur:
+        cur.execute("SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP "
+                    "(ORDER BY e.t_inicio - extract(epoch FROM t.data_hora)) * 1000 "
+                    f"FROM {EFFECTS} e JOIN {TABLE} t ON t.id = e.tarefa_id")
+        p50, p99 = cur.fetchone()[0]
+    conn.close()
+    return p50, p99
 
 
 def busy_statements(pg: DevPostgres, n: int) -> Dict[str, float]:
@@ -294,13 +308,18 @@ def busy_statements(pg: DevPostgres, n: int) -> Dict[str, float]:
 def bench_statements(pg: DevPostgres, rate: float, seconds: float, busy_n: int) -> None:
     floor = busy_statements(pg, busy_n)
     report("statements per task, backlog (no idle wait)", floor["statements"], "stmts",
-           note=f"({floor['round_trips']:.2f} round trips; includes the task's own "
+           note=f"({floor['statements']:.2f}; {floor['round_trips']:.2f} round trips; "
+                "includes the task's own "
                 "BEGIN, side effect, finish, COMMIT)")
     for idle in (4, 32):
         got = statements_line(pg, idle, rate, seconds)
         report(f"statements per task, {idle} idle workers, {rate:.0f}/s", got["statements"],
                "stmts", floor["statements"],
-               f"({got['round_trips']:.2f} round trips; target <= 6; baseline: backlog)")
+               f"({got['statements']:.2f}; {got['round_trips']:.2f} round trips; target <= 6; "
+               "baseline: backlog)")
+        report(f"pickup p50 at {rate:.0f}/s, {idle} idle workers", got["pickup_p50"], "ms",
+               note=f"(p99 {got['pickup_p99']:.1f} ms; data_hora -> start of the task's work, "
+                    f"{got['tasks']} tasks)")
         report(f"connections per worker process ({idle} workers)", got["connections"],
                "conns", note="(max held at once by one process, counted in the client)")
 
