@@ -281,7 +281,7 @@ def pickup_percentiles(pg: DevPostgres) -> tuple:
     conn = pg.connect()
     with conn.cursor() as cur:
         cur.execute("SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP "
-                    "(ORDER BY e.t_inicio - extract(epoch FROM t.data_hora)) * 1000 "
+                    "(ORDER BY (e.t_inicio - extract(epoch FROM t.data_hora)) * 1000) "
                     f"FROM {EFFECTS} e JOIN {TABLE} t ON t.id = e.tarefa_id")
         p50, p99 = cur.fetchone()[0]
     conn.close()
