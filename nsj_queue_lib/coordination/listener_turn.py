@@ -13,7 +13,8 @@ queue (the "listener turn"):
   itself (the periodic poll every worker has always done), then queues again;
 * when the holder is woken it claims; the claim statement that gets a task also
   hands the turn to the next idle worker (the database grants the lock in request
-  order), so the hand-over costs no statement of its own.
+  order), so the hand-over costs no statement of its own;
+* unless it keeps the turn (below).
 
 So a wake-up costs a fixed handful of statements, whatever the number of idle
 workers.  Every worker stays LISTENing (so HALT reaches busy workers, and each
@@ -23,9 +24,34 @@ once it holds the turn and has probed, and are dropped (except HALT).  On
 PostgreSQL >= 11 the statement that is granted the turn does all of it: it commits a
 marker notification to a channel of its own (notifications arrive in commit order,
 so what came before the marker is old news), probes the next due time and reads the
-pause flag, and answers with a NOTICE.  Per task at a steady low rate that is the
-task's own five statements (claim, BEGIN, its work, finish, COMMIT) plus the next
-holder's one granting statement.
+pause flag, and answers with a NOTICE.  A task that hands the turn on costs the task's
+own five statements (claim, BEGIN, its work, finish, COMMIT) plus the next holder's one
+granting statement.
+
+Keeping the turn through a short lone task.  A hand-over costs a statement after all:
+the worker that handed the turn on queues for it again (one wait statement) once its task
+is done, so at a steady low rate every task cost six.  Every hand-over needs such a
+statement (only a worker with a lock request outstanding can be granted the turn), so the
+saving is in handing over less: the claim keeps the turn when no other task is due (it
+reads the next due time besides its own task, part_seconds_to_next_due_besides) and this
+session's recent tasks ran short (PgGuard: an average of claim-to-release time under
+KEEP_TURN_RUN).  The holder runs the task and goes straight back to waiting as holder,
+by the next due time that claim read (a task that failed may have scheduled a retry: then
+it probes); the notifications received meanwhile are news.  Per task that is the task's
+five statements, plus one per second per waiter (its slice expiring).  The price: while
+the holder runs a kept task nobody listens, so a task arriving then waits for the end of
+that task (short, by the rule above); with another task due, or tasks that run long, the
+turn is handed on as before.  With QUEUE_COMPAT_1_2_2, 1.2.2's key of the task just done
+(which the next statement carries) is released by the holder's next claim, or after
+KEPT_SETTLE seconds of idle waiting by a statement of its own.
+
+A kept task that runs long after all (the average said short): every waiter whose slice
+expires (a statement it sends anyway) also reads, in that statement, whether a task has
+been due for more than LATE seconds; if so it stops waiting and claims by itself, so such
+a task waits a second or two, not the rest of the long task nor the poll interval.  Due
+rows no claim can take (held by an open batch transaction) would make the waiters claim in
+vain: a waiter's late check backs off (doubling up to LATE_BACKOFF_MAX) while it keeps
+seeing them, and is back to every slice once it sees none.
 
 Why slices: a statement waiting on a lock holds its snapshot, so its session's
 backend_xmin holds back the xmin horizon of the whole database (VACUUM keeps
@@ -61,6 +87,8 @@ ADMIN_HANDOVER = 5
 # worker's snapshot holds back the xmin horizon (and its reaction time to a stop).
 TURN_SLICE = 1.0
 HELD, STOPPED, TIMEOUT = "held", "stopped", "timeout"
+# acquire(): like TIMEOUT (the caller claims once by itself), because a task is late
+LATE_TASK = "late"
 WAITED = 0.005  # seconds: longer than an uncontended lock round trip
 
 # One slice: lock_timeout for the lock request only (set_config(..., true) in the
@@ -88,7 +116,7 @@ BEGIN
     {after}PERFORM set_config('client_min_messages', 'notice', true);
     RAISE NOTICE '{marker} %', json_build_object('due', due, 'more', more, 'paused', paused,
                                        'why', why);
-  END IF;
+  {late}END IF;
 END
 $turn$"""
 GRANTED = "nsj_queue_lib: listener turn granted"
@@ -106,6 +134,28 @@ _AFTER_GRANT = """PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM pg_advisory_xact_lock_shared({ha}, {hb});
     {probe}"""
 MIN_SERVER_FOR_MARKER = 110000
+# A slice that was not granted, while the turn is kept through a task (see the module
+# docstring): a task due for more than LATE seconds that nobody took means the holder is
+# busy with a task that runs long; the waiter says so (and then claims by itself).
+_LATE_CHECK = """ELSE
+    due := ({probe});
+    IF due < -{late} THEN
+      PERFORM set_config('client_min_messages', 'notice', true);
+      RAISE NOTICE '{marker}';
+    END IF;
+  """
+LATE_MARKER = "nsj_queue_lib: listener turn: a task waits"
+# Seconds a holder that kept the turn through a task waits idle before it releases, with
+# a statement of its own, what its next claim would otherwise carry (settle_later()).
+KEPT_SETTLE = TURN_SLICE
+# Seconds a task may have been due before a waiter claims it by itself (the holder of the
+# turn, when free, takes a task within milliseconds of its notification).
+LATE = TURN_SLICE
+# Seconds between a waiter's late checks at most, after checks that found a late task no
+# claim could take (rows held by an open transaction, such as a running batch): the
+# interval doubles from one slice up to this, and is back to every slice once a check
+# finds nothing late.
+LATE_BACKOFF_MAX = 30.0
 
 
 class ListenerTurn:
@@ -135,6 +185,17 @@ class ListenerTurn:
         self.halts: List[Notification] = []
         self.marked = False  # the last grant dropped the old news itself (marker seen)
         self._marker: Optional[str] = None  # this session's marker channel, once listened
+        # Kept through a task by the claim that got it (PgGuard): the next acquire() is
+        # granted at once, with the next due time that claim read besides its task
+        # (`_kept_due`; unknown when that task did not succeed: the caller probes).
+        self.kept = False
+        self._kept_due: Optional[float] = None
+        self._kept_known = False
+        self._kept_task: Optional[int] = None
+        self.late_checks = 0  # slices that checked for a late task (tests, diagnostics)
+        self._late_every = 0.0  # back-off of the late check (see LATE_BACKOFF_MAX)
+        self._late_next = 0.0
+        self._late = False  # the last slice found a late task
 
     def acquire(self, stop: threading.Event, timeout: float,
                 until: Optional[Callable[[], bool]] = None) -> str:
@@ -152,6 +213,8 @@ class ListenerTurn:
         lost meanwhile.
         """
         if self.held:
+            if self.kept:
+                self._take_kept()
             return HELD
         if self.session.in_transaction:
             raise RuntimeError("a vez de escuta não pode ser aguardada dentro de uma transação")
@@ -167,8 +230,13 @@ class ListenerTurn:
             ms = max(1, int(min(TURN_SLICE, left) * 1000))  # 0 would mean "no timeout"
             if self.render is not None:
                 self.probe_sql, self.more_sql = self.render()
-            if not self._wait_slice(ms):
+            check = self.probe_sql is not None and time.monotonic() >= self._late_next
+            if not self._wait_slice(ms, check):
                 self.slices += 1
+                if check:
+                    self._late_checked()
+                    if self._late:
+                        return LATE_TASK
                 continue
             self.held = True
             self.waited = time.monotonic() - started > WAITED
@@ -179,6 +247,47 @@ class ListenerTurn:
                 return STOPPED
             return HELD
 
+    def keep(self, due: Optional[float], task_id: int) -> None:
+        """The claim that got task `task_id` kept the turn (PgGuard): `due` is the next due
+        time it read besides that task (None: no other task waits)."""
+        self.kept, self._kept_due, self._kept_known, self._kept_task = True, due, True, task_id
+
+    def settle_later(self) -> bool:
+        """Whether the guard keeps something for its next statement (1.2.2's key of the
+        task just finished, QUEUE_COMPAT_1_2_2): a holder that kept the turn through that
+        task sends no statement before its idle wait, so `settle()` releases it once the
+        wait has lasted KEPT_SETTLE seconds without a claim to carry it."""
+        return self.guard is not None and self.guard.deferred_unlock is not None
+
+    def settle(self) -> None:
+        if self.guard is not None:
+            self.guard.settle()
+
+    def kept_task_failed(self, task_id: int) -> None:
+        """Task `task_id` did not succeed: if the turn was kept through it, the next due
+        time read by its claim may be stale (a retry it scheduled): the caller probes."""
+        if self.kept and self._kept_task == task_id:
+            self._kept_known = False
+
+    def _take_kept(self) -> None:
+        """The turn was kept through a task: granted again at once.  The notifications
+        received meanwhile are news (for commits after the claim's snapshot): all kept."""
+        self.kept, self.waited, self.halts = False, False, []
+        if self._kept_known:
+            self.grant = {"due": self._kept_due, "more": False, "paused": None, "why": None}
+            self.marked = True
+        else:
+            self.grant, self.marked = None, False
+
+    def _late_checked(self) -> None:
+        """Back-off of the late check (see LATE_BACKOFF_MAX)."""
+        self.late_checks += 1
+        if self._late:
+            self._late_every = min(max(2 * self._late_every, TURN_SLICE), LATE_BACKOFF_MAX)
+            self._late_next = time.monotonic() + self._late_every
+        else:
+            self._late_every = self._late_next = 0.0
+
     def _marker_channel(self) -> Optional[str]:
         if self._marker is None and self.session.conn.server_version >= MIN_SERVER_FOR_MARKER:
             channel = f"nsjq_turn_{int(self.session.conn.get_backend_pid())}"
@@ -186,8 +295,9 @@ class ListenerTurn:
             self._marker = channel
         return self._marker
 
-    def _wait_slice(self, ms: int) -> bool:
-        """One statement waiting up to `ms` milliseconds; True when the turn was granted."""
+    def _wait_slice(self, ms: int, check: bool = False) -> bool:
+        """One statement waiting up to `ms` milliseconds; True when the turn was granted.
+        With `check`, a slice not granted also looks for a late task (`_late`)."""
         conn = self.session.conn
         marker = self._marker_channel()
         unlock = self.guard.take_deferred() if self.guard is not None else None
@@ -205,17 +315,23 @@ class ListenerTurn:
                           "paused := coalesce(paused, false);\n    ")
             after = _AFTER_GRANT.format(channel=marker, probe=probe, ha=int(self.hand_key[0]),
                                         hb=int(self.hand_key[1]))
+        late = (_LATE_CHECK.format(probe=self.probe_sql, late=float(LATE), marker=LATE_MARKER)
+                if check else "")
+        self._late = False
         try:
             self.session.execute(_WAIT_SLICE.format(ms=int(ms), a=int(self.key[0]),
                                                     b=int(self.key[1]), marker=GRANTED,
-                                                    prologue=prologue, after=after))
+                                                    prologue=prologue, after=after, late=late))
         except BaseException:
             self._release_after_error()
             raise
         answer = None
-        for notice in [n for n in conn.notices if GRANTED in n]:
+        for notice in [n for n in conn.notices if GRANTED in n or LATE_MARKER in n]:
             conn.notices.remove(notice)
-            answer = notice
+            if LATE_MARKER in notice:
+                self._late = True
+            else:
+                answer = notice
         if answer is None:
             return False
         if marker is not None:
@@ -255,13 +371,13 @@ class ListenerTurn:
     def release(self) -> None:
         """Hand the turn to the next idle worker (no-op when not held)."""
         if self.held:
-            self.held = False
+            self.held = self.kept = False
             self.session.execute("SELECT pg_advisory_unlock(%(a)s, %(b)s)",
                                  {"a": self.key[0], "b": self.key[1]})
 
     def forget(self) -> None:
         """The turn is no longer held: handed on by a claim, or the session is gone."""
-        self.held = False
+        self.held = self.kept = False
 
 
 def take_stale(conn: Any) -> List[Notification]:

@@ -116,6 +116,7 @@ class TaskRepository:
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
         # PostgreSQL: the next-due probe answered by the last claim that found nothing
         self._claim_probe: Optional[Tuple[Optional[float]]] = None
+        self._claim_besides: Optional[Tuple[Optional[float]]] = None
         # PostgreSQL: where this session's claims and idle probes start reading
         # (db/claim_position.py); MySQL's claim is another module's.
         self.position: Optional[ClaimPosition] = (
@@ -171,13 +172,16 @@ class TaskRepository:
 
     # -- claim / finish ---------------------------------------------------
     def task_claim_locked(self, lock_ns: int, limit: int = 1, *, unlock: Optional[int] = None,
-                          turn: Optional[Tuple[int, int, int]] = None) -> List[dict]:
+                          turn: Optional[Tuple[int, int, int]] = None,
+                          keep: bool = False) -> List[dict]:
         """PostgreSQL: claim up to `limit` due tasks, each advisory-locked by this session.
 
         In the same statement: `unlock` (a one-bigint key, or None) is released whatever
         the outcome, and `turn` (a two-int32 key held by this session; limit 1 only) is
-        released when a task was claimed.  `turn` is (namespace, turn id, hand-over id):
-        see the SQL.  Each returned row has "nsjq_turn_released"."""
+        released when a task was claimed, with `keep` only when another task is due too
+        (`take_claim_besides` then gives the seconds to the next due task but the one
+        claimed).  `turn` is (namespace, turn id, hand-over id): see the SQL.  Each
+        returned row has "nsjq_turn_released"."""
         limit = int(limit)
         if limit < 1 or (turn is not None and limit != 1):
             raise ValueError("limit inválido para o claim")
@@ -189,19 +193,21 @@ class TaskRepository:
         sql = self.q[query].replace("%(limit)s", str(limit))
         params = {"lock_ns": lock_ns, "unlock": unlock,
                   "turn_ns": turn[0] if turn else None, "turn_id": turn[1] if turn else None,
-                  "hand_id": turn[2] if turn else None}
+                  "hand_id": turn[2] if turn else None, "keep": bool(keep and turn)}
         position = self._position()
         params.update(position.claim_params())
         params["due_from"] = position.probe_from()
         sql, name = self._from_start(sql, name, params)
-        self._claim_probe = None
+        self._claim_probe = self._claim_besides = None
         rows = self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)
         if len(rows) == 1 and rows[0]["id"] is None:  # nothing claimed: the probe's row
             value = rows[0]["nsjq_next_due"]
             self._claim_probe = (None if value is None else float(value),)
             return []
         for row in rows:
-            del row["nsjq_next_due"]
+            value = row.pop("nsjq_next_due")
+            if params["keep"]:
+                self._claim_besides = (None if value is None else float(value),)
         rows = [_normalize(r) for r in rows]
         position.note(rows)
         return rows
@@ -223,6 +229,13 @@ class TaskRepository:
         got tasks, or after it was taken (the caller then probes)."""
         probe, self._claim_probe = self._claim_probe, None
         return probe
+
+    def take_claim_besides(self) -> Optional[Tuple[Optional[float]]]:
+        """After a claim of task_claim_locked with `keep` that got a task: the seconds to
+        the next due task but that one, as read by the claim (a 1-tuple; its value None:
+        no other task waits), once; None otherwise."""
+        besides, self._claim_besides = self._claim_besides, None
+        return besides
 
     def _from_start(self, sql: str, name: str, params: dict) -> Tuple[str, str]:
         """A claim from the index start runs the single ordered scan (part_claim_pick_full*),

@@ -11,6 +11,7 @@ from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Backend, Notifier, Tas
 from nsj_queue_lib.coordination.keys import compat_1_2_2
 from nsj_queue_lib.coordination.listener_turn import (
     HELD,
+    KEPT_SETTLE,
     ListenerTurn,
     take_stale,
 )
@@ -165,6 +166,14 @@ class Consumer:
                     self.tasks_done += 1
                 if tarefa is not None:
                     busy = BUSY_FIRST
+                    if turn is not None and turn.kept:
+                        # Its claim kept the listener turn (a short lone task): back to
+                        # holding it; what arrived meanwhile is news, read there.
+                        if not self.stop.is_set():
+                            pending, woke, busy = self._turn_claim(repo, notifier, turn,
+                                                                   claim, gate, busy)
+                            continue
+                        self._release(turn)
                     # Read what arrived meanwhile (without waiting): HALT must stop a
                     # busy worker too, and the backlog of wake-ups must not grow.
                     self._handle(notifier.wait(0))
@@ -250,9 +259,11 @@ class Consumer:
         `_idle_wait`.  Claims while still holding the turn, so the next idle worker
         never probes a task this one is about to take, and a wake-up that finds
         nothing (a scheduled task, a task another worker took) costs no hand-over.
-        The turn is handed on before the task runs.  `woke` is False when the task
-        was due at the probe with more due behind it, or when that is unknown (a backlog:
-        the caller keeps claiming directly).
+        The turn is handed on before the task runs, unless the claim kept it (a short
+        lone task, PgGuard): then it stays held through the task, and the caller comes
+        back here after it.  `woke` is False when the task was due at the probe with more
+        due behind it, or when that is unknown (a backlog: the caller keeps claiming
+        directly).
         """
         turn.render = repo.idle_probe_sql
         turn.pause_sql = gate.flag_sql if gate.control_seen else None
@@ -307,7 +318,15 @@ class Consumer:
                 else:
                     busy = BUSY_FIRST
                     timeout = _until_due(timeout, next_due, repo)
-                self._wait_notes(notifier, self.slots.cap(timeout))
+                timeout = self.slots.cap(timeout)
+                if (timeout > KEPT_SETTLE and turn.settle_later()
+                        and not self._wait_notes(notifier, KEPT_SETTLE)):
+                    # (kept through the task just done: 1.2.2's key of that task waited
+                    # for the next claim; none came, so it is released now)
+                    timeout -= KEPT_SETTLE
+                    if not self.stop.is_set():
+                        turn.settle()
+                self._wait_notes(notifier, timeout)
                 if self.stop.is_set() or self.slots.due() or gate.is_paused():
                     # (an admin job due: the turn is handed on before it runs)
                     return None, False, busy
@@ -317,22 +336,31 @@ class Consumer:
                 after_claim = True
             return None, False, busy
         finally:
-            try:
-                turn.release()  # (no-op when the claim already handed it on)
-            except DatabaseUnavailable:
-                turn.forget()  # the session is gone, and its lock with it
+            if not turn.kept:  # (kept through the task just claimed)
+                self._release(turn)
 
-    def _wait_notes(self, notifier: Notifier, timeout: float) -> None:
+    @staticmethod
+    def _release(turn: ListenerTurn) -> None:
+        try:
+            turn.release()  # (no-op when the claim already handed it on)
+        except DatabaseUnavailable:
+            turn.forget()  # the session is gone, and its lock with it
+
+    def _wait_notes(self, notifier: Notifier, timeout: float) -> bool:
         """Wait up to `timeout` for wake-ups (handled here), in slices (the notifier's
-        `wait_slice`) so a stop request or a due admin job ends the wait."""
+        `wait_slice`) so a stop request or a due admin job ends the wait; True when it
+        ended early (a wake-up, a stop, an admin job due)."""
         remaining = timeout
-        while remaining > 0 and not self.stop.is_set() and not self.slots.due():
+        while remaining > 0:
+            if self.stop.is_set() or self.slots.due():
+                return True
             step = min(notifier.wait_slice, remaining)
             notes = notifier.wait(step)
             remaining -= step
             if notes:
                 self._handle(notes)
-                return
+                return True
+        return False
 
     def _handle(self, notes: list) -> None:
         if any(n.payload == HALT_PAYLOAD for n in notes):

@@ -261,3 +261,108 @@ def test_turn_without_the_marker_as_on_postgresql_10(queue):
     queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
     for w in workers:
         assert w.wait_exit(30) == 0, w.log()
+
+
+# -- keeping the turn through a short lone task (#13 item 3) ------------------------------
+def _turn_holder_pid(queue):
+    ns, obj = admin_lock_key(queue.table, ADMIN_LISTENER)
+    return queue.value("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                       "AND classid = %s AND objid = %s AND objsubid = 2",
+                       (ns & 0xFFFFFFFF, obj & 0xFFFFFFFF))
+
+
+def _task_lock_pid(queue, task_id: int):
+    from nsj_queue_lib.coordination.base import task_lock_key
+
+    ns, obj = task_lock_key(queue.table, task_id)
+    return queue.value("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                       "AND classid = %s AND objid = %s AND objsubid = 2",
+                       (ns & 0xFFFFFFFF, obj & 0xFFFFFFFF))
+
+
+def test_statements_per_task_with_idle_workers_and_steady_arrivals(queue, tmp_path):
+    """8 idle workers, tasks arriving one at a time at 100/s: fewer than 5.6 statements per
+    completed task, every statement of every process counted (bench/counting.py; BEGIN and
+    COMMIT count).  Per task the claim, BEGIN, the task's INSERT, the finish and COMMIT;
+    the holder keeps the turn through each short lone task, so the turn no longer changes
+    hands (one DO statement) per task; the waiters add one statement per second each.
+    Before: 6.0 and more (a wait statement per task)."""
+    import json
+
+    count_dir = tmp_path / "counts"
+    count_dir.mkdir()
+    n = 8
+    workers = [queue.start_worker("tests.workers.counted", NSJQ_BENCH_COUNT_DIR=str(count_dir))
+               for _ in range(n)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": n - 1}, 20,
+               message="turn settled")
+    time.sleep(1.0)  # start-up statements (rescue, first probes) settle
+    (count_dir / "mark").touch()  # counted from here on
+    time.sleep(0.1)
+    rate, seconds = 100.0, 4.0
+    started = time.monotonic()
+    ids = queue.insert_steadily(rate, seconds)
+    arrival = len(ids) / (time.monotonic() - started)
+    eventually(lambda: queue.count("status = 'sucesso'") == len(ids), 30,
+               message="every task done")
+    for w in workers:
+        w.signal(signal.SIGTERM)
+    for w in workers:
+        assert w.wait_exit(20) == 0, w.log()[-3000:]
+    sent = []
+    for path in count_dir.glob("counts-*.json"):
+        counts = json.loads(path.read_text())
+        sent.append(counts["statements"] - (counts["at_mark"] or {}).get("statements", 0))
+    assert len(sent) == n
+    assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)  # once each
+    assert arrival > 0.8 * rate, arrival
+    per_task = sum(sent) / len(ids)
+    assert per_task < 5.6, (per_task, sorted(sent))
+
+
+def test_a_long_task_run_while_keeping_the_turn_does_not_hold_up_other_tasks(queue, tmp_path):
+    """The holder keeps the turn through a lone task when its tasks ran short; when that
+    task then runs long, nobody listens meanwhile.  A waiter whose wait slice expires sees
+    a task due for more than LATE seconds and claims it by itself: pickup degrades to a
+    second or two, not to the end of the long task nor to the 30 s poll interval."""
+    import datetime as dt
+
+    from nsj_queue_lib.coordination.listener_turn import LATE
+
+    workers = [queue.start_worker() for _ in range(3)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    # Short tasks one at a time: each worker learns its tasks run short (the first task of
+    # a worker hands the turn on, as before).
+    for i in range(8):
+        queue.wait_status(queue.insert({"efeito": f"curta{i}"}), "sucesso")
+        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="idle again")
+    # Then a lone task that runs long (until `release` exists): its worker holds the turn.
+    release, started = tmp_path / "release", tmp_path / "started"
+    long_task = queue.insert({"efeito": "longa", "started_file": str(started),
+                              "wait_file": str(release)})
+    eventually(started.exists, 10, message="long task started")
+    runner = _task_lock_pid(queue, long_task)
+    assert runner is not None and _turn_holder_pid(queue) == runner, (
+        "the worker of the lone short-running task did not keep the turn")
+    assert _turn(queue) == {"holder": 1, "waiting": 2}
+    other = queue.insert({"efeito": "outra"})
+    committed = time.monotonic()
+    row = queue.wait_status(other, "sucesso", timeout=4 * LATE + 3)
+    waited = time.monotonic() - committed
+    assert queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
+    assert waited < 4 * LATE + 3, waited
+    assert row["status"] == "sucesso"
+    release.touch()
+    queue.wait_status(long_task, "sucesso")
+    assert sorted(e["chave"] for e in queue.effects() if e["chave"] == "outra") == ["outra"]
+    # Back to one holder, and a task scheduled a little later still runs on time.
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="idle again")
+    due = queue.db_now() + dt.timedelta(seconds=2)
+    task = queue.insert({"efeito": "agendada"}, data_hora=due)
+    t0 = time.monotonic()
+    queue.wait_status(task, "sucesso", timeout=15)
+    assert time.monotonic() - t0 < 12

@@ -31,6 +31,7 @@ def test_every_named_query_is_parsed():
     assert set(raw_parts(POSTGRES)) == {"part_claim_pick", "part_claim_pick_full",
                                         "part_claim_status", "part_claim_status_compat",
                                         "part_fanout_source",
+                                        "part_seconds_to_next_due_besides",
                                         "part_seconds_to_next_due_from"}
     # written once, rendered for the plain and the 1.2.2-compatible claims
     assert {"part_claim_pick", "part_claim_pick_compat", "part_claim_pick_full",

@@ -35,10 +35,10 @@ def _commit_task() -> None:
     conn.close()
 
 
-def _wait_slice(self: ListenerTurn, ms: int) -> bool:
+def _wait_slice(self: ListenerTurn, ms: int, check: bool = False) -> bool:
     arm = os.environ.get("NSJQ_TEST_RACE_FILE", "")
     if not (arm and os.path.exists(arm) and self.probe_sql):
-        return _original(self, ms)
+        return _original(self, ms, check)
     os.remove(arm)
     probe = self.probe_sql
     # The probe's snapshot is taken when it starts; the commit lands during its sleep.
@@ -46,7 +46,7 @@ def _wait_slice(self: ListenerTurn, ms: int) -> bool:
     committer = threading.Thread(target=_commit_task)
     committer.start()
     try:
-        return _original(self, ms)
+        return _original(self, ms, check)
     finally:
         committer.join()
         self.probe_sql = probe

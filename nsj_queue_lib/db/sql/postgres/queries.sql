@@ -130,15 +130,19 @@ c.status IN ('pendente', 'agendada')
 --   'pendente' and runs then; it halves the WAL flushes per task;
 -- * %(unlock)s (bigint or NULL): 1.2.2's key of the task this session ran before
 --   (coordination/keys.py), released here instead of in a statement of its own.
--- %(turn_ns)s/%(turn_id)s (NULL, or the listener turn this session holds): released in
--- RETURNING, that is only when a task was claimed (one row: used with limit 1 only).
--- Before that, the hand-over key %(hand_id)s is taken for this implicit transaction: the
--- next holder waits for it before its probe, so the probe sees this claim committed (it
--- would otherwise see the task still 'pendente' and claim in vain).
--- When nothing was claimed the statement answers one row of NULLs whose nsjq_next_due is
--- the idle probe (part_seconds_to_next_due_from, %(due_from)s as there), read with the
--- claim's snapshot: the worker that found nothing then waits without a probe of its own
--- (runtime/consumer.py).  The probe is an initPlan of the CASE, so it runs only then.
+-- %(turn_ns)s/%(turn_id)s (NULL, or the listener turn this session holds): released
+-- only when a task was claimed (one row: used with limit 1 only), and, with %(keep)s (the
+-- holder's recent tasks ran short: coordination/listener_turn.py), only when another task
+-- is due too: a lone short task keeps the turn, and its worker goes back to holding it
+-- once done.  Before the release, the hand-over key %(hand_id)s is taken for this
+-- implicit transaction: the next holder waits for it before its probe, so the probe sees
+-- this claim committed (it would otherwise see the task still 'pendente' and claim in vain).
+-- nsjq_next_due: when nothing was claimed, the idle probe (part_seconds_to_next_due_from,
+-- %(due_from)s as there), read with the claim's snapshot: the worker that found nothing
+-- then waits without a probe of its own (runtime/consumer.py); the probe is an initPlan of
+-- the CASE, so it runs only then.  With %(keep)s and a task claimed, the same probe for
+-- every task but that one (part_seconds_to_next_due_besides): <= 0 means another task is
+-- due (the turn is handed on), else the turn is kept and its holder waits by it.
 WITH c AS (
 UPDATE {table} t
    SET status = 'processando'
@@ -148,15 +152,21 @@ UPDATE {table} t
                                      THEN 4294967296 ELSE 0 END)::int4)
    AND (SELECT set_config('synchronous_commit', 'off', true)
                || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
-RETURNING {tarefa_cols},
-          CASE WHEN %(turn_ns)s::int4 IS NULL THEN NULL
-               WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
-               THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
-            AS nsjq_turn_released
+RETURNING {tarefa_cols}
 )
-SELECT c.*, CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from}) END
-         AS nsjq_next_due
-  FROM (SELECT 1) AS one LEFT JOIN c ON true
+SELECT n.*,
+       CASE WHEN n.id IS NULL OR %(turn_ns)s::int4 IS NULL THEN NULL
+            WHEN %(keep)s::boolean AND NOT coalesce(n.nsjq_next_due <= 0, false) THEN false
+            WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
+            THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
+         AS nsjq_turn_released
+  FROM (SELECT c.*,
+               CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from})
+                    WHEN %(keep)s::boolean AND %(turn_ns)s::int4 IS NOT NULL
+                    THEN ({part_seconds_to_next_due_besides}) END
+                 AS nsjq_next_due
+          FROM (SELECT 1) AS one LEFT JOIN c ON true
+        OFFSET 0) AS n
 
 -- name: task_claim_batch
 -- Batch mode: inside the batch's transaction, claims up to %(limit)s due tasks (by priority,
@@ -193,15 +203,21 @@ UPDATE {table} t
             ELSE false END
    AND (SELECT set_config('synchronous_commit', 'off', true)
                || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
-RETURNING {tarefa_cols},
-          CASE WHEN %(turn_ns)s::int4 IS NULL THEN NULL
-               WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
-               THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
-            AS nsjq_turn_released
+RETURNING {tarefa_cols}
 )
-SELECT c.*, CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from}) END
-         AS nsjq_next_due
-  FROM (SELECT 1) AS one LEFT JOIN c ON true
+SELECT n.*,
+       CASE WHEN n.id IS NULL OR %(turn_ns)s::int4 IS NULL THEN NULL
+            WHEN %(keep)s::boolean AND NOT coalesce(n.nsjq_next_due <= 0, false) THEN false
+            WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
+            THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
+         AS nsjq_turn_released
+  FROM (SELECT c.*,
+               CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from})
+                    WHEN %(keep)s::boolean AND %(turn_ns)s::int4 IS NOT NULL
+                    THEN ({part_seconds_to_next_due_besides}) END
+                 AS nsjq_next_due
+          FROM (SELECT 1) AS one LEFT JOIN c ON true
+        OFFSET 0) AS n
 
 -- name: task_claim_batch_compat
 -- task_claim_batch beside 1.2.2 workers: also 1.2.2's raw-id key (transaction-level,
@@ -324,6 +340,17 @@ SELECT extract(epoch FROM (least(
              AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity')),
          (SELECT min(data_hora) FROM {table}
            WHERE status = 'agendada'
+             AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity'))) - now()))
+
+-- name: part_seconds_to_next_due_besides
+-- part_seconds_to_next_due_from for every task but c.id (the one the claim just took; its
+-- snapshot still sees it 'pendente'), in the claims of task_claim_locked*.
+SELECT extract(epoch FROM (least(
+         (SELECT min(data_hora) FROM {table}
+           WHERE status = 'pendente' AND id <> c.id
+             AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity')),
+         (SELECT min(data_hora) FROM {table}
+           WHERE status = 'agendada' AND id <> c.id
              AND data_hora >= coalesce(%(due_from)s::timestamptz, '-infinity'))) - now()))
 
 -- name: task_seconds_to_next_due_from
