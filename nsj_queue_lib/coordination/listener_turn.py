@@ -145,6 +145,15 @@ _LATE_CHECK = """ELSE
     END IF;
   """
 LATE_MARKER = "nsj_queue_lib: listener turn: a task waits"
+# A holder stops keeping the turn for KEEP_PAUSE seconds once, on average over its kept
+# tasks (weight ARRIVED_WEIGHT for the last one), more than ARRIVED_MAX of them saw
+# another task arrive while they ran: each such task waited for the holder, whereas the
+# next idle worker would have taken it at once.  So a holder kept busy most of the time
+# (tasks that are short but not much shorter than the time between two arrivals) hands
+# the turn on at every task, as before, and pickup latency does not grow with it.
+ARRIVED_WEIGHT = 0.1
+ARRIVED_MAX = 0.5
+KEEP_PAUSE = 5.0
 # Seconds a holder that kept the turn through a task waits idle before it releases, with
 # a statement of its own, what its next claim would otherwise carry (settle_later()).
 KEPT_SETTLE = TURN_SLICE
@@ -192,6 +201,8 @@ class ListenerTurn:
         self._kept_due: Optional[float] = None
         self._kept_known = False
         self._kept_task: Optional[int] = None
+        self.arrived_share = 0.0  # see ARRIVED_MAX
+        self._no_keep_until = 0.0
         self.late_checks = 0  # slices that checked for a late task (tests, diagnostics)
         self._late_every = 0.0  # back-off of the late check (see LATE_BACKOFF_MAX)
         self._late_next = 0.0
@@ -252,6 +263,25 @@ class ListenerTurn:
         time it read besides that task (None: no other task waits)."""
         self.kept, self._kept_due, self._kept_known, self._kept_task = True, due, True, task_id
 
+    def may_keep(self) -> bool:
+        """Whether a claim may keep the turn through a lone task now (see ARRIVED_MAX)."""
+        return time.monotonic() >= self._no_keep_until
+
+    def _note_arrivals(self) -> None:
+        """After a kept task: did a notification arrive while it ran?  (Read from the
+        socket without a statement; the notifications stay queued for the wait.)"""
+        conn = self.session.conn
+        try:
+            conn.poll()
+        except Exception as exc:  # the wait that follows reports a lost connection
+            logger.debug("Notificações não lidas após a tarefa: %s", exc)
+            return
+        arrived = any(n.channel != self._marker for n in conn.notifies)
+        self.arrived_share += ARRIVED_WEIGHT * (float(arrived) - self.arrived_share)
+        if self.arrived_share > ARRIVED_MAX:
+            self._no_keep_until = time.monotonic() + KEEP_PAUSE
+            self.arrived_share = 0.0
+
     def settle_later(self) -> bool:
         """Whether the guard keeps something for its next statement (1.2.2's key of the
         task just finished, QUEUE_COMPAT_1_2_2): a holder that kept the turn through that
@@ -273,6 +303,7 @@ class ListenerTurn:
         """The turn was kept through a task: granted again at once.  The notifications
         received meanwhile are news (for commits after the claim's snapshot): all kept."""
         self.kept, self.waited, self.halts = False, False, []
+        self._note_arrivals()
         if self._kept_known:
             self.grant = {"due": self._kept_due, "more": False, "paused": None, "why": None}
             self.marked = True

@@ -207,7 +207,7 @@ class PgGuard(TaskGuard):
         turn = self._turn if limit == 1 and self._turn is not None and self._turn.held else None
         # (keep the turn through a lone task only while this session's tasks run short)
         keep = (turn is not None and self.run_average is not None
-                and self.run_average < KEEP_TURN_RUN)
+                and self.run_average < KEEP_TURN_RUN and turn.may_keep())
         try:
             rows = self.repo.task_claim_locked(
                 self.lock_ns, limit, unlock=self._deferred,

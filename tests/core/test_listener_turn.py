@@ -366,3 +366,28 @@ def test_a_long_task_run_while_keeping_the_turn_does_not_hold_up_other_tasks(que
     t0 = time.monotonic()
     queue.wait_status(task, "sucesso", timeout=15)
     assert time.monotonic() - t0 < 12
+
+
+def test_compat_key_of_a_task_run_keeping_the_turn_is_released_while_idle(queue):
+    """With QUEUE_COMPAT_1_2_2 the 1.2.2 key of a finished task waits for the worker's next
+    statement.  A holder that kept the turn through the task sends none before its idle
+    wait: it releases the key after KEPT_SETTLE seconds of waiting (seen in pg_locks), not
+    at the 30 s poll."""
+    from nsj_queue_lib.coordination.listener_turn import KEPT_SETTLE
+
+    workers = [queue.start_worker(QUEUE_COMPAT_1_2_2="true") for _ in range(2)]
+    for w in workers:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="turn settled")
+    kept = 0
+    for i in range(8):
+        holder = _turn_holder_pid(queue)
+        task = queue.insert({"efeito": f"c{i}"})
+        queue.wait_status(task, "sucesso")
+        eventually(lambda t=task: _raw_key_holders(queue, t) == [], timeout=KEPT_SETTLE + 2,
+                   message="1.2.2's key released")
+        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="idle again")
+        if _turn_holder_pid(queue) == holder:  # (a hand-over: the other worker holds it)
+            kept += 1
+    assert kept >= 3, "the turn was not kept through the short lone tasks"
+    assert sorted(e["chave"] for e in queue.effects()) == [f"c{i}" for i in range(8)]
