@@ -236,7 +236,7 @@ class MysqlGuard(TaskGuard):
         """The next task, locked in the finishing task's transaction: the 'pendente' range
         alone (the cheap statement), or the full claim when an 'agendada' task is due, so
         the claim order is the same as the full claim's."""
-        ahead, scheduled = self.repo.task_claim_ahead_pending(1, CANDIDATES)
+        ahead, scheduled = self.repo.task_claim_ahead_pending(1)
         if scheduled:
             ahead = self.repo.task_claim_skip_locked(1, CANDIDATES)
         return ahead
@@ -293,6 +293,7 @@ class MysqlGuard(TaskGuard):
         self._unlock_quietly(tarefa["id"])
 
 
+READ_COMMITTED = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 HALT_CHECK = 0.5  # seconds between two reads of the HALT request (a primary-key read)
 # Longest wait of an idle worker for the idle turn (one GET_LOCK): its statements per
 # second, and how late a SIGTERM sent to that worker alone is seen.  A HALT, or a SIGTERM
@@ -537,6 +538,11 @@ class MysqlBackend:
         self._checked = True
 
     def guard(self, session: DbSession, repo: TaskRepository) -> MysqlGuard:
+        # The claim's locking reads of ix_claim lock no index gaps at READ COMMITTED (at
+        # REPEATABLE READ a producer's INSERT of an urgent task or a retry would wait for
+        # the claiming task's commit); the task's own work runs at that level too, as on
+        # PostgreSQL (its default) and in batch mode.
+        session.execute(READ_COMMITTED)
         return MysqlGuard(repo, self.settings.queue_table, self.prefix)
 
     def notifier(self, session: DbSession,

@@ -276,14 +276,13 @@ class TaskRepository:
                                                {"limit": limit, "candidates": candidates})
         return [_from_json(r) for r in rows]
 
-    def task_claim_ahead_pending(self, limit: int, candidates: int) -> Tuple[List[dict], bool]:
+    def task_claim_ahead_pending(self, limit: int) -> Tuple[List[dict], bool]:
         """MySQL native claim-ahead: up to `limit` due 'pendente' rows locked as
         task_claim_skip_locked would (in a transaction), and whether a row was found while
         an 'agendada' task is due (then only task_claim_skip_locked gives the claim order;
         its locks on these rows end with the transaction)."""
         rows = [_from_json(r) for r in self.session.fetch_all_prepared(
-            "nsjq_claim_ahead_pending", self.q["task_claim_ahead_pending"],
-            {"limit": limit, "candidates": candidates})]
+            "nsjq_claim_ahead_pending", self.q["task_claim_ahead_pending"], {"limit": limit})]
         scheduled = False
         for row in rows:
             scheduled = bool(row.pop("nsjq_scheduled_due")) or scheduled

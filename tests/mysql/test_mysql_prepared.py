@@ -81,7 +81,7 @@ def test_the_claim_ahead_and_the_finish_are_prepared_once_and_give_their_row_cou
     current = ids[0]
     for expected in ids[1:]:
         repo.session.begin()
-        ahead, scheduled = repo.task_claim_ahead_pending(1, 16)
+        ahead, scheduled = repo.task_claim_ahead_pending(1)
         assert [r["id"] for r in ahead] == [expected] and not scheduled
         assert ahead[0]["payload"] == "p" and ahead[0]["status"] == "pendente"
         assert repo.task_finish_release_mark(current, "feito", lock(current), [expected],
@@ -89,7 +89,7 @@ def test_the_claim_ahead_and_the_finish_are_prepared_once_and_give_their_row_cou
         repo.session.commit()
         current = expected
     repo.session.begin()
-    assert repo.task_claim_ahead_pending(1, 16) == ([], False)
+    assert repo.task_claim_ahead_pending(1) == ([], False)
     assert repo.task_finish_release(current, "fim", lock(current))
     repo.session.commit()
     assert _status(repo, "Com_prepare_sql") - prepared == 3  # claim-ahead, mark, release

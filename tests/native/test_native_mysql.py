@@ -198,18 +198,21 @@ def test_the_task_claimed_ahead_is_a_due_scheduled_one_when_it_comes_first(nq):
 
 
 def test_an_open_claim_ahead_does_not_hold_up_urgent_tasks_nor_retries(nq):
-    # The claim-ahead locks its row inside the finishing task's transaction.  It must not
-    # lock index gaps (REPEATABLE READ would, for a locking read of ix_claim): an INSERT of
-    # a task of a higher priority, or a task becoming a retry ('agendada'), goes into the
-    # gap before the first waiting entry, and would wait for that transaction's commit.
+    # The claim-ahead locks its row inside the finishing task's transaction, reading
+    # ix_claim with FOR UPDATE.  It must not lock index gaps (REPEATABLE READ would): an
+    # INSERT of a task of a higher priority, or a task becoming a retry ('agendada'), goes
+    # into the gap before the first waiting entry, and would wait for that commit.  The
+    # native worker's session runs at READ COMMITTED (its guard sets it).
     settings = nq.settings()
     first = nq.insert({"n": 1})
     nq.insert({"n": 2})
     session = DbSession.open(settings)
     repo = TaskRepository(session, settings.queue_table)
     try:
+        MysqlBackend(settings).guard(session, repo)
+        assert session.fetch_value("SELECT @@SESSION.tx_isolation") == "READ-COMMITTED"
         session.begin()
-        ahead, scheduled = repo.task_claim_ahead_pending(1, 16)
+        ahead, scheduled = repo.task_claim_ahead_pending(1)
         assert [r["id"] for r in ahead] == [first] and not scheduled
         nq.sql("SET SESSION innodb_lock_wait_timeout = 1")  # a wait fails (1205)
         urgent = nq.insert({"n": 3}, prioridade=99)

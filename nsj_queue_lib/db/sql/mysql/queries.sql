@@ -82,28 +82,25 @@ SELECT {tarefa_json}
 -- name: task_claim_ahead_pending
 -- MySQL native mode, the claim-ahead inside the finishing task's transaction (the path of
 -- every task while there is a backlog): task_claim_skip_locked restricted to 'pendente',
--- one ordered range of ix_claim, without the second range and the UNION of the two (about
--- a third of that claim's server work).  The candidates are read by a consistent read
--- (a derived table), and only their rows are locked, by primary key: a locking read of
--- ix_claim itself would, at REPEATABLE READ, lock the gap before the first waiting entry
--- until the commit, and an INSERT of a task of a higher priority, or of a retry
--- ('agendada'), would wait for it.  The order is the full claim's only while no
--- 'agendada' task is due: nsjq_scheduled_due (an index-only min() on ix_due, a key of the
--- row's JSON object rather than a column of its own, see {tarefa_json}) says when one is,
--- and the caller then runs task_claim_skip_locked in the same transaction.  An empty
--- answer says nothing about 'agendada' rows (the idle turn's probe sees them).
+-- one ordered range of ix_claim read straight into the row locks, without the derived
+-- table of the two ranges (materialised and sorted at each call, and read by a consistent
+-- read, which on the hot head of the index rebuilds row versions: about a third of the
+-- server's work per task).  The native worker's session runs at READ COMMITTED
+-- (coordination/mysql.py), where this locking read locks no index gaps: at REPEATABLE
+-- READ it would lock the gap before the first waiting entry until the commit, and an
+-- INSERT of a task of a higher priority, or of a retry ('agendada'), would wait for it.
+-- The order is the full claim's only while no 'agendada' task is due: nsjq_scheduled_due
+-- (an index-only min() on ix_due, a key of the row's JSON object rather than a column of
+-- its own, see {tarefa_json}) says when one is, and the caller then runs
+-- task_claim_skip_locked in the same transaction.  An empty answer says nothing about
+-- 'agendada' rows (the idle turn's probe sees them).
 SELECT JSON_OBJECT({tarefa_json_pairs},
                    'nsjq_scheduled_due',
                    (SELECT min(data_hora) FROM {table} WHERE status = 'agendada')
                    <= UTC_TIMESTAMP(6)) AS tarefa_json
   FROM {table} t
-  JOIN (SELECT id, prioridade, data_hora
-          FROM {table}
-         WHERE status = 'pendente' AND data_hora <= UTC_TIMESTAMP(6)
-         ORDER BY prioridade DESC, data_hora, id
-         LIMIT %(candidates)s) c ON c.id = t.id
- WHERE t.status = 'pendente'
- ORDER BY c.prioridade DESC, c.data_hora, c.id
+ WHERE t.status = 'pendente' AND t.data_hora <= UTC_TIMESTAMP(6)
+ ORDER BY t.prioridade DESC, t.data_hora, t.id
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
 
