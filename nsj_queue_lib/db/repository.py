@@ -321,17 +321,22 @@ class TaskRepository:
         return self.session.execute_prepared(f"nsjq_finish_mark_{len(ids) + 1}", sql, params)
 
     def task_lock_waiting(self, ids: Sequence[int]) -> List[dict]:
-        """MySQL client/server: the rows of `ids` still waiting, row-locked (in a
-        transaction), as `tarefa` dicts."""
+        """Client/server: the rows of `ids` still waiting, row-locked (in a transaction),
+        as `tarefa` dicts."""
         params: dict = {"ids": list(ids)}
+        if self.dialect.name == "postgres":
+            return [_normalize(r) for r in self.session.fetch_all(self.q["task_lock_waiting"],
+                                                                  params)]
         sql = _expand_in(self.q["task_lock_waiting"], params, "ids")
         return [_from_json(r) for r in self.session.fetch_all(sql, params)]
 
     def task_finish_mark(self, task_id: int, mensagem: str, ids: Sequence[int]) -> int:
-        """MySQL client/server: task_finish of `task_id` and the 'processando' mark of
-        `ids` (locked by task_lock_waiting) in one statement; rows changed (both)."""
+        """Client/server: task_finish of `task_id` and the 'processando' mark of `ids`
+        (locked by task_lock_waiting) in one statement; rows changed (both)."""
         params: dict = {"id": task_id, "mensagem": self._message(mensagem),
                         "ids": [task_id, *ids]}
+        if self.dialect.name == "postgres":
+            return self.session.execute(self.q["task_finish_mark"], params)
         return self.session.execute(_expand_in(self.q["task_finish_mark"], params, "ids"),
                                     params)
 

@@ -352,17 +352,18 @@ class DbSession:
         self.in_transaction = True
 
     def chain_commit(self) -> None:
-        """Have the open transaction's COMMIT start the next one at once (MySQL: COMMIT
-        AND CHAIN), so the next `begin()` sends nothing.  For a caller that knows the
+        """Have the open transaction's COMMIT start the next one at once (COMMIT AND
+        CHAIN), so the next `begin()` sends nothing.  For a caller that knows the
         session's next transaction follows right away (the task claimed ahead): should
         any other statement come first, the chained transaction, still empty, is
         committed before it, so such statements run in autocommit as always.  Ignored
-        on PostgreSQL, outside a transaction, and after a rollback; and when the
+        outside a transaction and after a rollback; and when the
         server's answer to the COMMIT shows no open transaction (SingleStore ignores
         AND CHAIN), the next `begin()` sends BEGIN as usual.  Ignored too when the
         driver cannot show that answer (mysqlclient over Oracle's libmysqlclient): plain
         COMMIT, then BEGIN."""
-        if self.in_transaction and self.dialect.name == "mysql" and self._status_readable():
+        if self.in_transaction and (self.dialect.name == "postgres"
+                                    or self._status_readable()):
             self._chain_next = True
 
     def _status_readable(self) -> bool:
@@ -373,8 +374,10 @@ class DbSession:
 
     def _server_in_transaction(self) -> bool:
         """Whether the server reported an open transaction in its last answer (the
-        status flags of the last OK packet: db/mysql_driver.py); False when the driver
-        does not tell."""
+        status flags of the last OK packet: db/mysql_driver.py; libpq's transaction
+        status on PostgreSQL); False when the driver does not tell."""
+        if self.dialect.name == "postgres":
+            return self.transaction_usable()
         status = mysql_driver.server_status(self.conn)
         return status is not None and bool(status & _SERVER_STATUS_IN_TRANS)
 

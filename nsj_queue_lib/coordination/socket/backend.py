@@ -68,14 +68,14 @@ class SocketBackend:
 
     def guard(self, session: DbSession, repo: TaskRepository) -> SocketGuard:
         locker = SocketLocker.from_settings(self.settings, admin=False)
-        # MySQL has no per-transaction asynchronous commit: marking the next task in the
-        # finishing task's transaction saves a durable commit per task.  PostgreSQL's
-        # own mark is already asynchronous (synchronous_commit off).
-        # The chained COMMIT also opens the next task's transaction; SingleStore ignores
-        # AND CHAIN, which DbSession sees in the COMMIT's answer (it then sends BEGIN).
-        mysql = repo.dialect.name == "mysql"
+        # The next task is marked in the finishing task's transaction (one UPDATE with the
+        # success): MySQL has no per-transaction asynchronous commit, so a separate mark
+        # would cost a durable commit per task; on PostgreSQL it saves the mark's two
+        # statements (SET LOCAL synchronous_commit, UPDATE).  The chained COMMIT also
+        # opens the next task's transaction; SingleStore ignores AND CHAIN, which
+        # DbSession sees in the COMMIT's answer (it then sends BEGIN).
         return SocketGuard(repo, locker, self.settings.queue_table, unlock=locker.unlock_nowait,
-                           mark_ahead=mysql, chain=mysql)
+                           mark_ahead=True, chain=True)
 
     def notifier(self, session: DbSession,
                  has_idle: Optional[Callable[[], bool]] = None) -> SocketNotifier:

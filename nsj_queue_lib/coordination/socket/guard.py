@@ -26,8 +26,9 @@ class SocketGuard(TaskGuard):
     candidate ids itself and locking one on the server.
 
     The next claim goes ahead with a task's 'sucesso' mark, inside its transaction:
-    without `mark_ahead` its round trip overlaps that UPDATE.  With `mark_ahead`
-    (MySQL, which has no per-transaction asynchronous commit) the finish waits for the
+    without `mark_ahead` its round trip overlaps that UPDATE.  With `mark_ahead` (what
+    SocketBackend uses on every database: two statements less per task than a
+    separate mark, and on MySQL one durable commit less) the finish waits for the
     server's answer before any SQL, then the served task is read, row-locked and marked
     'processando' with the success in one UPDATE, so one durable COMMIT serves both
     (and, with `chain`, opens the served task's transaction).  Such a task is used only
@@ -57,8 +58,8 @@ class SocketGuard(TaskGuard):
         self._unlock = unlock or locker.unlock
         self._mark_ahead = mark_ahead
         self._ahead: Optional[Callable[[], Optional[List[int]]]] = None  # claim sent
-        # Claimed ahead with the last success, not run yet; with `chain` (MySQL and
-        # MariaDB) its COMMIT opens the transaction the task will run in.
+        # Claimed ahead with the last success, not run yet; with `chain` its COMMIT (AND
+        # CHAIN) opens the transaction the task will run in.
         self._marked = MarkedAhead(chain=chain)
         # An empty final answer to the claim sent ahead that the finish already read.
         self._known_empty: Optional[Served] = None
@@ -112,7 +113,7 @@ class SocketGuard(TaskGuard):
     def _take_ahead(self) -> Optional[Served]:
         """The answer to the claim sent ahead: [] when there was none or it was lost,
         None when the server does not hand out tasks; an empty `final` answer is kept
-        for the next claim when the finish used none (MySQL)."""
+        for the next claim when the finish used none (`mark_ahead`)."""
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             known, self._known_empty = self._known_empty, None

@@ -23,6 +23,13 @@ UPDATE {table}
    SET status = 'sucesso', mensagem = %(mensagem)s
  WHERE id = %(id)s AND status = 'processando'
 
+-- name: task_unclaim
+-- A task claimed ahead (with the previous task's success: MySQL native, client/server) but
+-- not run, because the worker stops: back to waiting, as if never claimed.
+UPDATE {table}
+   SET status = 'pendente'
+ WHERE id = %(id)s AND status = 'processando'
+
 -- name: task_list_running
 SELECT id FROM {table}
  WHERE status = 'processando' AND id > %(after_id)s

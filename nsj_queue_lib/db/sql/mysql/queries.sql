@@ -140,13 +140,6 @@ UPDATE {table}
 -- %(ids)s is expanded by the repository.
 SELECT id FROM {table} WHERE id IN %(ids)s AND status = 'processando'
 
--- name: task_unclaim
--- MySQL native mode: a task claimed ahead (with the previous task's success) but not run,
--- because the worker stops: back to waiting, as if never claimed.
-UPDATE {table}
-   SET status = 'pendente'
- WHERE id = %(id)s AND status = 'processando'
-
 -- name: task_finish_release
 -- MySQL native mode: the success mark and the task's named lock release in one round trip
 -- (like PostgreSQL's task_finish_unlock); the row stays locked by this UPDATE until the
