@@ -319,14 +319,16 @@ class Consumer:
                     busy = BUSY_FIRST
                     timeout = _until_due(timeout, next_due, repo)
                 timeout = self.slots.cap(timeout)
-                if (timeout > KEPT_SETTLE and turn.settle_later()
-                        and not self._wait_notes(notifier, KEPT_SETTLE)):
-                    # (kept through the task just done: 1.2.2's key of that task waited
-                    # for the next claim; none came, so it is released now)
-                    timeout -= KEPT_SETTLE
-                    if not self.stop.is_set():
+                woken = False
+                if timeout > KEPT_SETTLE and turn.settle_later():
+                    # (kept through the task just done: 1.2.2's key of that task waits for
+                    # the next claim; if none comes within KEPT_SETTLE, it is released)
+                    woken = self._wait_notes(notifier, KEPT_SETTLE)
+                    if not woken:
+                        timeout -= KEPT_SETTLE
                         turn.settle()
-                self._wait_notes(notifier, timeout)
+                if not woken:
+                    self._wait_notes(notifier, timeout)
                 if self.stop.is_set() or self.slots.due() or gate.is_paused():
                     # (an admin job due: the turn is handed on before it runs)
                     return None, False, busy

@@ -392,3 +392,18 @@ def test_compat_key_of_a_task_run_keeping_the_turn_is_released_while_idle(queue)
             kept += 1
     assert kept >= 3, "the turn was not kept through the short lone tasks"
     assert sorted(e["chave"] for e in queue.effects()) == [f"c{i}" for i in range(8)]
+
+
+def test_a_task_arriving_right_after_a_kept_task_runs_at_once_in_compat_mode(queue):
+    """QUEUE_COMPAT_1_2_2: a holder that kept the turn through a task first waits up to
+    KEPT_SETTLE for a wake-up (then releases 1.2.2's key).  A task arriving in that window
+    is taken at once.  Failed before the fix: that first wait consumed the wake-up and the
+    worker waited again, for the next notification or the 30 s poll (one worker here, so
+    no waiter claims a late task either)."""
+    worker = queue.start_worker(QUEUE_COMPAT_1_2_2="true")
+    wait_ready(worker)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 0}, message="turn held")
+    for i in range(6):
+        queue.wait_status(queue.insert({"efeito": f"a{i}"}), "sucesso", timeout=10)
+    assert queue.count("status = 'sucesso'") == 6
+    assert worker.proc.poll() is None
