@@ -188,6 +188,16 @@ def connect(settings: Settings, *, connect_timeout: int = 5, application_name: s
         ) from exc
 
 
+# PostgreSQL has COMMIT AND CHAIN from version 12 (server_version 120000) on.
+POSTGRES_CHAIN_VERSION = 120000
+
+
+def postgres_chains(server_version: int) -> bool:
+    """Whether a PostgreSQL server of `server_version` (libpq's number) takes COMMIT AND
+    CHAIN; the library supports servers from 9.5 on."""
+    return server_version >= POSTGRES_CHAIN_VERSION
+
+
 class DbSession:
     """Owns one connection: runs named statements and explicit transactions."""
 
@@ -361,9 +371,11 @@ class DbSession:
         server's answer to the COMMIT shows no open transaction (SingleStore ignores
         AND CHAIN), the next `begin()` sends BEGIN as usual.  Ignored too when the
         driver cannot show that answer (mysqlclient over Oracle's libmysqlclient): plain
-        COMMIT, then BEGIN."""
-        if self.in_transaction and (self.dialect.name == "postgres"
-                                    or self._status_readable()):
+        COMMIT, then BEGIN.  On PostgreSQL before 12 (no AND CHAIN, a syntax error that
+        would abort the task's transaction at its COMMIT): plain COMMIT, then BEGIN."""
+        if self.in_transaction and (
+                postgres_chains(self.conn.server_version) if self.dialect.name == "postgres"
+                else self._status_readable()):
             self._chain_next = True
 
     def _status_readable(self) -> bool:
