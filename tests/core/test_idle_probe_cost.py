@@ -29,7 +29,7 @@ def test_idle_probes_read_a_bounded_number_of_buffers_whatever_the_scheduled_bac
 
         def empty_claim_plan():
             params = {"lock_ns": _lock_ns(queue), "unlock": None, "turn_ns": None,
-                      "turn_id": None, "hand_id": None, "due_from": None,
+                      "turn_id": None, "hand_id": None, "keep": False, "due_from": None,
                       **repo.position.claim_params()}
             sql = repo.q["task_claim_locked"].replace("%(limit)s", "1")
             return _explain_generic(queue, sql, params)
