@@ -240,7 +240,7 @@ def test_under_a_pin_the_positioned_claim_and_probes_read_a_bounded_number_of_bu
         live = _insert(queue, 5)
         assert _claim(repo, queue) == live[0]  # first claim: from the start
         lock = {"lock_ns": _lock_ns(queue), "unlock": None, "turn_ns": None,
-                "turn_id": None, "hand_id": None, "due_from": None}
+                "turn_id": None, "hand_id": None, "keep": False, "due_from": None}
         name = "task_claim_locked_compat" if repo.legacy else "task_claim_locked"
         sql = repo.q[name].replace("%(limit)s", "1")
         repo.position.full_every = NEVER
