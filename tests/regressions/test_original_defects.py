@@ -419,8 +419,8 @@ def test_defect_14_claim_reads_one_row_whatever_the_backlog(queue, pg_server):
         session.begin()
         plan = session.fetch_value("EXPLAIN (ANALYZE, FORMAT JSON) " + claim,
                                    {"lock_ns": task_lock_key(queue.table, 0)[0], "unlock": None,
-                                    "turn_ns": None, "turn_id": None, "hand_id": None, "keep": False,
-                                    "due_from": None,
+                                    "turn_ns": None, "turn_id": None, "hand_id": None,
+                                    "keep": False, "due_from": None,
                                     # a session's first claim: from the index start
                                     **ClaimPosition().claim_params()})
         session.rollback()
