@@ -37,7 +37,7 @@ from nsj_queue_lib.coordination.base import (
     Notifier,
     TaskGuard,
 )
-from nsj_queue_lib.coordination.listener_turn import HELD, ListenerTurn, take_stale
+from nsj_queue_lib.coordination.listener_turn import HELD, LATE_TASK, ListenerTurn, take_stale
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
@@ -234,8 +234,13 @@ class Listener:
         """PostgreSQL, while some task thread is idle: hold the queue's listener turn (as
         an idle single-threaded worker does), so a wake-up reaches one process of the
         fleet, not every process.  Hands the turn on after each wake-up, or when no task
-        thread is idle any more."""
-        if turn.acquire(self.stop, self.settings.queue_wait_notify_interval) != HELD:
+        thread is idle any more.  While waiting for the turn it makes the waiters' late
+        check (coordination/listener_turn.py): a task due for more than LATE seconds while
+        the holder runs a task it kept the turn through wakes one idle task thread."""
+        got = turn.acquire(self.stop, self.settings.queue_wait_notify_interval)
+        if got == LATE_TASK:
+            self.hub.post([Notification("", "")])
+        if got != HELD:
             return
         try:
             if turn.marked:
@@ -300,6 +305,12 @@ class Listener:
             # Task threads may have gone idle while this was reconnecting.
             self.hub.post([Notification("", "")])
             turn = notifier.listener_turn(self.settings.queue_table)
+            if turn is not None:
+                # (the late check reads the next due time from the index start: this
+                # session claims nothing, so it has no claim position of its own)
+                queries = TaskRepository(session, self.settings.queue_table).q
+                turn.probe_sql = queries["task_seconds_to_next_due_from"].replace(
+                    "%(due_from)s", "NULL")
             while not self.stop.is_set():
                 if turn is not None and self.hub.has_idle():
                     self._listen_turn(turn, notifier, session)

@@ -407,3 +407,57 @@ def test_a_task_arriving_right_after_a_kept_task_runs_at_once_in_compat_mode(que
         queue.wait_status(queue.insert({"efeito": f"a{i}"}), "sucesso", timeout=10)
     assert queue.count("status = 'sucesso'") == 6
     assert worker.proc.poll() is None
+
+
+def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurrency_listener(
+        queue, tmp_path):
+    """The late check of the waiters (a task due for more than LATE seconds while the
+    holder runs a task it kept the turn through) must also be made by the listener thread
+    of a QUEUE_CONCURRENCY worker, which waits for the same turn.  Here the holder is a
+    single-threaded worker and the only waiter is such a listener: before the fix that
+    listener waited without the check, its task threads waited for their own poll
+    (QUEUE_WAIT_NOTIFY_INTERVAL, 300 s here), and a task arriving during the long kept
+    task waited for the end of that task."""
+    from nsj_queue_lib.coordination.listener_turn import LATE
+
+    single = queue.start_worker()
+    wait_ready(single)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 0}, message="turn held")
+    single_pid = _turn_holder_pid(queue)
+    threaded = queue.start_worker(QUEUE_CONCURRENCY="2", QUEUE_WAIT_NOTIFY_INTERVAL="300")
+    wait_ready(threaded)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="turn settled")
+    # Short lone tasks until the single-threaded worker holds the turn and keeps it through
+    # its tasks (its first task hands the turn on, as before).
+    kept = 0
+    for i in range(30):
+        before = _turn_holder_pid(queue)
+        queue.wait_status(queue.insert({"efeito": f"curta{i}"}), "sucesso")
+        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="idle again")
+        if before == single_pid and _turn_holder_pid(queue) == single_pid:
+            kept += 1
+            if kept >= 3:
+                break
+    assert kept >= 3, "the single-threaded worker never kept the turn"
+    release, started = tmp_path / "release", tmp_path / "started"
+    long_task = queue.insert({"efeito": "longa", "started_file": str(started),
+                              "wait_file": str(release)})
+    eventually(started.exists, 10, message="long task started")
+    assert _task_lock_pid(queue, long_task) == single_pid == _turn_holder_pid(queue)
+    other = queue.insert({"efeito": "outra"})
+    committed = time.monotonic()
+    try:
+        row = queue.wait_status(other, "sucesso", timeout=4 * LATE + 3)
+        waited = time.monotonic() - committed
+        assert row["status"] == "sucesso"
+        assert waited < 4 * LATE + 3, waited
+        assert queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
+    finally:
+        release.touch()
+    queue.wait_status(long_task, "sucesso")
+    assert sorted(e["chave"] for e in queue.effects() if e["chave"] in ("outra", "longa")) == [
+        "longa", "outra"]
+    for w in (single, threaded):
+        w.signal(signal.SIGTERM)
+    for w in (single, threaded):
+        assert w.wait_exit(20) == 0, w.log()[-3000:]
