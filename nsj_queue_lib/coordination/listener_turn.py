@@ -87,6 +87,8 @@ ADMIN_HANDOVER = 5
 # worker's snapshot holds back the xmin horizon (and its reaction time to a stop).
 TURN_SLICE = 1.0
 HELD, STOPPED, TIMEOUT = "held", "stopped", "timeout"
+# acquire(): a HALT arrived while waiting (in `halts`; the caller stops)
+HALTED = "halt"
 # acquire(): like TIMEOUT (the caller claims once by itself), because a task is late
 LATE_TASK = "late"
 WAITED = 0.005  # seconds: longer than an uncontended lock round trip
@@ -214,7 +216,9 @@ class ListenerTurn:
         or `timeout` seconds passed ("timeout": the caller then polls once by itself,
         so a worker whose turn does not come still honours its own poll interval).
         `until()` true between two slices also ends the wait ("timeout": the worker has
-        an admin job to run).
+        an admin job to run).  A HALT received meanwhile ends it too ("halt", the HALTs
+        in `halts`): while the holder runs a task it kept the turn through, no waiter is
+        granted the turn, and HALT would otherwise wait for the end of that task.
 
         Waits in slices of at most TURN_SLICE seconds (see the module docstring).  On
         PostgreSQL >= 11 the granting statement also drops the notifications that are
@@ -244,6 +248,9 @@ class ListenerTurn:
             check = self.probe_sql is not None and time.monotonic() >= self._late_next
             if not self._wait_slice(ms, check):
                 self.slices += 1
+                self.halts = self._take_halts()
+                if self.halts:
+                    return HALTED
                 if check:
                     self._late_checked()
                     if self._late:
@@ -370,6 +377,14 @@ class ListenerTurn:
             if self.probe_sql or self.pause_sql:
                 self.grant = json.loads(answer.split(GRANTED, 1)[1].strip())
         return True
+
+    def _take_halts(self) -> List[Notification]:
+        """The HALTs received so far (removed from the connection's queue)."""
+        received = self.session.conn.notifies
+        halts = [n for n in received if n.payload == HALT_PAYLOAD and n.channel != self._marker]
+        if halts:
+            received[:] = [n for n in received if n not in halts]
+        return [Notification(n.channel, n.payload) for n in halts]
 
     def _release_after_error(self) -> None:
         """The wait statement failed.  If it failed after the grant (in the marker, the

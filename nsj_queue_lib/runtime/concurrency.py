@@ -241,6 +241,7 @@ class Listener:
         if got == LATE_TASK:
             self.hub.post([Notification("", "")])
         if got != HELD:
+            self._deliver(turn.halts)  # (a HALT that came while waiting for the turn)
             return
         try:
             if turn.marked:

@@ -270,8 +270,9 @@ class Consumer:
         got = turn.acquire(self.stop, self.slots.cap(self.settings.queue_wait_notify_interval),
                            until=self.slots.due)
         if got != HELD:
-            # Stopping, or the poll interval passed without the turn: the caller's next
-            # claim is this worker's periodic poll.
+            # Stopping, a HALT, or the poll interval passed without the turn: the caller's
+            # next claim is this worker's periodic poll.
+            self._handle(turn.halts)
             return None, False, busy
         try:
             grant = turn.grant if turn.marked else None

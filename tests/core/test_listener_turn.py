@@ -461,3 +461,47 @@ def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurren
         w.signal(signal.SIGTERM)
     for w in (single, threaded):
         assert w.wait_exit(20) == 0, w.log()[-3000:]
+
+
+def test_halt_reaches_the_waiters_while_the_holder_runs_a_long_kept_task(queue, tmp_path):
+    """HALT must reach the idle workers while the holder of the turn runs a task it kept
+    the turn through.  Those workers wait for the turn, and a waiter used to see HALT only
+    once granted (HALT spreads from turn to turn): with the turn kept through a long task
+    none is granted until that task ends, so HALT stopped nobody for the task's duration.
+    Waiters here: a single-threaded worker and a QUEUE_CONCURRENCY worker's listener."""
+    single = queue.start_worker()
+    wait_ready(single)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 0}, message="turn held")
+    keeper_pid = _turn_holder_pid(queue)
+    others = [queue.start_worker(), queue.start_worker(QUEUE_CONCURRENCY="2")]
+    for w in others:
+        wait_ready(w)
+    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    kept = 0
+    for i in range(40):
+        before = _turn_holder_pid(queue)
+        queue.wait_status(queue.insert({"efeito": f"curta{i}"}), "sucesso")
+        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="idle again")
+        if before == keeper_pid and _turn_holder_pid(queue) == keeper_pid:
+            kept += 1
+            if kept >= 3:
+                break
+    assert kept >= 3, "the first worker never kept the turn"
+    release, started = tmp_path / "release", tmp_path / "started"
+    long_task = queue.insert({"efeito": "longa", "started_file": str(started),
+                              "wait_file": str(release)})
+    eventually(started.exists, 10, message="long task started")
+    assert int(started.read_text()) == single.pid
+    assert _task_lock_pid(queue, long_task) == keeper_pid == _turn_holder_pid(queue)
+    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    sent = time.monotonic()
+    try:
+        for w in others:
+            remaining = max(0.1, sent + 4 * TURN_SLICE + 4 - time.monotonic())
+            assert w.wait_exit(remaining) == 0, w.log()[-3000:]
+        assert single.proc.poll() is None  # still running the long task
+        assert queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
+    finally:
+        release.touch()
+    queue.wait_status(long_task, "sucesso")
+    assert single.wait_exit(20) == 0, single.log()[-3000:]  # HALT seen after its task
