@@ -185,6 +185,9 @@ class ListenerTurn:
         self.slices = 0  # wait statements that expired (for tests and diagnostics)
         # SQL run once the turn is granted, in the same statement (see acquire()).
         self.probe_sql: Optional[str] = None  # a SELECT: seconds to the next due task
+        # The late check's SELECT when it is not probe_sql (a session that probes nothing
+        # when granted: the QUEUE_CONCURRENCY listener)
+        self.late_sql: Optional[str] = None
         self.more_sql: Optional[str] = None  # a SELECT: more than one task is due
         self.pause_sql: Optional[str] = None  # a SELECT of (pausada, motivo): one row
         # If set, gives (probe_sql, more_sql) afresh before each wait statement (they read
@@ -245,7 +248,8 @@ class ListenerTurn:
             ms = max(1, int(min(TURN_SLICE, left) * 1000))  # 0 would mean "no timeout"
             if self.render is not None:
                 self.probe_sql, self.more_sql = self.render()
-            check = self.probe_sql is not None and time.monotonic() >= self._late_next
+            check = ((self.late_sql or self.probe_sql) is not None
+                     and time.monotonic() >= self._late_next)
             if not self._wait_slice(ms, check):
                 self.slices += 1
                 self.halts = self._take_halts()
@@ -353,7 +357,8 @@ class ListenerTurn:
                           "paused := coalesce(paused, false);\n    ")
             after = _AFTER_GRANT.format(channel=marker, probe=probe, ha=int(self.hand_key[0]),
                                         hb=int(self.hand_key[1]))
-        late = (_LATE_CHECK.format(probe=self.probe_sql, late=float(LATE), marker=LATE_MARKER)
+        late = (_LATE_CHECK.format(probe=self.late_sql or self.probe_sql, late=float(LATE),
+                                   marker=LATE_MARKER)
                 if check else "")
         self._late = False
         try:

@@ -310,7 +310,7 @@ class Listener:
                 # (the late check reads the next due time from the index start: this
                 # session claims nothing, so it has no claim position of its own)
                 queries = TaskRepository(session, self.settings.queue_table).q
-                turn.probe_sql = queries["task_seconds_to_next_due_from"].replace(
+                turn.late_sql = queries["task_seconds_to_next_due_from"].replace(
                     "%(due_from)s", "NULL")
             while not self.stop.is_set():
                 if turn is not None and self.hub.has_idle():
