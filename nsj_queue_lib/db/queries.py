@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
+from string import Formatter
 from typing import Dict, Optional
 
 from nsj_queue_lib.db.dialect import Dialect
@@ -91,18 +92,28 @@ def raw_parts(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]
 
 # A part holding {claim_status} is written once and rendered once per entry: under its
 # name plus the suffix, with that part as the claim's status condition (sql/postgres: the
-# claims beside 1.2.2 workers differ from the others only there).
+# claims beside 1.2.2 workers differ from the others only there).  Any other part may
+# hold parts of its own (part_claim_locked_tail holds the next-due probes).
 CLAIM_STATUS = {"": "part_claim_status", "_compat": "part_claim_status_compat"}
 
 
 def _render_parts(raw: Dict[str, str], names: Dict[str, str]) -> Dict[str, str]:
     out: Dict[str, str] = {}
+
+    def render(name: str) -> str:
+        # a part without {claim_status}; it may hold other such parts ({part_...})
+        if name not in out:
+            body = raw[name]
+            held = {f: render(f) for _, f, _, _ in Formatter().parse(body) if f in raw}
+            out[name] = body.format(**names, **held)
+        return out[name]
+
     for name, body in raw.items():
         if "{claim_status}" not in body:
-            out[name] = body.format(**names)
+            render(name)
             continue
         for suffix, status in CLAIM_STATUS.items():
-            out[name + suffix] = body.format(**names, claim_status=raw[status].format(**names))
+            out[name + suffix] = body.format(**names, claim_status=render(status))
     return out
 
 

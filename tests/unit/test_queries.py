@@ -28,7 +28,8 @@ def test_every_named_query_is_parsed():
     assert len(headers) == len(set(headers)), "duplicate query name"
     # (part_* blocks are pieces of other queries, rendered into them)
     assert set(raw_queries(POSTGRES)) | set(raw_parts(POSTGRES)) == set(headers)
-    assert set(raw_parts(POSTGRES)) == {"part_claim_pick", "part_claim_pick_full",
+    assert set(raw_parts(POSTGRES)) == {"part_claim_locked_tail",
+                                        "part_claim_pick", "part_claim_pick_full",
                                         "part_claim_status", "part_claim_status_compat",
                                         "part_fanout_source",
                                         "part_seconds_to_next_due_besides",

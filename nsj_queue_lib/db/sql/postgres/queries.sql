@@ -115,6 +115,24 @@ c.status IN ('pendente', 'agendada')
 (c.status = 'pendente'
  OR (c.status = 'agendada' AND (SELECT pg_try_advisory_xact_lock_shared(3))))
 
+-- name: part_claim_locked_tail
+-- The main SELECT of task_claim_locked and task_claim_locked_compat, after their claim (the
+-- CTE c): the listener-turn release, the %(keep)s test and the next-due probe (see
+-- task_claim_locked).
+SELECT n.*,
+       CASE WHEN n.id IS NULL OR %(turn_ns)s::int4 IS NULL THEN NULL
+            WHEN %(keep)s::boolean AND NOT coalesce(n.nsjq_next_due <= 0, false) THEN false
+            WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
+            THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
+         AS nsjq_turn_released
+  FROM (SELECT c.*,
+               CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from})
+                    WHEN %(keep)s::boolean AND %(turn_ns)s::int4 IS NOT NULL
+                    THEN ({part_seconds_to_next_due_besides}) END
+                 AS nsjq_next_due
+          FROM (SELECT 1) AS one LEFT JOIN c ON true
+        OFFSET 0) AS n
+
 -- name: task_claim_locked
 -- Claims up to `limit` due tasks and takes their advisory locks in one statement
 -- (autocommit), so 'processando' is visible while it runs and the lock lives on the
@@ -143,6 +161,7 @@ c.status IN ('pendente', 'agendada')
 -- the CASE, so it runs only then.  With %(keep)s and a task claimed, the same probe for
 -- every task but that one (part_seconds_to_next_due_besides): <= 0 means another task is
 -- due (the turn is handed on), else the turn is kept and its holder waits by it.
+-- (That main SELECT is part_claim_locked_tail, shared with task_claim_locked_compat.)
 WITH c AS (
 UPDATE {table} t
    SET status = 'processando'
@@ -154,19 +173,7 @@ UPDATE {table} t
                || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
 RETURNING {tarefa_cols}
 )
-SELECT n.*,
-       CASE WHEN n.id IS NULL OR %(turn_ns)s::int4 IS NULL THEN NULL
-            WHEN %(keep)s::boolean AND NOT coalesce(n.nsjq_next_due <= 0, false) THEN false
-            WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
-            THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
-         AS nsjq_turn_released
-  FROM (SELECT c.*,
-               CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from})
-                    WHEN %(keep)s::boolean AND %(turn_ns)s::int4 IS NOT NULL
-                    THEN ({part_seconds_to_next_due_besides}) END
-                 AS nsjq_next_due
-          FROM (SELECT 1) AS one LEFT JOIN c ON true
-        OFFSET 0) AS n
+{part_claim_locked_tail}
 
 -- name: task_claim_batch
 -- Batch mode: inside the batch's transaction, claims up to %(limit)s due tasks (by priority,
@@ -205,19 +212,7 @@ UPDATE {table} t
                || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
 RETURNING {tarefa_cols}
 )
-SELECT n.*,
-       CASE WHEN n.id IS NULL OR %(turn_ns)s::int4 IS NULL THEN NULL
-            WHEN %(keep)s::boolean AND NOT coalesce(n.nsjq_next_due <= 0, false) THEN false
-            WHEN pg_try_advisory_xact_lock(%(turn_ns)s::int4, %(hand_id)s::int4) IS NOT NULL
-            THEN pg_advisory_unlock(%(turn_ns)s::int4, %(turn_id)s::int4) END
-         AS nsjq_turn_released
-  FROM (SELECT c.*,
-               CASE WHEN c.id IS NULL THEN ({part_seconds_to_next_due_from})
-                    WHEN %(keep)s::boolean AND %(turn_ns)s::int4 IS NOT NULL
-                    THEN ({part_seconds_to_next_due_besides}) END
-                 AS nsjq_next_due
-          FROM (SELECT 1) AS one LEFT JOIN c ON true
-        OFFSET 0) AS n
+{part_claim_locked_tail}
 
 -- name: task_claim_batch_compat
 -- task_claim_batch beside 1.2.2 workers: also 1.2.2's raw-id key (transaction-level,
