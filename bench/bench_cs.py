@@ -118,10 +118,14 @@ class Target:
                   + ("AUTO_INCREMENT" if self.kind == "mariadb" else "GENERATED ALWAYS AS "
                      "IDENTITY") + ", tarefa_id bigint, t_inicio double precision)")
 
-    def drop(self) -> None:
+    def close(self) -> None:
+        """Closes the connection `scalar` keeps (a later call opens another)."""
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+
+    def drop(self) -> None:
+        self.close()
         if self.kind == "postgres":
             self._run(f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE')
         else:
@@ -151,6 +155,31 @@ class Target:
 
     def effects(self) -> str:
         return f"{self.q}{SCHEMA}{self.q}.efeitos"
+
+    def load(self, n: int) -> None:
+        """A new queue holding `n` tasks (each inserts a side-effect row, worker_noop.py),
+        committed a thousand at a time, then the statistics (`settle`)."""
+        self.reset()
+        conn = self.connect(autocommit=False)
+        client = QueueClient(conn, f"{SCHEMA}.{FILA}")
+        for first in range(0, n, 1000):
+            client.insert_tasks([{"processo": "b", "payload": "{}"}
+                                 for _ in range(min(1000, n - first))])
+            conn.commit()
+        conn.close()
+        self.settle()
+
+    def done(self) -> int:
+        """Rows in the effects table: tasks done."""
+        return self.scalar(f"SELECT count(*) FROM {self.effects()}")
+
+    def wait_done(self, at_least: float, deadline: float) -> None:
+        """Polls `done` every 0.2 s until it reaches `at_least`; RuntimeError after
+        `deadline` (time.monotonic())."""
+        while self.done() < at_least:
+            if time.monotonic() > deadline:
+                raise RuntimeError("tarefas não concluídas a tempo")
+            time.sleep(0.2)  # rates come from the effects rows, not from this loop
 
 
 class ClientServerRun:
@@ -244,24 +273,12 @@ class ClientServerRun:
 
 def processing_rate(target: Target, n: int, workers: int, server: bool = True,
                     mysql_driver: Optional[str] = None, tree: Optional[Path] = None) -> float:
-    target.reset()
-    conn = target.connect(autocommit=False)
-    client = QueueClient(conn, f"{SCHEMA}.{FILA}")
-    for first in range(0, n, 1000):
-        client.insert_tasks([{"processo": "b", "payload": "{}"}
-                             for _ in range(min(1000, n - first))])
-        conn.commit()
-    conn.close()
-    target.settle()
+    target.load(n)
     run = ClientServerRun(target, server, mysql_driver, tree)
     try:
         run.start_server()
         run.start_workers(workers)
-        deadline = time.monotonic() + 600
-        while target.scalar(f"SELECT count(*) FROM {target.effects()}") < n:
-            if time.monotonic() > deadline:
-                raise RuntimeError("tarefas não concluídas a tempo")
-            time.sleep(0.2)  # the rate comes from the effects rows, not from this loop
+        target.wait_done(n, time.monotonic() + 600)
     finally:
         run.stop()
     lo, hi = (target.scalar(f"SELECT {f}(t_inicio) FROM {target.effects()}")

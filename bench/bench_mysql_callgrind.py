@@ -78,40 +78,19 @@ def one_tree(label: str, spec: str, n: int, pid: int, workdir: str) -> float:
 
     tree, _, driver = spec.partition("@")
     target = bench_cs.Target("mariadb", None)
-    target.reset()
-    conn = target.connect(autocommit=False)
-    client = bench_cs.QueueClient(conn, f"{bench_cs.SCHEMA}.{bench_cs.FILA}")
-    for first in range(0, n, 1000):
-        client.insert_tasks([{"processo": "b", "payload": "{}"}
-                             for _ in range(min(1000, n - first))])
-        conn.commit()
-    conn.close()
-    target.settle()
+    target.load(n)
     run = bench_cs.ClientServerRun(target, server=False, mysql_driver=driver or None,
                                    tree=Path(tree).resolve())
     run.start_workers(4)
-    watch = target.connect()
-
-    def done() -> int:
-        with watch.cursor() as cur:
-            cur.execute(f"SELECT count(*) FROM {target.effects()}")
-            return cur.fetchone()[0]
-
     try:
         deadline = time.monotonic() + 1800
-        while done() < 0.15 * n:
-            if time.monotonic() > deadline:
-                raise RuntimeError("tarefas não concluídas a tempo")
-            time.sleep(0.2)
+        target.wait_done(0.15 * n, deadline)
         _control("-z", str(pid))
         _control("-i", "on", str(pid))
-        first = done()
-        while done() < 0.85 * n:
-            if time.monotonic() > deadline:
-                raise RuntimeError("tarefas não concluídas a tempo")
-            time.sleep(0.2)
+        first = target.done()
+        target.wait_done(0.85 * n, deadline)
         _control("-i", "off", str(pid))
-        last = done()
+        last = target.done()
         before = set(glob.glob(f"{workdir}/cg.out.{pid}.*"))
         _control(f"--dump={label}", str(pid))
         dumped = sorted(set(glob.glob(f"{workdir}/cg.out.{pid}.*")) - before,
@@ -119,7 +98,7 @@ def one_tree(label: str, spec: str, n: int, pid: int, workdir: str) -> float:
         with open(dumped[-1]) as f:
             total = int(re.search(r"^totals: (\d+)", f.read(), re.M).group(1))
     finally:
-        watch.close()
+        target.close()
         run.stop()
     return total / (last - first)
 

@@ -71,24 +71,10 @@ def _sample(server: int, procs, tids: List[int]) -> Tuple[float, float]:
 
 def one_run(tree: str, n: int, workers: int, driver: str = "") -> Dict[str, float]:
     target = bench_cs.Target("mariadb", None)
-    target.reset()
-    conn = target.connect(autocommit=False)
-    client = bench_cs.QueueClient(conn, f"{bench_cs.SCHEMA}.{bench_cs.FILA}")
-    for first in range(0, n, 1000):
-        client.insert_tasks([{"processo": "b", "payload": "{}"}
-                             for _ in range(min(1000, n - first))])
-        conn.commit()
-    conn.close()
-    target.settle()
-    run = bench_cs.ClientServerRun(target, server=False, mysql_driver=driver or None)
-    tree = str(Path(tree).resolve())
-    run.env["PYTHONPATH"] = os.pathsep.join(p for p in (tree, os.environ.get("PYTHONPATH"))
-                                            if p)
-    run.procs.extend(
-        subprocess.Popen([sys.executable, str(Path(tree) / "bench" / "worker_noop.py")],
-                         env=run.env, cwd=tree, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-        for _ in range(workers))
+    target.load(n)
+    run = bench_cs.ClientServerRun(target, server=False, mysql_driver=driver or None,
+                                   tree=Path(tree).resolve())
+    run.start_workers(workers)
     server = _server_pid()
     watch = target.connect()
     marks: Dict[str, Tuple[int, float, float]] = {}
