@@ -208,6 +208,7 @@ class DbSession:
         self.commits = 0  # COMMITs that succeeded on this session
         self._after_commit: List[Callable[[], None]] = []  # of the open transaction
         self._prepared: Dict[str, List[str]] = {}
+        self._calls: Dict[str, str] = {}  # prepared statement name -> its EXECUTE text
         self._chain_next = False  # the open transaction's COMMIT is to be AND CHAIN
         self._chained = False  # a transaction started by COMMIT AND CHAIN, not yet begun
         self._readable: Optional[bool] = None  # the driver shows the server status flags
@@ -222,20 +223,28 @@ class DbSession:
     def _run(self, sql: str, params: Params, fetch: str) -> Any:
         if self._chained and not self.in_transaction:
             self._end_chained()
-        with self._translated():
-            with contextlib.closing(self.conn.cursor()) as cur:
+        # (what _translated() does, written out: every statement of every task comes here)
+        try:
+            cur = self.conn.cursor()
+            try:
                 cur.execute(sql, params)
                 if fetch == "none":
                     return cur.rowcount
                 if fetch == "lastrowid":
                     return cur.lastrowid
-                if cur.description is None:
+                description = cur.description
+                if description is None:
                     return [] if fetch == "all" else None
-                cols = [d[0] for d in cur.description]
+                cols = [d[0] for d in description]
                 if fetch == "one":
                     row = cur.fetchone()
                     return dict(zip(cols, row)) if row is not None else None
                 return [dict(zip(cols, r)) for r in cur.fetchall()]
+            finally:
+                cur.close()
+        except Exception as exc:
+            self._raise_if_lost(exc)
+            raise  # an error of this statement; the connection is still usable
 
     @contextlib.contextmanager
     def _translated(self) -> Iterator[None]:
@@ -243,8 +252,12 @@ class DbSession:
         try:
             yield
         except Exception as exc:
-            if not is_connection_error(exc, self.conn):
-                raise  # an error of this statement; the connection is still usable
+            self._raise_if_lost(exc)
+            raise  # an error of this statement; the connection is still usable
+
+    def _raise_if_lost(self, exc: Exception) -> None:
+        """DatabaseUnavailable from `exc` when it is a lost connection's driver error."""
+        if is_connection_error(exc, self.conn):
             raise DatabaseUnavailable(
                 f"Conexão com o banco perdida: {one_line(str(exc), 500)}") from exc
 
@@ -296,9 +309,9 @@ class DbSession:
     def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
         if self.dialect.name == "mysql":
             return self._run_prepared_mariadb(name, sql, params, fetch)
-        *before, main = [part for part in sql.split(";\n") if part.strip()]
         order = self._prepared.get(name)
         if order is None:
+            *before, main = [part for part in sql.split(";\n") if part.strip()]
             order = []
 
             def positional(match: Any) -> str:
@@ -309,10 +322,12 @@ class DbSession:
 
             self.execute(f"PREPARE {name} AS " + _NAMED_PARAM.sub(positional, main))
             self._prepared[name] = order
-        prefix = "".join(f"{stmt.strip()}; " for stmt in before)
-        args = ", ".join(["%s"] * len(order))
-        call = f"{prefix}EXECUTE {name}({args})" if order else f"{prefix}EXECUTE {name}"
-        return self._run(call, tuple(params[k] for k in order), fetch)
+            prefix = "".join(f"{stmt.strip()}; " for stmt in before)
+            args = ", ".join(["%s"] * len(order))
+            # (a name always stands for the same text: built once, like the PREPARE)
+            self._calls[name] = (f"{prefix}EXECUTE {name}({args})" if order
+                                 else f"{prefix}EXECUTE {name}")
+        return self._run(self._calls[name], tuple(params[k] for k in order), fetch)
 
     def _is_mariadb(self) -> bool:
         """MariaDB, from the connection's handshake (no statement); asked once."""
@@ -337,10 +352,10 @@ class DbSession:
             text = _NAMED_PARAM.sub("?", sql).replace("%%", "%")
             self.execute(f"PREPARE {name} FROM %(nsjq_text)s", {"nsjq_text": text})
             self._prepared[name] = order
-        using = ", ".join(f"%({key})s" for key in order)
-        call = f"EXECUTE {name} USING {using}" if order else f"EXECUTE {name}"
+            using = ", ".join(f"%({key})s" for key in order)
+            self._calls[name] = f"EXECUTE {name} USING {using}" if order else f"EXECUTE {name}"
         try:
-            return self._run(call, params, fetch)
+            return self._run(self._calls[name], params, fetch)
         except Exception as exc:
             if not again or mysql_driver.error_code(exc) != 1243:  # ER_UNKNOWN_STMT_HANDLER
                 raise
