@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
@@ -92,12 +92,18 @@ def _row_lock_busy(exc: BaseException) -> bool:
     return isinstance(code, int) and code in (1205, 3572)
 
 
-def _expand_in(sql: str, params: dict, name: str) -> str:
-    """MySQL: turn `IN %(name)s` into `IN (%(name_0)s, ...)` (mysql-connector binds no
-    tuples); values stay parameters.  An empty list matches nothing."""
+def _bind_in(params: dict, name: str) -> List[str]:
+    """The list `params[name]` as the parameters name_0, name_1, ... (their keys)."""
     values = list(params.pop(name))
     keys = [f"{name}_{i}" for i in range(len(values))]
     params.update(zip(keys, values))
+    return keys
+
+
+def _expand_in(sql: str, params: dict, name: str) -> str:
+    """MySQL: turn `IN %(name)s` into `IN (%(name_0)s, ...)` (mysql-connector binds no
+    tuples); values stay parameters.  An empty list matches nothing."""
+    keys = _bind_in(params, name)
     placeholders = ", ".join(f"%({k})s" for k in keys) or "NULL"
     return sql.replace(f"%({name})s", f"({placeholders})")
 
@@ -114,6 +120,7 @@ class TaskRepository:
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
+        self._finish_mark: Dict[int, str] = {}  # task_finish_release_mark's SQL by id count
         # PostgreSQL: the next-due probe answered by the last claim that found nothing
         self._claim_probe: Optional[Tuple[Optional[float]]] = None
         self._claim_besides: Optional[Tuple[Optional[float]]] = None
@@ -316,9 +323,16 @@ class TaskRepository:
         params: dict = {"id": task_id, "mensagem": self._message(mensagem),
                         "lock_name": lock_name, "ids": [task_id, *ids],
                         "lock_prefix": lock_prefix}
-        # Prepared on MariaDB (parsed once per connection), one statement per number of ids.
-        sql = _expand_in(self.q["task_finish_release_mark"], params, "ids")
-        return self.session.execute_prepared(f"nsjq_finish_mark_{len(ids) + 1}", sql, params)
+        # Prepared on MariaDB (parsed once per connection), one statement per number of ids
+        # (its text is expanded once per number too: this runs for every task).
+        count = len(ids) + 1
+        sql = self._finish_mark.get(count)
+        if sql is None:
+            sql = self._finish_mark[count] = _expand_in(self.q["task_finish_release_mark"],
+                                                        params, "ids")
+        else:
+            _bind_in(params, "ids")
+        return self.session.execute_prepared(f"nsjq_finish_mark_{count}", sql, params)
 
     def task_lock_waiting(self, ids: Sequence[int]) -> List[dict]:
         """Client/server: the rows of `ids` still waiting, row-locked (in a transaction),
