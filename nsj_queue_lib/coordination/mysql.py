@@ -513,6 +513,18 @@ class ProbeNotifier(Notifier):
                 logger.debug("Vez ociosa não liberada: %s", exc)
 
 
+def _statement_binlog(repo: TaskRepository) -> bool:
+    """Whether the server writes its binary log in STATEMENT format (False when it cannot
+    tell: a server without these variables)."""
+    try:
+        return repo.statement_binlog()
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        logger.debug("Formato do log binário não lido: %s", exc)
+        return False
+
+
 class MysqlBackend:
     """SKIP LOCKED + named-lock claim, index-probe wake-ups, named admin locks."""
 
@@ -526,6 +538,8 @@ class MysqlBackend:
         self.prefix = lock_prefix(settings)
         self._checked = False
         self._halt = HaltWatch()
+        # The server logs statements (binlog_format=STATEMENT): no READ COMMITTED (check())
+        self._statement_binlog = False
 
     def check(self, session: DbSession) -> None:
         """Detect the server version once; refuse what the native claim cannot use."""
@@ -535,14 +549,24 @@ class MysqlBackend:
         singlestore = self.settings.db_driver == "SINGLE_STORE" or is_singlestore(session)
         check_server_version(version, singlestore)
         logger.info("MySQL nativo: servidor %s (SKIP LOCKED + locks nomeados)", version)
+        self._statement_binlog = _statement_binlog(
+            TaskRepository(session, self.settings.queue_table))
+        if self._statement_binlog:
+            logger.warning("MySQL nativo: o servidor grava o log binário no formato STATEMENT, "
+                           "que não aceita escritas em READ COMMITTED (erro 1665): as sessões "
+                           "dos workers ficam no nível de isolamento do servidor, e o claim pode "
+                           "segurar por instantes a inserção de tarefas (binlog_format=ROW ou "
+                           "MIXED evita isso)")
         self._checked = True
 
     def guard(self, session: DbSession, repo: TaskRepository) -> MysqlGuard:
         # The claim's locking reads of ix_claim lock no index gaps at READ COMMITTED (at
         # REPEATABLE READ a producer's INSERT of an urgent task or a retry would wait for
         # the claiming task's commit); the task's own work runs at that level too, as on
-        # PostgreSQL (its default) and in batch mode.
-        session.execute(READ_COMMITTED)
+        # PostgreSQL (its default) and in batch mode.  Not on a server that logs statements
+        # (binlog_format=STATEMENT): there InnoDB refuses every write at READ COMMITTED.
+        if not self._statement_binlog:
+            session.execute(READ_COMMITTED)
         return MysqlGuard(repo, self.settings.queue_table, self.prefix)
 
     def notifier(self, session: DbSession,

@@ -483,6 +483,11 @@ class TaskRepository:
         claims from the index start by then (db/claim_position.py)."""
         return None if self.position is None else self.position.wait_cap()
 
+    def statement_binlog(self) -> bool:
+        """MySQL: whether the server writes its binary log in STATEMENT format (InnoDB then
+        refuses writes at READ COMMITTED); False when the server cannot tell."""
+        return bool(self.session.fetch_value(self.q["server_binlog_statement"]))
+
     def task_has_due(self) -> bool:
         return bool(self.session.fetch_value(self.q["task_has_due"]))
 

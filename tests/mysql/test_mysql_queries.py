@@ -30,7 +30,9 @@ MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_lis
               "task_claim_ahead_pending",
               # the rescue's fence on servers without SKIP LOCKED (db/server.py)
               "task_try_lock_row_nowait", "session_lock_wait_get", "session_lock_wait_set",
-              "session_lock_wait_get_singlestore", "session_lock_wait_set_singlestore"}
+              "session_lock_wait_get_singlestore", "session_lock_wait_set_singlestore",
+              # READ COMMITTED only when the binary log is not in STATEMENT format
+              "server_binlog_statement"}
 
 
 def test_mysql_and_postgres_have_the_same_query_names_but_their_backends_own():

@@ -283,3 +283,9 @@ DELETE d
                        OR a.data_hora >= UTC_TIMESTAMP(6) - INTERVAL %(days)s DAY))
          ORDER BY t.data_hora
          LIMIT %(limit)s) x ON x.id = d.id
+
+-- name: server_binlog_statement
+-- MySQL native mode: 1 when the server writes its binary log in STATEMENT format, where
+-- InnoDB refuses every write of a session at READ COMMITTED (error 1665); the worker's
+-- session then stays at the server's level (coordination/mysql.py).
+SELECT @@log_bin = 1 AND upper(@@binlog_format) = 'STATEMENT' AS statement_binlog
