@@ -6,42 +6,23 @@ version 2 (earlier 2.x releases) still work beside them."""
 
 from __future__ import annotations
 
-import json
 import signal
 import time
-from typing import List
 
 import pytest
 
 from nsj_queue_lib.coordination.socket.notifier import notify_server
-from tests.fixtures.processes import wait_all_ready, wait_ready
+from tests.fixtures.counted import SERVER, Counted
+from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key
 from tests.fixtures.waiting import eventually
 
 IDLE = 12
 
 
-def _stop_and_count(procs, count_dir) -> List[int]:
-    """SIGTERM the workers, then the server; statements each process sent after the mark."""
-    for proc in procs:
-        proc.signal(signal.SIGTERM)
-    for proc in procs:
-        assert proc.wait_exit(timeout=30) == 0, proc.log()[-3000:]
-    sent = []
-    for path in count_dir.glob("counts-*.json"):
-        counts = json.loads(path.read_text())
-        sent.append(counts["statements"] - (counts["at_mark"] or {}).get("statements", 0))
-    assert len(sent) == len(procs)
-    return sorted(sent)
-
-
-def _counted_fleet(csq, count_dir, idle: int):
-    count_dir.mkdir()
-    server = csq.start_server("tests.workers.counted_server",
-                              NSJQ_BENCH_COUNT_DIR=str(count_dir))
-    workers = [csq.start_worker("tests.workers.counted", NSJQ_BENCH_COUNT_DIR=str(count_dir))
-               for _ in range(idle)]
-    wait_all_ready(workers, timeout=60)
+def _counted_fleet(csq, counted: Counted, idle: int):
+    server = csq.start_server(SERVER, **counted.env())
+    workers = counted.start_workers(csq, idle)
     eventually(lambda: csq.server_status()["listeners"] == idle, 20,
                message="todos os workers registrados no servidor")
     return server, workers
@@ -52,15 +33,13 @@ def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(csq, tmp_pat
     them): statements per completed task, all processes counted, stay near the backlog's
     cost.  Before version 3 every probe woke every worker, and each ran a candidates
     query and a next-due probe (about 10 per task here)."""
-    count_dir = tmp_path / "counts"
-    server, workers = _counted_fleet(csq, count_dir, IDLE)
-    time.sleep(1.0)  # start-up statements (rescue, first claims) settle
-    (count_dir / "mark").touch()  # counted from here on
-    time.sleep(0.1)
+    counted = Counted(tmp_path)
+    server, workers = _counted_fleet(csq, counted, IDLE)
+    counted.mark()
     ids = csq.insert_steadily(100.0, 3.0)
     eventually(lambda: csq.count("status = 'sucesso'") == len(ids), 30,
                message="todas as tarefas concluídas")
-    sent = _stop_and_count([*workers, server], count_dir)
+    sent = counted.stop_and_count([*workers, server], timeout=30)
     assert sorted(e["tarefa_id"] for e in csq.effects()) == sorted(ids)  # each once
     per_task = sum(sent) / len(ids)
     print(f"statements per task: {per_task:.2f} {sent}")
@@ -70,12 +49,11 @@ def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(csq, tmp_pat
 def test_an_idle_fleet_without_arrivals_costs_the_servers_probe_only(csq, tmp_path):
     """No arrivals: idle workers send (nearly) nothing; the server's probe reads every
     QUEUE_POLL_INTERVAL, whatever the fleet's size."""
-    count_dir = tmp_path / "counts"
-    server, workers = _counted_fleet(csq, count_dir, IDLE)
-    time.sleep(1.0)
-    (count_dir / "mark").touch()
-    time.sleep(4.0)
-    sent = _stop_and_count([*workers, server], count_dir)
+    counted = Counted(tmp_path)
+    server, workers = _counted_fleet(csq, counted, IDLE)
+    counted.mark()
+    time.sleep(4.0 - 0.1)  # 4 s counted (the mark's own 0.1 s included)
+    sent = counted.stop_and_count([*workers, server], timeout=30)
     *quiet, most = sent
     # The pause flag (every 0.5 s at the worker's periodic claim) and the admin slots.
     assert max(quiet) <= 6, sent

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nsj_queue_lib.coordination.base import admin_lock_key
 from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER, TURN_SLICE
+from tests.fixtures.counted import Counted
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.waiting import eventually
 
@@ -288,39 +289,23 @@ def test_statements_per_task_with_idle_workers_and_steady_arrivals(queue, tmp_pa
     hands (one DO statement) per task; the waiters add one statement per second each
     (0.14 per task here).  Before: 6.0 and more (a wait statement per task; 6.1 measured).
     Measured after: 5.2-5.4 at 100/s on a loaded machine, 5.67 at load 14."""
-    import json
-
-    count_dir = tmp_path / "counts"
-    count_dir.mkdir()
+    counted = Counted(tmp_path)
     n = 8
-    workers = [queue.start_worker("tests.workers.counted", NSJQ_BENCH_COUNT_DIR=str(count_dir))
-               for _ in range(n)]
-    for w in workers:
-        wait_ready(w)
+    workers = counted.start_workers(queue, n)
     eventually(lambda: _turn(queue) == {"holder": 1, "waiting": n - 1}, 20,
                message="turn settled")
-    time.sleep(1.0)  # start-up statements (rescue, first probes) settle
-    (count_dir / "mark").touch()  # counted from here on
-    time.sleep(0.1)
+    counted.mark()
     rate, seconds = 50.0, 5.0
     started = time.monotonic()
     ids = queue.insert_steadily(rate, seconds)
     arrival = len(ids) / (time.monotonic() - started)
     eventually(lambda: queue.count("status = 'sucesso'") == len(ids), 30,
                message="every task done")
-    for w in workers:
-        w.signal(signal.SIGTERM)
-    for w in workers:
-        assert w.wait_exit(20) == 0, w.log()[-3000:]
-    sent = []
-    for path in count_dir.glob("counts-*.json"):
-        counts = json.loads(path.read_text())
-        sent.append(counts["statements"] - (counts["at_mark"] or {}).get("statements", 0))
-    assert len(sent) == n
+    sent = counted.stop_and_count(workers)  # one count per worker
     assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)  # once each
     assert arrival > 0.8 * rate, arrival
     per_task = sum(sent) / len(ids)
-    assert per_task < 5.75, (per_task, sorted(sent))
+    assert per_task < 5.75, (per_task, sent)
 
 
 def test_a_long_task_run_while_keeping_the_turn_does_not_hold_up_other_tasks(queue, tmp_path):

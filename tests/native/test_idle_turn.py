@@ -7,7 +7,6 @@ picked up promptly."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import signal
 import time
 from typing import Dict, List
@@ -19,6 +18,7 @@ from nsj_queue_lib.coordination.mysql import HALT_CHECK, TURN_WAIT, MysqlBackend
 from nsj_queue_lib.coordination.mysql_turn import turn_lock_name
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL
+from tests.fixtures.counted import Counted
 from tests.fixtures.processes import wait_all_ready, wait_ready
 from tests.fixtures.waiting import eventually
 
@@ -354,43 +354,24 @@ def test_a_paused_queue_with_a_backlog_keeps_its_workers_quiet(nq, concurrency):
 
 
 # -- statements of an idle fleet (#13 item 3), counted in each worker process ----------
-def _counted_fleet(nq, n: int, count_dir) -> List:
-    count_dir.mkdir()
-    workers = [nq.start_worker("tests.workers.counted", NSJQ_BENCH_COUNT_DIR=str(count_dir))
-               for _ in range(n)]
-    wait_all_ready(workers, timeout=60)
+def _counted_fleet(nq, n: int, counted: Counted) -> List:
+    workers = counted.start_workers(nq, n)
     eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
     eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == n - 1,
                20, message="os outros aguardando a vez")
-    time.sleep(1.0)  # start-up statements (rescue, first probes) settle
-    (count_dir / "mark").touch()  # counted from here on
-    time.sleep(0.1)
+    counted.mark()
     return workers
-
-
-def _stop_and_count(workers, count_dir) -> List[int]:
-    """SIGTERM every worker; statements each one sent after the mark."""
-    for worker in workers:
-        worker.signal(signal.SIGTERM)
-    for worker in workers:
-        assert worker.wait_exit(timeout=20) == 0, worker.log()[-3000:]
-    sent = []
-    for path in count_dir.glob("counts-*.json"):
-        counts = json.loads(path.read_text())
-        sent.append(counts["statements"] - (counts["at_mark"] or {}).get("statements", 0))
-    assert len(sent) == len(workers)
-    return sorted(sent)
 
 
 def test_an_idle_fleet_costs_the_holders_probes_and_one_wait_per_turn_wait(nq, tmp_path):
     """No arrivals: the holder probes every QUEUE_POLL_INTERVAL; each other worker sends
     one GET_LOCK per TURN_WAIT (2 s), whatever the fleet's size.  (Before: two per 0.5 s,
     a zero-second GET_LOCK closing every wait slice: 4/s per waiter.)"""
-    count_dir = tmp_path / "counts"
-    workers = _counted_fleet(nq, 6, count_dir)
+    counted = Counted(tmp_path)
+    workers = _counted_fleet(nq, 6, counted)
     seconds = 6.0
     time.sleep(seconds)
-    sent = _stop_and_count(workers, count_dir)
+    sent = counted.stop_and_count(workers)
     *waiters, holder = sent
     # seconds / TURN_WAIT waits, plus the stop: the turn passes along (one GET_LOCK
     # granted, one RELEASE_LOCK) and a wait may have started just before the mark.
@@ -404,15 +385,15 @@ def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(nq, tmp_path
     task 4 as with a backlog (claim-ahead, success, COMMIT AND CHAIN, the INSERT); per
     wake-up the probe, the claim (BEGIN, read, mark; its COMMIT opens the task's
     transaction) and the worker's next wait; at most one wake-up per fast poll step."""
-    count_dir = tmp_path / "counts"
-    workers = _counted_fleet(nq, 16, count_dir)
+    counted = Counted(tmp_path)
+    workers = _counted_fleet(nq, 16, counted)
     rate, seconds = 100.0, 3.0
     started = time.monotonic()
     ids = nq.insert_steadily(rate, seconds)
     arrival = len(ids) / (time.monotonic() - started)
     eventually(lambda: nq.count("status = 'sucesso'") == len(ids), 30,
                message="todas as tarefas concluídas")
-    sent = _stop_and_count(workers, count_dir)
+    sent = counted.stop_and_count(workers)
     effects = nq.effects()
     assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)  # each exactly once
     per_task = sum(sent) / len(ids)
