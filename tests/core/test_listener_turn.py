@@ -394,6 +394,28 @@ def test_a_task_arriving_right_after_a_kept_task_runs_at_once_in_compat_mode(que
     assert worker.proc.poll() is None
 
 
+def _until_a_single_worker_keeps(queue, singles, waiting: int):
+    """Short lone tasks until a single-threaded worker of `singles` holds the turn and has
+    kept it through 3 of its tasks (a first task hands the turn on, as before; whichever
+    single-threaded worker then holds it keeps it); returns (that worker, its session's
+    pid)."""
+    by_pid = {w.pid: w for w in singles}
+    kept: dict = {}
+    for i in range(40):
+        before = _turn_holder_pid(queue)
+        task = queue.insert({"efeito": f"curta{i}"})
+        queue.wait_status(task, "sucesso")
+        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": waiting},
+                   message="idle again")
+        runner = next(e["pid"] for e in queue.effects() if e["tarefa_id"] == task)
+        after = _turn_holder_pid(queue)
+        if before == after and runner in by_pid:
+            kept[after] = kept.get(after, 0) + 1
+            if kept[after] >= 3:
+                return by_pid[runner], after
+    raise AssertionError("no single-threaded worker kept the turn")
+
+
 def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurrency_listener(
         queue, tmp_path):
     """The late check of the waiters (a task due for more than LATE seconds while the
@@ -408,22 +430,10 @@ def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurren
     single = queue.start_worker()
     wait_ready(single)
     eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 0}, message="turn held")
-    single_pid = _turn_holder_pid(queue)
     threaded = queue.start_worker(QUEUE_CONCURRENCY="2", QUEUE_WAIT_NOTIFY_INTERVAL="300")
     wait_ready(threaded)
     eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="turn settled")
-    # Short lone tasks until the single-threaded worker holds the turn and keeps it through
-    # its tasks (its first task hands the turn on, as before).
-    kept = 0
-    for i in range(30):
-        before = _turn_holder_pid(queue)
-        queue.wait_status(queue.insert({"efeito": f"curta{i}"}), "sucesso")
-        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="idle again")
-        if before == single_pid and _turn_holder_pid(queue) == single_pid:
-            kept += 1
-            if kept >= 3:
-                break
-    assert kept >= 3, "the single-threaded worker never kept the turn"
+    _, single_pid = _until_a_single_worker_keeps(queue, [single], 1)
     release, started = tmp_path / "release", tmp_path / "started"
     long_task = queue.insert({"efeito": "longa", "started_file": str(started),
                               "wait_file": str(release)})
@@ -454,24 +464,13 @@ def test_halt_reaches_the_waiters_while_the_holder_runs_a_long_kept_task(queue, 
     once granted (HALT spreads from turn to turn): with the turn kept through a long task
     none is granted until that task ends, so HALT stopped nobody for the task's duration.
     Waiters here: a single-threaded worker and a QUEUE_CONCURRENCY worker's listener."""
-    single = queue.start_worker()
-    wait_ready(single)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 0}, message="turn held")
-    keeper_pid = _turn_holder_pid(queue)
-    others = [queue.start_worker(), queue.start_worker(QUEUE_CONCURRENCY="2")]
-    for w in others:
+    singles = [queue.start_worker(), queue.start_worker()]
+    workers = [*singles, queue.start_worker(QUEUE_CONCURRENCY="2")]
+    for w in workers:
         wait_ready(w)
     eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
-    kept = 0
-    for i in range(40):
-        before = _turn_holder_pid(queue)
-        queue.wait_status(queue.insert({"efeito": f"curta{i}"}), "sucesso")
-        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="idle again")
-        if before == keeper_pid and _turn_holder_pid(queue) == keeper_pid:
-            kept += 1
-            if kept >= 3:
-                break
-    assert kept >= 3, "the first worker never kept the turn"
+    single, keeper_pid = _until_a_single_worker_keeps(queue, singles, 2)
+    others = [w for w in workers if w is not single]
     release, started = tmp_path / "release", tmp_path / "started"
     long_task = queue.insert({"efeito": "longa", "started_file": str(started),
                               "wait_file": str(release)})
