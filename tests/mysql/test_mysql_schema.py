@@ -134,4 +134,4 @@ def test_native_claim_and_probe_read_the_indexes_db_gen_writes(myqueue):
         myqueue.sql("ROLLBACK")
     assert list(row) == ["tarefa_json"]  # one column (pymysql decodes each one's metadata)
     tarefa = json.loads(row["tarefa_json"])
-    assert tarefa["prioridade"] == 50 and not tarefa["nsjq_scheduled_due"]  # (NULL: none)
+    assert tarefa["prioridade"] == 50 and tarefa["nsjq_scheduled_due"] is False  # none due

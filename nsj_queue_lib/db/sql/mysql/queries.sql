@@ -90,14 +90,22 @@ SELECT {tarefa_json}
 -- READ it would lock the gap before the first waiting entry until the commit, and an
 -- INSERT of a task of a higher priority, or of a retry ('agendada'), would wait for it.
 -- The order is the full claim's only while no 'agendada' task is due: nsjq_scheduled_due
--- (an index-only min() on ix_due, a key of the row's JSON object rather than a column of
+-- (an index-only max() on ix_due, a key of the row's JSON object rather than a column of
 -- its own, see {tarefa_json}) says when one is, and the caller then runs
 -- task_claim_skip_locked in the same transaction.  An empty answer says nothing about
--- 'agendada' rows (the idle turn's probe sees them).
+-- 'agendada' rows (the idle turn's probe sees them).  MariaDB answers the max() while
+-- optimising, by one read of ix_due backwards from ('agendada', now): it meets a due
+-- 'agendada' entry or leaves the status at once.  Not min(data_hora) <= now, the same
+-- answer: its read goes forwards from ('agendada') until an entry visible to the
+-- statement, so with no 'agendada' row it walks into the head of the 'pendente' entries
+-- (claimed rows, delete-marked until purged, each checked against the clustered index
+-- while other workers' open claims modify that page): 8.5% of the server's CPU in a
+-- 4-worker run (bench/README.md, session 15).
 SELECT JSON_OBJECT({tarefa_json_pairs},
                    'nsjq_scheduled_due',
-                   (SELECT min(data_hora) FROM {table} WHERE status = 'agendada')
-                   <= UTC_TIMESTAMP(6)) AS tarefa_json
+                   (SELECT max(data_hora) FROM {table}
+                     WHERE status = 'agendada' AND data_hora <= UTC_TIMESTAMP(6))
+                   IS NOT NULL) AS tarefa_json
   FROM {table} t
  WHERE t.status = 'pendente' AND t.data_hora <= UTC_TIMESTAMP(6)
  ORDER BY t.prioridade DESC, t.data_hora, t.id
