@@ -278,7 +278,13 @@ class AdminSlots:
                                 default=float("inf")))
 
     def due(self) -> bool:
-        return self.delay() <= 0
+        """Whether a job is due now (`delay() <= 0`; asked between every two tasks)."""
+        with self._lock:
+            now = self.clock()
+            for job in self.jobs:
+                if self._deadline(job, now) <= now:
+                    return True
+            return False
 
     def cap(self, timeout: float) -> float:
         """`timeout`, shortened so that an idle wait ends when a job is due."""
