@@ -18,7 +18,9 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Dict, Optional, Tuple
+from bisect import bisect_left
+from itertools import accumulate
+from typing import Any, Dict, List, Optional, Tuple
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +55,20 @@ class Histogram:
 
     def __init__(self, buckets: Tuple[float, ...] = BUCKETS) -> None:
         self.buckets = buckets
-        self.counts = [0] * len(buckets)
+        # Observations by the first bucket whose bound is >= the value (the last slot:
+        # above every bound); `counts` adds them up when read (once per /metrics scrape),
+        # so an observation (one per task) touches one slot instead of every bucket.
+        self._hits = [0] * (len(buckets) + 1)
         self.total = 0
         self.sum = 0.0
 
+    @property
+    def counts(self) -> List[int]:
+        """Cumulative count of each bucket (observations <= its bound)."""
+        return list(accumulate(self._hits[:len(self.buckets)]))
+
     def observe(self, value: float) -> None:
-        for i, bound in enumerate(self.buckets):
-            if value <= bound:
-                self.counts[i] += 1
+        self._hits[bisect_left(self.buckets, value)] += 1
         self.total += 1
         self.sum += value
 
