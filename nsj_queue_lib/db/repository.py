@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.db.claim_position import ClaimPosition
-from nsj_queue_lib.db.queries import TAREFA_TIMESTAMPS, Queries
+from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries
 from nsj_queue_lib.db.server import (
     LOCK_WAIT_SINGLESTORE,
     NOWAIT,
@@ -66,9 +66,16 @@ def _normalize(row: Optional[dict]) -> Optional[dict]:
 
 
 def _from_json(row: dict) -> dict:
-    """A `tarefa_json` row (MySQL) as the dict the column form gives: timestamps, which
-    JSON carries as text ('YYYY-MM-DD HH:MM:SS.ffffff'), back to naive datetimes."""
-    tarefa = json.loads(row["tarefa_json"])
+    """A `tarefa_json` row (MySQL: a JSON array in TAREFA_COLUMNS order) as the dict the
+    column form gives."""
+    return _from_values(json.loads(row["tarefa_json"]))
+
+
+def _from_values(values: list) -> dict:
+    """The values of a `tarefa_json` array as a `tarefa` dict: timestamps, which JSON
+    carries as text ('YYYY-MM-DD HH:MM:SS.ffffff'), back to naive datetimes.  Values after
+    the row's own (a statement's additions) are left out."""
+    tarefa = dict(zip(TAREFA_COLUMNS, values))
     for col in TAREFA_TIMESTAMPS:
         if tarefa[col] is not None:
             tarefa[col] = _dt.datetime.fromisoformat(tarefa[col])
@@ -288,12 +295,11 @@ class TaskRepository:
         task_claim_skip_locked would (in a transaction), and whether a row was found while
         an 'agendada' task is due (then only task_claim_skip_locked gives the claim order;
         its locks on these rows end with the transaction)."""
-        rows = [_from_json(r) for r in self.session.fetch_all_prepared(
+        found = [json.loads(r["tarefa_json"]) for r in self.session.fetch_all_prepared(
             "nsjq_claim_ahead_pending", self.q["task_claim_ahead_pending"], {"limit": limit})]
-        scheduled = False
-        for row in rows:
-            scheduled = bool(row.pop("nsjq_scheduled_due")) or scheduled
-        return rows, scheduled
+        # (the 'agendada' check is the array's value after the row's: see the SQL)
+        scheduled = any(values[len(TAREFA_COLUMNS)] for values in found)
+        return [_from_values(values) for values in found], scheduled
 
     def task_mark_processing_locked(self, ids: Sequence[int], lock_prefix: str) -> int:
         """MySQL native: named lock + 'processando' for the locked rows; how many changed."""

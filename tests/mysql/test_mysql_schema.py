@@ -10,7 +10,7 @@ from contextlib import redirect_stdout
 
 from nsj_queue_lib import db_gen
 from nsj_queue_lib.db.dialect import MYSQL
-from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.queries import TAREFA_COLUMNS, Queries
 from nsj_queue_lib.db.schema import render_schema
 from tests.fixtures.database import split_statements
 from tests.fixtures.processes import ROOT
@@ -133,5 +133,10 @@ def test_native_claim_and_probe_read_the_indexes_db_gen_writes(myqueue):
     finally:
         myqueue.sql("ROLLBACK")
     assert list(row) == ["tarefa_json"]  # one column (pymysql decodes each one's metadata)
-    tarefa = json.loads(row["tarefa_json"])
-    assert tarefa["prioridade"] == 50 and tarefa["nsjq_scheduled_due"] is False  # none due
+    # A JSON array, the row's values in TAREFA_COLUMNS order, then the 'agendada' check
+    # (no keys: MariaDB sets up and writes half the items of an object's).
+    values = json.loads(row["tarefa_json"])
+    assert isinstance(values, list) and len(values) == len(TAREFA_COLUMNS) + 1, values
+    tarefa = dict(zip(TAREFA_COLUMNS, values))
+    assert tarefa["prioridade"] == 50 and tarefa["status"] == "pendente"
+    assert values[-1] is False  # no 'agendada' task due

@@ -59,8 +59,9 @@ SELECT {tarefa_cols}
 -- MySQL native mode, inside the claim transaction: lock up to %(limit)s due rows that no
 -- other claim holds (SKIP LOCKED).  The candidates come from one ordered index range per
 -- waiting status (ix_claim), materialised first, so the cost does not grow with the
--- backlog; only their rows are locked.  Each row comes as one JSON column ({tarefa_json}):
--- pymysql decodes column metadata in Python, 26 columns cost more than the rest of the claim.
+-- backlog; only their rows are locked.  Each row comes as one JSON array column
+-- ({tarefa_json}): pymysql decodes column metadata in Python, 26 columns cost more than the
+-- rest of the claim.
 SELECT {tarefa_json}
   FROM {table} t
   JOIN ((SELECT id, prioridade, data_hora
@@ -89,9 +90,9 @@ SELECT {tarefa_json}
 -- (coordination/mysql.py), where this locking read locks no index gaps: at REPEATABLE
 -- READ it would lock the gap before the first waiting entry until the commit, and an
 -- INSERT of a task of a higher priority, or of a retry ('agendada'), would wait for it.
--- The order is the full claim's only while no 'agendada' task is due: nsjq_scheduled_due
--- (an index-only max() on ix_due, a key of the row's JSON object rather than a column of
--- its own, see {tarefa_json}) says when one is, and the caller then runs
+-- The order is the full claim's only while no 'agendada' task is due: the value after the
+-- row's own in its JSON array (an index-only max() on ix_due; not a column of its own,
+-- see {tarefa_json}) says when one is, and the caller then runs
 -- task_claim_skip_locked in the same transaction.  An empty answer says nothing about
 -- 'agendada' rows (the idle turn's probe sees them).  MariaDB answers the max() while
 -- optimising, by one read of ix_due backwards from ('agendada', now): it meets a due
@@ -101,11 +102,10 @@ SELECT {tarefa_json}
 -- (claimed rows, delete-marked until purged, each checked against the clustered index
 -- while other workers' open claims modify that page): 8.5% of the server's CPU in a
 -- 4-worker run (bench/README.md, session 15).
-SELECT JSON_OBJECT({tarefa_json_pairs},
-                   'nsjq_scheduled_due',
-                   (SELECT max(data_hora) FROM {table}
-                     WHERE status = 'agendada' AND data_hora <= UTC_TIMESTAMP(6))
-                   IS NOT NULL) AS tarefa_json
+SELECT JSON_ARRAY({tarefa_json_items},
+                  (SELECT max(data_hora) FROM {table}
+                    WHERE status = 'agendada' AND data_hora <= UTC_TIMESTAMP(6))
+                  IS NOT NULL) AS tarefa_json
   FROM {table} t
  WHERE t.status = 'pendente' AND t.data_hora <= UTC_TIMESTAMP(6)
  ORDER BY t.prioridade DESC, t.data_hora, t.id
