@@ -34,7 +34,9 @@ marked), native or client/server.  A server without SKIP LOCKED (SingleStore, ol
 MySQL/MariaDB in client/server mode) refuses batch mode: its backend says so by
 `Capabilities.batch_claim`, refused in one place (`refuse_unbatchable`).  On MySQL the
 worker's session runs at READ COMMITTED in batch mode (the tasks' `bd_conn` work too),
-as PostgreSQL does by default.
+as PostgreSQL does by default; a server that writes its binary log in STATEMENT format,
+where InnoDB refuses writes at READ COMMITTED, refuses batch mode at start
+(`refuse_statement_binlog`).
 
 MySQL: a deadlock ends the whole transaction, so the batch is given up and runs again.
 The task whose run ended it (the one that raised, or that caught the error, seen at the
@@ -108,6 +110,30 @@ def refuse_unbatchable(capabilities: Capabilities) -> None:
             "< 10.6): use QUEUE_BATCH_SIZE=1.")
 
 
+def refuse_statement_binlog(repo: TaskRepository) -> None:
+    """MySQL: refuse batch mode on a server that writes its binary log in STATEMENT
+    format.  InnoDB refuses every write at READ COMMITTED there (error 1665), and at the
+    server's REPEATABLE READ the batch's claim would hold every producer's INSERT of a
+    waiting task until the batch commits (the sum of its tasks' durations, up to a lock
+    wait timeout in the producer): a failure of the producers' code far from its cause.
+    A server that cannot tell (no such variables) is not refused."""
+    try:
+        statement = repo.statement_binlog()
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        logger.debug("Formato do log binário não lido: %s", exc)
+        return
+    if statement:
+        raise ConfigError(
+            "QUEUE_BATCH_SIZE > 1 no MySQL/MariaDB exige a sessão do worker em READ "
+            "COMMITTED, e este servidor grava o log binário no formato STATEMENT, que não "
+            "aceita escritas em READ COMMITTED (erro 1665); no nível do servidor "
+            "(REPEATABLE READ) o claim do lote travaria os INSERTs de novas tarefas dos "
+            "produtores até o commit do lote. Use binlog_format=ROW ou MIXED no servidor, "
+            "ou QUEUE_BATCH_SIZE=1.")
+
+
 class BatchClaimer:
     """`claim()` opens the batch transaction and claims up to N tasks (None: nothing due)
     through the backend's guard (`TaskGuard.claim_batch`)."""
@@ -120,7 +146,9 @@ class BatchClaimer:
         if self.session.dialect.name == "mysql":
             # At REPEATABLE READ the claim's range scan leaves next-key locks that block
             # every producer's INSERT of a waiting task until the batch commits; at READ
-            # COMMITTED (PostgreSQL's default) only the claimed rows are locked.
+            # COMMITTED (PostgreSQL's default) only the claimed rows are locked.  A server
+            # that logs statements refuses every write at READ COMMITTED: no batch there.
+            refuse_statement_binlog(guard.repo)
             self.session.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
         if size > SUBTRANSACTION_CACHE:
             logger.warning("QUEUE_BATCH_SIZE=%s passa de %s: com mais subtransações por "

@@ -10,11 +10,6 @@ in STATEMENT format, and runs a real worker process against it.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -22,66 +17,25 @@ import pymysql
 import pytest
 
 from tests.fixtures.database import MySqlServer
+from tests.fixtures.private_mariadb import private_mariadb
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import Queue
 
 pytestmark = pytest.mark.mysql
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def statement_binlog_server(tmp_path: Path) -> Iterator[MySqlServer]:
     """A private MariaDB with log-bin and binlog_format=STATEMENT."""
-    missing = [p for p in ("mariadbd", "mariadb-install-db") if shutil.which(p) is None
-               and not Path("/usr/sbin", p).exists()]
-    if missing:
-        message = f"MariaDB privado indisponível (faltam {', '.join(missing)})"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
     work = tmp_path / "mariadb"
-    data = work / "data"
-    work.mkdir()
-    subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-                    "--auth-root-authentication-method=normal"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
-    port = _free_port()
-    cnf = work / "my.cnf"
-    cnf.write_text(f"[mariadbd]\ndatadir={data}\nport={port}\nbind-address=127.0.0.1\n"
-                   f"socket={work}/mysqld.sock\npid-file={work}/mysqld.pid\nuser=root\n"
-                   f"log-bin={work}/binlog\nbinlog-format=STATEMENT\nserver-id=1\n"
-                   "innodb_buffer_pool_size=32M\nskip-name-resolve\n")
-    mariadbd = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
-    log = open(work / "server.log", "wb")
-    proc = subprocess.Popen([mariadbd, f"--defaults-file={cnf}"], stdout=log,
-                            stderr=subprocess.STDOUT)
-    server = MySqlServer(host="127.0.0.1", port=port, user="root", password="")
-    try:
-        deadline = time.monotonic() + 60
-        while server.reachable() is not None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError("mariadbd privado não subiu:\n"
-                                     + (work / "server.log").read_text(errors="replace"))
-            time.sleep(0.2)
+    with private_mariadb(work, [f"log-bin={work}/binlog", "binlog-format=STATEMENT",
+                                "server-id=1"]) as server:
         conn = server.connect()
         with conn.cursor() as cur:
             cur.execute("SELECT @@log_bin, @@binlog_format")
             assert cur.fetchone() == (1, "STATEMENT")
         conn.close()
         yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 def test_native_worker_runs_tasks_on_a_server_with_a_statement_binary_log(
@@ -122,3 +76,34 @@ def test_the_binary_log_server_refuses_read_committed_writes(statement_binlog_se
             assert info.value.args[0] == 1665
     finally:
         conn.close()
+
+
+def test_batch_mode_is_refused_at_start_on_a_server_with_a_statement_binary_log(
+        statement_binlog_server, tmp_path):
+    """QUEUE_BATCH_SIZE > 1 needs READ COMMITTED (at REPEATABLE READ the batch claim would
+    hold the producers' INSERTs until the batch commits), which such a server refuses for
+    writes: the worker stops at start with a configuration error (exit 2) that says why
+    and what to do, and runs nothing; a QUEUE_BATCH_SIZE=1 worker then runs the task.
+    Failed before the fix: the batch worker's claims failed with error 1665 and it
+    restarted in a loop, never exiting."""
+    queue = Queue.create(statement_binlog_server, log_dir=tmp_path)
+    try:
+        task_id = queue.insert({"efeito": "lote"})
+        batch = queue.start_worker(QUEUE_BATCH_SIZE="5")
+        try:
+            code = batch.wait_exit(30)
+        except Exception:
+            raise AssertionError(f"o worker em lote não parou:\n{batch.log()}") from None
+        log = batch.log()
+        assert code == 2, log
+        assert "formato STATEMENT" in log and "QUEUE_BATCH_SIZE=1" in log, log
+        assert "binlog_format=ROW ou MIXED" in log, log
+        assert "impossible to write to binary log" not in log
+        assert queue.row(task_id)["status"] == "pendente"
+        assert queue.effects() == []
+        single = queue.start_worker()
+        queue.wait_status(task_id, "sucesso", timeout=30)
+        assert [e["chave"] for e in queue.effects()] == ["lote"]
+        assert single.proc.poll() is None
+    finally:
+        queue.destroy()
