@@ -213,6 +213,8 @@ class DbSession:
         self._chained = False  # a transaction started by COMMIT AND CHAIN, not yet begun
         self._readable: Optional[bool] = None  # the driver shows the server status flags
         self._mariadb: Optional[bool] = None  # MySQL dialect: the server is MariaDB
+        # MariaDB refused a PREPARE for its max_prepared_stmt_count: plain text from then on
+        self._unpreparable = False
         self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server.py)
 
     @classmethod
@@ -348,9 +350,26 @@ class DbSession:
             return self._run(sql, params, fetch)
         order = self._prepared.get(name)
         if order is None:
+            if self._unpreparable:
+                return self._run(sql, params, fetch)
             order = _NAMED_PARAM.findall(sql)
             text = _NAMED_PARAM.sub("?", sql).replace("%%", "%")
-            self.execute(f"PREPARE {name} FROM %(nsjq_text)s", {"nsjq_text": text})
+            try:
+                self.execute(f"PREPARE {name} FROM %(nsjq_text)s", {"nsjq_text": text})
+            except Exception as exc:
+                if mysql_driver.error_code(exc) != 1461:  # ER_MAX_PREPARED_STMT_COUNT_REACHED
+                    raise
+                # The server's prepared statements are all taken (other applications, a
+                # low max_prepared_stmt_count): the same statement as text, values bound
+                # by the driver.  A failed PREPARE leaves the transaction as it was.
+                self._unpreparable = True
+                logger.warning("MariaDB recusou o PREPARE dos comandos da fila: o limite de "
+                               "prepared statements do servidor (max_prepared_stmt_count) "
+                               "foi atingido (erro 1461). Até reconectar, esta conexão envia "
+                               "o texto dos comandos a cada vez (mais CPU do servidor por "
+                               "tarefa); aumente max_prepared_stmt_count para voltar ao "
+                               "PREPARE")
+                return self._run(sql, params, fetch)
             self._prepared[name] = order
             using = ", ".join(f"%({key})s" for key in order)
             self._calls[name] = f"EXECUTE {name} USING {using}" if order else f"EXECUTE {name}"
