@@ -513,18 +513,6 @@ class ProbeNotifier(Notifier):
                 logger.debug("Vez ociosa não liberada: %s", exc)
 
 
-def _statement_binlog(repo: TaskRepository) -> bool:
-    """Whether the server writes its binary log in STATEMENT format (False when it cannot
-    tell: a server without these variables)."""
-    try:
-        return repo.statement_binlog()
-    except DatabaseUnavailable:
-        raise
-    except Exception as exc:
-        logger.debug("Formato do log binário não lido: %s", exc)
-        return False
-
-
 class MysqlBackend:
     """SKIP LOCKED + named-lock claim, index-probe wake-ups, named admin locks."""
 
@@ -549,8 +537,8 @@ class MysqlBackend:
         singlestore = self.settings.db_driver == "SINGLE_STORE" or is_singlestore(session)
         check_server_version(version, singlestore)
         logger.info("MySQL nativo: servidor %s (SKIP LOCKED + locks nomeados)", version)
-        self._statement_binlog = _statement_binlog(
-            TaskRepository(session, self.settings.queue_table))
+        self._statement_binlog = TaskRepository(
+            session, self.settings.queue_table).statement_binlog()
         if self._statement_binlog:
             logger.warning("MySQL nativo: o servidor grava o log binário no formato STATEMENT, "
                            "que não aceita escritas em READ COMMITTED (erro 1665): as sessões "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -18,7 +19,10 @@ from nsj_queue_lib.db.server import (
     session_row_lock_mode,
 )
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.text import clean, safe_text, to_str
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PRIORITY = 50
 MYSQL_INSERT_CHUNK = 500  # rows per multi-row INSERT (keeps under max_allowed_packet)
@@ -491,8 +495,15 @@ class TaskRepository:
 
     def statement_binlog(self) -> bool:
         """MySQL: whether the server writes its binary log in STATEMENT format (InnoDB then
-        refuses writes at READ COMMITTED); False when the server cannot tell."""
-        return bool(self.session.fetch_value(self.q["server_binlog_statement"]))
+        refuses writes at READ COMMITTED); False when the server cannot tell (no such
+        variables).  A lost connection still raises DatabaseUnavailable."""
+        try:
+            return bool(self.session.fetch_value(self.q["server_binlog_statement"]))
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            logger.debug("Formato do log binário não lido: %s", exc)
+            return False
 
     def task_has_due(self) -> bool:
         return bool(self.session.fetch_value(self.q["task_has_due"]))

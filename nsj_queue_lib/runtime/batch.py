@@ -117,14 +117,7 @@ def refuse_statement_binlog(repo: TaskRepository) -> None:
     waiting task until the batch commits (the sum of its tasks' durations, up to a lock
     wait timeout in the producer): a failure of the producers' code far from its cause.
     A server that cannot tell (no such variables) is not refused."""
-    try:
-        statement = repo.statement_binlog()
-    except DatabaseUnavailable:
-        raise
-    except Exception as exc:
-        logger.debug("Formato do log binário não lido: %s", exc)
-        return
-    if statement:
+    if repo.statement_binlog():
         raise ConfigError(
             "QUEUE_BATCH_SIZE > 1 no MySQL/MariaDB exige a sessão do worker em READ "
             "COMMITTED, e este servidor grava o log binário no formato STATEMENT, que não "
