@@ -98,7 +98,7 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_rotinas` (
 ) DEFAULT CHARSET = utf8mb4;
 
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 3 (3cfb470bcedc)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 4 (3cfb470bcedc)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

@@ -27,6 +27,7 @@ from nsj_queue_lib.exceptions import (
     ConfigError,
     ControlTableMissing,
     InvalidTaskState,
+    LegacyWorkersSeen,
     NotFoundException,
 )
 
@@ -36,7 +37,8 @@ WAITING = ("pendente", "agendada")
 RUNNING = "processando"
 REDRIVABLE = ("falha", "cancelada")
 CANCELADA = "cancelada"
-_BOOLEAN_COLUMNS = ("dead", "pub_sub", "reenfileirado", "estouro_tentativas", "pausada")
+_BOOLEAN_COLUMNS = ("dead", "pub_sub", "reenfileirado", "estouro_tentativas", "pausada",
+                    "compat_1_2_2")
 
 
 def _normalize(row: Optional[dict]) -> Optional[dict]:
@@ -285,6 +287,81 @@ class QueueAdmin:
         self._set_paused(False, None, por)
         logger.info("Fila %s retomada%s", self.queue_table, self._by(por))
 
+    # -- mixed-fleet mode (1.2.2 workers beside 2.x) -----------------------
+    def _channel(self) -> str:
+        """The LISTEN channel of the queue's workers (QUEUE_NAME; else the table's name,
+        which is what the generated trigger notifies)."""
+        if self.settings is not None and self.settings.queue_name and not self._other_queue():
+            return self.settings.queue_name
+        return self.queue_table.split(".")[-1]
+
+    def compat_state(self) -> Dict[str, Any]:
+        """The queue's mixed-fleet mode (coordination/fleet_mode.py) and what a look for
+        1.2.2 workers sees now: {"aplica", "misto", "gravado", "alterado_em",
+        "alterado_por", "sinais", "ocultas"}.  "gravado" is None when the queue keeps no
+        value (no row, or a schema before this version): mixed-fleet then."""
+        from nsj_queue_lib.compat import read_signs
+
+        state: Dict[str, Any] = {"aplica": self.dialect.name == "postgres", "misto": False,
+                                 "gravado": None, "alterado_em": None, "alterado_por": None,
+                                 "sinais": [], "ocultas": 0}
+        if not state["aplica"]:
+            return state
+        if self.has_control_table():
+            row = self.pause_state(control_known=True)
+            state.update(gravado=row.get("compat_1_2_2"),
+                         alterado_em=row.get("compat_alterado_em"),
+                         alterado_por=row.get("compat_alterado_por"))
+        state["misto"] = state["gravado"] is not False
+        signs = read_signs(self.session, self.queue_table, self._channel())
+        state["sinais"], state["ocultas"] = signs.describe(), signs.hidden
+        return state
+
+    def _write_compat(self, mixed: bool, por: Optional[str]) -> None:
+        if self.dialect.name != "postgres":
+            raise ConfigError("O modo de frota mista com a 1.2.2 só existe no PostgreSQL (a "
+                              "1.2.2 não roda nativamente no MySQL)")
+        *schema, table = self.control_table.split(".")
+        missing = not self.has_control_table() or not self.session.fetch_value(
+            self.q["queue_compat_column_exists"],
+            {"schema": schema[0] if schema else None, "name": table})
+        if missing:
+            raise ControlTableMissing(
+                f"A fila {self.queue_table} não grava o modo de frota mista (esquema anterior "
+                "a esta versão): rode `nsj-queue schema upgrade` antes")
+        with self._atomic():
+            self.session.execute(self.q["queue_compat_set"], {
+                "compat": mixed, "por": truncate_message(por, 150) if por else None})
+
+    def compat_on(self, por: Optional[str] = None) -> None:
+        """Put the queue in mixed-fleet mode: every 2.x worker also holds 1.2.2's keys
+        within about a second (1.2.2 workers may then join the queue)."""
+        self._write_compat(True, por)
+        logger.info("Fila %s em modo de frota mista com a 1.2.2%s", self.queue_table,
+                    self._by(por))
+
+    def compat_off(self, por: Optional[str] = None, force: bool = False) -> List[str]:
+        """End the mixed-fleet period: 2.x workers stop holding 1.2.2's keys within about
+        a second.  Refused (LegacyWorkersSeen) while a look sees 1.2.2 sessions, recent
+        'falha_processando' rows, or sessions this role cannot see; `force` overrides.
+        Returns what the look saw."""
+        from nsj_queue_lib.compat import read_signs
+
+        signs = (read_signs(self.session, self.queue_table, self._channel())
+                 if self.dialect.name == "postgres" else None)
+        seen = signs.describe() if signs is not None else []
+        if signs is not None and signs.hidden:
+            seen.append(signs.hidden_text())
+        if seen and not force:
+            raise LegacyWorkersSeen(
+                f"A fila {self.queue_table} continua em modo de frota mista: "
+                + "; ".join(seen) + ". Pare os workers 1.2.2 (ou, se já pararam, use "
+                "--force)")
+        self._write_compat(False, por)
+        logger.info("Fila %s fora do modo de frota mista%s%s", self.queue_table,
+                    self._by(por), f" (forçado; visto: {'; '.join(seen)})" if seen else "")
+        return seen
+
     # -- halt -------------------------------------------------------------
     def halt(self, por: Optional[str] = None) -> None:
         """Stop every worker of the queue running now: each finishes its task and exits
@@ -331,4 +408,5 @@ class QueueAdmin:
         return self.session.fetch_value(self.q["queue_halt_get"])
 
 
-__all__ = ["ControlTableMissing", "InvalidTaskState", "NotFoundException", "QueueAdmin"]
+__all__ = ["ControlTableMissing", "InvalidTaskState", "LegacyWorkersSeen", "NotFoundException",
+           "QueueAdmin"]

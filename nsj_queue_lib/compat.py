@@ -1,87 +1,171 @@
-"""Living beside nsj-queue-lib 1.2.2 workers: the start-up check of QUEUE_COMPAT_1_2_2.
+"""Living beside nsj-queue-lib 1.2.2 workers: what tells they are there, and the watch.
 
-While 1.2.2 workers may consume the same queue, 2.x also holds their lock keys
-(coordination/keys.py).  Compatibility is on by default and ends when the operator
-sets QUEUE_COMPAT_1_2_2=false, once no 1.2.2 worker is left.  A worker configured
-that way that still sees signs of 1.2.2 workers on its queue says so loudly.
+The mode itself (mixed-fleet or not, a property of the queue) is
+coordination/fleet_mode.py.  Here:
+
+* `read_signs`: what suggests that 1.2.2 workers use a queue now (their live sessions,
+  recent 'falha_processando' rows), and how many sessions the role cannot see;
+* `CompatWatch`: a worker's look for them, at start and once a minute (a job of
+  runtime/maintenance.AdminSlots, on the worker's own connection).  It also refreshes
+  the worker's view of the mode.  A live 1.2.2 session on a queue out of mixed-fleet
+  mode (a rollback, a forgotten pod) draws a loud banner and puts the queue back into
+  mixed-fleet mode, which every 2.x worker then follows within about a second.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Collection, List, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.keys import compat_1_2_2
+from nsj_queue_lib.coordination.fleet_mode import FleetMode, fleet_mode
+from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
 
+WATCH_INTERVAL = 60.0  # seconds between two looks of a worker
+BANNER = "!" * 78
 
-def legacy_signs(settings: Settings, session: Optional[Any] = None) -> List[str]:
-    """What suggests that 1.2.2 workers use this queue now (PostgreSQL; [] elsewhere).
 
-    Read on `session` (the worker's own connection) or, without it, on a connection
-    opened for the check."""
-    if settings.db_driver != "POSTGRES":
-        return []
-    from nsj_queue_lib.db.repository import TaskRepository
-    from nsj_queue_lib.db.session import DbSession
+@dataclass(frozen=True)
+class LegacySigns:
+    """What a look at the database saw (PostgreSQL)."""
 
-    own = session is None
-    if session is None:
-        session = DbSession.open(settings, application_name="nsj_queue_lib:compat")
+    sessions: int = 0  # sessions of other programs sending 1.2.2's statements
+    falha_processando: int = 0  # rows of the last day with the status only 1.2.2 writes
+    hidden: int = 0  # sessions of other roles whose statements this role cannot see
+
+    def describe(self, recent: bool = True) -> List[str]:
+        """Portuguese descriptions of the signs (`recent`: the rows count too)."""
+        out = []
+        if self.sessions:
+            out.append(f"{self.sessions} conexão(ões) de outro programa com comandos da "
+                       "1.2.2 (LISTEN do canal, advisory lock de um número ou a consulta da "
+                       "fila \"as tarefa\")")
+        if recent and self.falha_processando:
+            out.append(f"{self.falha_processando} tarefa(s) com status falha_processando "
+                       "(só a 1.2.2 grava) nas últimas 24 h")
+        return out
+
+    def hidden_text(self) -> str:
+        return (f"{self.hidden} conexão(ões) de outros usuários do banco têm os comandos "
+                "ocultos para este usuário: não é possível saber se alguma é de um worker "
+                "1.2.2 (conceda pg_read_all_stats para ver)")
+
+
+def read_signs(session: Any, queue_table: str, channel: str) -> LegacySigns:
+    """Look for 1.2.2 workers of `queue_table` (LISTEN channel `channel`) on `session`."""
+    if session.dialect.name != "postgres":
+        return LegacySigns()
+    row = session.fetch_one(Queries(session.dialect, queue_table)["compat_evidence"],
+                            {"channel": channel}) or {}
+    return LegacySigns(int(row.get("sessoes") or 0), int(row.get("falha_processando") or 0),
+                       int(row.get("ocultas") or 0))
+
+
+def read_stored_mode(session: Any, queue_table: str) -> Optional[bool]:
+    """The queue's compat_1_2_2 (None: no row, no column or no control table)."""
     try:
-        found = TaskRepository(session, settings.queue_table).compat_evidence(
-            settings.queue_name)
-    finally:
-        if own:
-            session.close()
-    signs = []
-    if found.get("sessoes"):
-        signs.append(f"{found['sessoes']} conexão(ões) de outro programa com comandos da "
-                     "1.2.2 (LISTEN do canal, advisory lock de um número ou a consulta da fila "
-                     "\"as tarefa\")")
-    if found.get("falha_processando"):
-        signs.append(f"{found['falha_processando']} tarefa(s) com status falha_processando "
-                     "(só a 1.2.2 grava) nas últimas 24 h")
-    return signs
+        row = session.fetch_one(Queries(session.dialect, queue_table,
+                                        filename="admin.sql")["queue_pause_get"])
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:  # no control table (1.2.2's, an early 2.x): mixed-fleet
+        logger.debug("Modo de frota mista não lido: %s", exc)
+        if session.in_transaction:
+            session.rollback()
+        return None
+    if row is None or row.get("compat_1_2_2") is None:
+        return None
+    return bool(row["compat_1_2_2"])
 
 
-def startup_check(settings: Settings, session: Optional[Any] = None) -> None:
-    """Log the compatibility mode; shout when it is off (or impossible: client/server
-    mode) and 1.2.2 workers seem present.  `session`: the worker's own connection."""
-    if settings.db_driver != "POSTGRES":
-        return
-    try:
-        signs = legacy_signs(settings, session)
-    except Exception as exc:  # a diagnostic: never stops the worker
-        logger.debug("Verificação de workers 1.2.2 não executada: %s", exc)
-        return
-    if compat_1_2_2(settings):
-        if signs:
-            logger.info("Modo de compatibilidade com a 1.2.2 ativo (QUEUE_COMPAT_1_2_2=true); "
-                        "sinais de workers 1.2.2 nesta fila: %s", "; ".join(signs))
-        else:
-            logger.info("Modo de compatibilidade com a 1.2.2 ativo (QUEUE_COMPAT_1_2_2=true, o "
-                        "padrão). Sem workers 1.2.2 nesta fila, QUEUE_COMPAT_1_2_2=false "
-                        "dispensa um advisory lock por tarefa.")
-        return
-    # In client/server mode only live 1.2.2 sessions count: recent falha_processando rows
-    # may be left by a 1.2.2 client/server fleet that was just replaced as a whole.
-    live = [sign for sign in signs if "conexão" in sign]
-    if live and settings.client_server_mode:
-        signs = live
-        banner = "!" * 78
-        logger.error("%s\nINSEGURO: CLIENT_SERVER_MODE=true, mas há sinais de workers "
-                     "nsj-queue-lib 1.2.2 (modo PostgreSQL) na fila %s: %s.\nNo modo "
-                     "cliente/servidor o worker 2.x não segura as chaves da 1.2.2, e os dois "
-                     "podem executar a mesma tarefa duas vezes. Troque todos os workers da "
-                     "fila de modo juntos.\n%s", banner, settings.queue_table, "; ".join(signs),
-                     banner)
-    elif signs and not settings.client_server_mode:
-        banner = "!" * 78
-        logger.error("%s\nINSEGURO: QUEUE_COMPAT_1_2_2=false, mas há sinais de workers "
-                     "nsj-queue-lib 1.2.2 na fila %s: %s.\nSem o modo de compatibilidade, "
-                     "workers 1.2.2 e 2.x podem executar a mesma tarefa duas vezes. Use "
-                     "QUEUE_COMPAT_1_2_2=true até não restar nenhum worker 1.2.2.\n%s",
-                     banner, settings.queue_table, "; ".join(signs), banner)
+def write_mode(session: Any, queue_table: str, mixed: bool, por: Optional[str]) -> None:
+    """Record the queue's mode (the control table must have the column)."""
+    session.execute(Queries(session.dialect, queue_table, filename="admin.sql")[
+        "queue_compat_set"], {"compat": bool(mixed), "por": (por or "")[:150] or None})
+
+
+class CompatWatch:
+    """A worker's look for 1.2.2 workers: at start (`run_now`) and every minute."""
+
+    name = "compat_1_2_2"
+    on_demand = False
+
+    def __init__(self, settings: Settings, mode: Optional[FleetMode] = None) -> None:
+        self.settings = settings
+        self.mode = mode or fleet_mode(settings)
+        self._announced = False
+        self._hidden_told = False
+
+    def next_delay(self) -> float:
+        return WATCH_INTERVAL
+
+    def run_slot(self, session: Any, busy: Collection[int] = ()) -> None:
+        settings, mode = self.settings, self.mode
+        if session.dialect.name != "postgres":
+            return
+        if mode.possible:
+            mode.note(read_stored_mode(session, settings.queue_table))
+        try:
+            signs = read_signs(session, settings.queue_table, settings.queue_name)
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:  # a diagnostic: never stops the worker
+            logger.debug("Verificação de workers 1.2.2 não executada: %s", exc)
+            if session.in_transaction:
+                session.rollback()
+            signs = LegacySigns()
+        if not self._announced:
+            self._announced = True
+            self._announce(signs)
+        if mode.mixed:
+            return
+        if signs.sessions:
+            self._unsafe(session, signs)
+        elif signs.hidden and not self._hidden_told:
+            self._hidden_told = True
+            logger.warning("Fila %s fora do modo de frota mista com a 1.2.2: %s",
+                           settings.queue_table, signs.hidden_text())
+
+    def _announce(self, signs: LegacySigns) -> None:
+        mode, table = self.mode, self.settings.queue_table
+        if not mode.mixed:
+            return
+        seen = "; ".join(signs.describe())
+        logger.info("Modo de frota mista com a 1.2.2 ativo na fila %s (%s): este worker "
+                    "segura também as chaves da 1.2.2. %s", table,
+                    "QUEUE_COMPAT_1_2_2=true" if mode.override else "gravado na fila",
+                    f"Sinais de workers 1.2.2: {seen}." if seen else
+                    "Sem workers 1.2.2, `nsj-queue compat off` encerra o modo (um advisory "
+                    "lock a menos por tarefa).")
+
+    def _unsafe(self, session: Any, signs: LegacySigns) -> None:
+        settings, mode = self.settings, self.mode
+        seen = "; ".join(signs.describe(recent=False))
+        if settings.client_server_mode:
+            logger.error("%s\nINSEGURO: CLIENT_SERVER_MODE=true, mas há sinais de workers "
+                         "nsj-queue-lib 1.2.2 (modo PostgreSQL) na fila %s: %s.\nNo modo "
+                         "cliente/servidor o worker 2.x não segura as chaves da 1.2.2, e os "
+                         "dois podem executar a mesma tarefa duas vezes. Troque todos os "
+                         "workers da fila de modo juntos.\n%s", BANNER, settings.queue_table,
+                         seen, BANNER)
+        elif mode.override is False:
+            logger.error("%s\nINSEGURO: QUEUE_COMPAT_1_2_2=false, mas há sinais de workers "
+                         "nsj-queue-lib 1.2.2 na fila %s: %s.\nSem o modo de frota mista, "
+                         "workers 1.2.2 e 2.x podem executar a mesma tarefa duas vezes. "
+                         "Retire QUEUE_COMPAT_1_2_2=false deste worker.\n%s", BANNER,
+                         settings.queue_table, seen, BANNER)
+        elif mode.possible:
+            por = f"worker {socket.gethostname()}:{os.getpid()} (viu um worker 1.2.2)"
+            write_mode(session, settings.queue_table, True, por)
+            mode.note(True)
+            logger.error("%s\nWorker nsj-queue-lib 1.2.2 visto na fila %s, que estava fora "
+                         "do modo de frota mista: %s.\nA fila voltou ao modo de frota mista "
+                         "(todos os workers 2.x seguem em até 1 s). Quando não restar "
+                         "nenhum worker 1.2.2: nsj-queue compat off.\n%s", BANNER,
+                         settings.queue_table, seen, BANNER)

@@ -229,10 +229,10 @@ class Settings:
     queue_poll_interval: float = _v("QUEUE_POLL_INTERVAL", parse=_positive_float, default=0.1,
                                     doc="segundos entre sondagens de tarefas novas (MySQL "
                                         "nativo e servidor de filas)")
-    queue_compat_1_2_2: bool = _v(
-        "QUEUE_COMPAT_1_2_2", parse=_bool, default=True,
-        doc="cooperar com workers nsj-queue-lib 1.2.2 na mesma fila (desligue quando não "
-            "restar nenhum)")
+    queue_compat_1_2_2: Optional[bool] = _v(
+        "QUEUE_COMPAT_1_2_2", parse=_bool, default=None,
+        doc="força o modo de frota mista com a 1.2.2 (true) ou o desliga (false); sem valor, "
+            "vale o modo gravado na fila (nsj-queue compat)")
     default_webhook_timeout: float = _v("DEFAULT_WEBHOOK_TIMEOUT", parse=_positive_float,
                                         default=20.0, doc="segundos")
     shutdown_timeout: float = _v("QUEUE_SHUTDOWN_TIMEOUT", parse=_positive_float, default=300.0,

@@ -48,3 +48,7 @@ class InvalidTaskState(NsjQueueError):
 
 class ControlTableMissing(NsjQueueError):
     """The queue has no control table (pause/resume): its schema predates it."""
+
+
+class LegacyWorkersSeen(InvalidTaskState):
+    """`compat off` refused: signs of nsj-queue-lib 1.2.2 workers on the queue."""

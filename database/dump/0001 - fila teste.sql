@@ -91,6 +91,23 @@ CREATE TABLE IF NOT EXISTS "public"."fila_teste_controle" (
     alterado_em timestamptz NOT NULL DEFAULT now()
 );
 
+-- Mixed-fleet mode (coordination/fleet_mode.py): while compat_1_2_2 is true, 1.2.2 workers
+-- may share the queue and 2.x workers also hold 1.2.2's keys; no row means true.  Added
+-- by ALTER so that `schema apply` on a queue of an earlier 2.x adds it too, as true.
+ALTER TABLE "public"."fila_teste_controle"
+    ADD COLUMN IF NOT EXISTS compat_1_2_2 boolean NOT NULL DEFAULT true,
+    ADD COLUMN IF NOT EXISTS compat_alterado_em timestamptz,
+    ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150);
+
+-- A queue this DDL creates never had 1.2.2 workers: it starts out of mixed-fleet mode.
+-- Only a new queue table has no version stamp yet (the COMMENT at the end writes it;
+-- 1.2.2's table never has one, and `schema apply` fails on it before this point); and
+-- `schema upgrade` never runs this statement (db/schema.py: a seed).
+INSERT INTO "public"."fila_teste_controle" (id, compat_1_2_2, compat_alterado_em, compat_alterado_por)
+SELECT 1, false, now(), 'nsj-queue schema'
+ WHERE obj_description('"public"."fila_teste"'::regclass, 'pg_class') IS NULL
+ON CONFLICT (id) DO NOTHING;
+
 -- The admin jobs' last run (rescue, purge, notify; one row each): `horario` is the slot
 -- (a clock minute, UTC) it ran for.  Written under the job's admin lock; a worker that
 -- reaches the job late (busy through the slot) skips it when its slot is already here.
@@ -117,7 +134,7 @@ CREATE OR REPLACE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
 
 -- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
-COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 3 (10a11be91d37)';
+COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 4 (a2dce0afe6e4)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

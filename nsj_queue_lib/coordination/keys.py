@@ -7,8 +7,8 @@ nsj-queue-lib 1.2.2 used the one-bigint form: the task lock is the raw task id,
 and its helper threads lock the constants 1 (retry), 2 (purge) and 3 (notify).
 PostgreSQL keeps the two forms in separate key spaces, so a 2.x lock never
 excludes a 1.2.2 worker unless 2.x also takes the 1.2.2 key.  While 1.2.2
-workers may share a queue (QUEUE_COMPAT_1_2_2=true, the default), 2.x therefore
-also holds, on the task's own session:
+workers may share a queue (its mixed-fleet mode: coordination/fleet_mode.py), 2.x
+therefore also holds, on the task's own session:
 
 * the raw task id (bigint) while it runs a task, from the claim until after the
   commit: a 1.2.2 claim (lock id, then check status) and a 1.2.2 rescue (lock id,
@@ -29,6 +29,8 @@ from __future__ import annotations
 import functools
 import zlib
 from typing import TYPE_CHECKING, List, Tuple
+
+from nsj_queue_lib.coordination.fleet_mode import compat_1_2_2
 
 if TYPE_CHECKING:
     from nsj_queue_lib.config import Settings
@@ -78,17 +80,9 @@ def legacy_task_key(task_id: int) -> LockKey:
     return (int(task_id),)
 
 
-def compat_1_2_2(settings: Settings) -> bool:
-    """True when this worker must also hold 1.2.2's keys: QUEUE_COMPAT_1_2_2 is on and
-    the queue is coordinated by PostgreSQL itself (1.2.2 workers cannot share a
-    client/server-mode queue with 2.x: the protocols differ and refuse each other)."""
-    return (settings.queue_compat_1_2_2 and not settings.client_server_mode
-            and settings.db_driver == "POSTGRES")
-
-
 def task_keys(settings: Settings, task_id: int) -> List[LockKey]:
     """Every key that says "this task is being run": the 2.x key, plus 1.2.2's in
-    compatibility mode.  A rescuer must obtain all of them."""
+    mixed-fleet mode.  A rescuer must obtain all of them."""
     keys = [task_lock_key(settings.queue_table, task_id)]
     if compat_1_2_2(settings):
         keys.append(legacy_task_key(task_id))

@@ -106,6 +106,7 @@ DECLARE
   more boolean;
   paused boolean;
   why text;
+  compat boolean;
 BEGIN
   {prologue}BEGIN
     PERFORM set_config('lock_timeout', '{ms}', true);
@@ -117,7 +118,7 @@ BEGIN
   IF granted THEN
     {after}PERFORM set_config('client_min_messages', 'notice', true);
     RAISE NOTICE '{marker} %', json_build_object('due', due, 'more', more, 'paused', paused,
-                                       'why', why);
+                                       'why', why, 'compat', compat);
   {late}END IF;
 END
 $turn$"""
@@ -352,8 +353,8 @@ class ListenerTurn:
                 probe += f"IF due <= 0 THEN more := ({self.more_sql}); END IF;\n    "
             if self.pause_sql:
                 # (no row yet: never paused)
-                probe += (f"SELECT p.pausada, p.motivo INTO paused, why "
-                          f"FROM ({self.pause_sql}) p;\n    "
+                probe += (f"SELECT p.pausada, p.motivo, p.compat_1_2_2 INTO paused, why, "
+                          f"compat FROM ({self.pause_sql}) p;\n    "
                           "paused := coalesce(paused, false);\n    ")
             after = _AFTER_GRANT.format(channel=marker, probe=probe, ha=int(self.hand_key[0]),
                                         hb=int(self.hand_key[1]))

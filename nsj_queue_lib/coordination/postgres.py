@@ -161,7 +161,7 @@ class PgGuard(TaskGuard):
 
     Two releases ride on the next claim instead of costing statements of their own:
 
-    * with QUEUE_COMPAT_1_2_2, 1.2.2's key of a finished task (the raw id) is kept
+    * in mixed-fleet mode, 1.2.2's key of a finished task (the raw id) is kept
       after its commit and released by the next claim (or by `settle()`, which the
       worker calls before any idle wait, and by the listener turn's wait statement).
       Harmless meanwhile: the task is no longer 'processando', so 1.2.2's claim (it
@@ -182,6 +182,7 @@ class PgGuard(TaskGuard):
         self.locker = PgLocker(repo.session)
         self._released: Set[int] = set()
         self._running: Set[int] = set()  # ids claimed and not yet released (their locks)
+        self._legacy: Set[int] = set()  # of those, the ones holding 1.2.2's key too
         self._deferred: Optional[int] = None  # 1.2.2 key (raw id) still to release
         self._turn: Any = None  # ListenerTurn to release with the next successful claim
         # Exponential average of this session's task run times, claim to release (seconds;
@@ -208,15 +209,21 @@ class PgGuard(TaskGuard):
         # (keep the turn through a lone task only while this session's tasks run short)
         keep = (turn is not None and self.run_average is not None
                 and self.run_average < KEEP_TURN_RUN and turn.may_keep())
+        legacy = self.repo.legacy  # (the queue's mode may change between two claims)
+        if legacy and not self._legacy.issuperset(self._running):
+            self._take_legacy_keys()
         try:
             rows = self.repo.task_claim_locked(
                 self.lock_ns, limit, unlock=self._deferred,
-                turn=(*turn.key, turn.hand_key[1]) if turn is not None else None, keep=keep)
+                turn=(*turn.key, turn.hand_key[1]) if turn is not None else None, keep=keep,
+                legacy=legacy)
         except BaseException:
             self._after_failed_claim(turn)
             raise
         self._deferred = None
         self._running.update(row["id"] for row in rows)
+        if legacy:
+            self._legacy.update(row["id"] for row in rows)
         now = time.monotonic()
         released = False
         for row in rows:
@@ -230,6 +237,17 @@ class PgGuard(TaskGuard):
             # kept: the holder waits by the next due time the claim read besides its task
             turn.keep(besides[0] if besides is not None else None, rows[0]["id"])
         return sorted(rows, key=_claim_order) if len(rows) > 1 else rows
+
+    def _take_legacy_keys(self) -> None:
+        """The queue went back to mixed-fleet mode while this session runs tasks claimed
+        without 1.2.2's keys: take them now, before claiming again, so that neither a
+        1.2.2 claim nor a 1.2.2 rescue takes those tasks from here on."""
+        for task_id in sorted(self._running - self._legacy):
+            if not self.locker.try_lock(legacy_task_key(task_id)):
+                logger.warning("Chave 1.2.2 da tarefa %s em uso por outra sessão (um worker "
+                               "1.2.2?) ao voltar ao modo de frota mista", task_id)
+                continue
+            self._legacy.add(task_id)
 
     def _after_failed_claim(self, turn: Any) -> None:
         """A claim that failed may have released the turn and the deferred 1.2.2 key (the
@@ -293,10 +311,11 @@ class PgGuard(TaskGuard):
             # next due time does not know (an UPDATE sends no notification).
             turn.kept_task_failed(task_id)
         try:
-            if self.repo.legacy:
+            if task_id in self._legacy:
                 # 1.2.2's key is given back only after the commit or rollback (a 1.2.2
                 # rescuer that got it earlier would re-queue a finished task: its status
                 # update has no guard), and by the next statement that can carry it.
+                self._legacy.discard(task_id)
                 self.settle()
                 self._deferred = task_id
             if task_id in self._released:
@@ -321,6 +340,7 @@ class PgGuard(TaskGuard):
     def close(self) -> None:
         self._released.clear()
         self._running.clear()
+        self._legacy.clear()
         self._claimed_at.clear()
         self._deferred = None
         self._turn = None

@@ -6,10 +6,11 @@ import datetime as _dt
 import json
 import logging
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import LockKey
+from nsj_queue_lib.coordination.fleet_mode import FleetMode, fleet_mode
 from nsj_queue_lib.db.claim_position import ClaimPosition
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries
 from nsj_queue_lib.db.server import (
@@ -123,11 +124,14 @@ class TaskRepository:
     """Queue-table operations for one queue on one session."""
 
     def __init__(self, session: DbSession, queue_table: str,
-                 subscriber_table: Optional[str] = None, *, legacy: bool = False) -> None:
-        """`legacy`: 1.2.2 workers may share the queue (coordination/keys.py); the claim,
-        the promotion and the fan-out then use their *_compat statements (PostgreSQL)."""
+                 subscriber_table: Optional[str] = None, *,
+                 legacy: Union[bool, FleetMode] = False) -> None:
+        """`legacy`: whether 1.2.2 workers may share the queue (the queue's mode, followed
+        as it changes, or a fixed flag: coordination/fleet_mode.py); while they may, the
+        claim, the promotion and the fan-out use their *_compat statements (PostgreSQL)."""
         self.session = session
-        self.legacy = legacy and session.dialect.name == "postgres"
+        self.fleet = legacy if isinstance(legacy, FleetMode) else FleetMode.fixed(legacy)
+        self._postgres = session.dialect.name == "postgres"
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
@@ -139,6 +143,11 @@ class TaskRepository:
         # (db/claim_position.py); MySQL's claim is another module's.
         self.position: Optional[ClaimPosition] = (
             ClaimPosition() if session.dialect.name == "postgres" else None)
+
+    @property
+    def legacy(self) -> bool:
+        """Mixed-fleet mode now (PostgreSQL): 1.2.2's keys are held too."""
+        return self._postgres and self.fleet.mixed
 
     # -- producer ---------------------------------------------------------
     def task_insert(self, **row: Any) -> int:
@@ -191,7 +200,7 @@ class TaskRepository:
     # -- claim / finish ---------------------------------------------------
     def task_claim_locked(self, lock_ns: int, limit: int = 1, *, unlock: Optional[int] = None,
                           turn: Optional[Tuple[int, int, int]] = None,
-                          keep: bool = False) -> List[dict]:
+                          keep: bool = False, legacy: Optional[bool] = None) -> List[dict]:
         """PostgreSQL: claim up to `limit` due tasks, each advisory-locked by this session.
 
         In the same statement: `unlock` (a one-bigint key, or None) is released whatever
@@ -199,11 +208,13 @@ class TaskRepository:
         released when a task was claimed, with `keep` only when another task is due too
         (`take_claim_besides` then gives the seconds to the next due task but the one
         claimed).  `turn` is (namespace, turn id, hand-over id): see the SQL.  Each
-        returned row has "nsjq_turn_released"."""
+        returned row has "nsjq_turn_released".  `legacy`: take 1.2.2's keys too (None:
+        as the queue's mode says now)."""
         limit = int(limit)
         if limit < 1 or (turn is not None and limit != 1):
             raise ValueError("limit inválido para o claim")
-        if self.legacy:
+        legacy = self.legacy if legacy is None else legacy
+        if legacy:
             name, query = "nsjq_claim_compat", "task_claim_locked_compat"
         else:
             name, query = "nsjq_claim", "task_claim_locked"
@@ -215,7 +226,7 @@ class TaskRepository:
         position = self._position()
         params.update(position.claim_params())
         params["due_from"] = position.probe_from()
-        sql, name = self._from_start(sql, name, params)
+        sql, name = self._from_start(sql, name, params, legacy)
         self._claim_probe = self._claim_besides = None
         rows = self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)
         if len(rows) == 1 and rows[0]["id"] is None:  # nothing claimed: the probe's row
@@ -255,12 +266,13 @@ class TaskRepository:
         besides, self._claim_besides = self._claim_besides, None
         return besides
 
-    def _from_start(self, sql: str, name: str, params: dict) -> Tuple[str, str]:
+    def _from_start(self, sql: str, name: str, params: dict,
+                    legacy: bool) -> Tuple[str, str]:
         """A claim from the index start runs the single ordered scan (part_claim_pick_full*),
         in a prepared statement of its own: its plan never depends on position values."""
         if params["pos_from"] is not None:
             return sql, name
-        pick = "part_claim_pick_compat" if self.legacy else "part_claim_pick"
+        pick = "part_claim_pick_compat" if legacy else "part_claim_pick"
         parts = self.q.parts
         return sql.replace(parts[pick], parts[pick.replace("pick", "pick_full")]), f"{name}_full"
 
@@ -278,10 +290,11 @@ class TaskRepository:
                 for row in rows:
                     row["status"] = "processando"
         else:
-            sql = self.q["task_claim_batch_compat"] if self.legacy else self.q["task_claim_batch"]
+            legacy = self.legacy
+            sql = self.q["task_claim_batch_compat"] if legacy else self.q["task_claim_batch"]
             position = self._position()
-            params = {"limit": limit, "lock_ns": lock_ns, **position.claim_params()}
-            sql, _ = self._from_start(sql, "", params)
+            params = {"lock_ns": lock_ns, "limit": limit, **position.claim_params()}
+            sql, _ = self._from_start(sql, "", params, legacy)
             rows = [_normalize(r) for r in self.session.fetch_all(sql, params)]
             position.note(rows)
         rows.sort(key=lambda r: (-int(r["prioridade"]), r["data_hora"], r["id"]))
@@ -519,10 +532,6 @@ class TaskRepository:
                                         {"limit": limit})
         return self.session.execute(self.q["task_promote_scheduled"], {"limit": limit})
 
-    def compat_evidence(self, channel: str) -> dict:
-        """Signs of 1.2.2 workers on this queue (PostgreSQL): see the named query."""
-        return self.session.fetch_one(self.q["compat_evidence"], {"channel": channel}) or {}
-
     def task_has_lost_pending(self, seconds: float) -> bool:
         return bool(self.session.fetch_value(self.q["task_has_lost_pending"],
                                              {"seconds": seconds}))
@@ -558,9 +567,7 @@ class TaskRepository:
 
 def open_repository(settings: Settings, **connect_kwargs: Any) -> TaskRepository:
     """Open a new session and a repository for the configured queue."""
-    from nsj_queue_lib.coordination.keys import compat_1_2_2
-
     session = DbSession.open(settings, **connect_kwargs)
     return TaskRepository(session, settings.queue_table, settings.queue_subscriber_table,
-                          legacy=compat_1_2_2(settings))
+                          legacy=fleet_mode(settings))
 

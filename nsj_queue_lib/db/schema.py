@@ -36,7 +36,7 @@ from nsj_queue_lib.db.queries import raw_queries, read_sql
 
 # Bumped when the declared objects change meaning; the stamp also carries a digest of
 # the source text, so any edit of schema.sql/views.sql is seen by verify.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 VERSION_PREFIX = "nsj_queue_lib schema "
 # Indexes the original 1.2.2 db_gen created (idx_<fila>_...): replaced by the
 # current ones and dropped by upgrade.
@@ -84,6 +84,7 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
         "fila_sql": q(fila),
         "fila_literal": fila.replace("'", "''"),
         "table": qualified(fila),
+        "table_literal": qualified(fila).replace("'", "''"),
         "sub_table": qualified(object_name(fila, "subscriber")),
         "control_table": qualified(object_name(fila, "controle")),
         "admin_table": qualified(object_name(fila, "rotinas")),
@@ -174,6 +175,8 @@ _KINDS = (
     ("comment", re.compile(rf"COMMENT\s+ON\s+TABLE\s+{_QNAME}", re.I)),
     ("table_alter", re.compile(rf"ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?{_QNAME}",
                                re.I)),
+    # Rows a new queue starts with: never written by upgrade (an existing queue has its own).
+    ("seed", re.compile(rf"INSERT\s+INTO\s+{_QNAME}", re.I)),
 )
 
 
@@ -521,6 +524,8 @@ def upgrade_statements(conn: Any, dialect: Dialect, schema: str, fila: str) -> L
         elif kind == "table_alter":
             if ("options", name) in changed or ("table", name) in changed:
                 out.append(code)
+        elif kind == "seed":
+            continue
         else:
             out.append(code)  # unknown kinds are idempotent by contract: always re-run
     # The version is recorded last: only once everything else went through.

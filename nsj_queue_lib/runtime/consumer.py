@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Backend, Notifier, TaskGuard
-from nsj_queue_lib.coordination.keys import compat_1_2_2
+from nsj_queue_lib.coordination.fleet_mode import fleet_mode
 from nsj_queue_lib.coordination.listener_turn import (
     HELD,
     KEPT_SETTLE,
@@ -98,7 +98,7 @@ class Consumer:
     def _serve(self, session: DbSession, backoff: Backoff) -> None:
         settings = self.settings
         repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table,
-                              legacy=compat_1_2_2(settings))
+                              legacy=fleet_mode(settings))
         self.backend.check(session)
         notifier = self.backend.notifier(session)
         guard: Optional[TaskGuard] = None
@@ -121,7 +121,7 @@ class Consumer:
             if self.on_connect is not None:
                 self.on_connect(session)
             busy = BUSY_FIRST
-            gate = self._gate = PauseGate(session, settings.queue_table)
+            gate = self._gate = PauseGate(session, settings.queue_table, fleet=repo.fleet)
             # (MySQL native: a stop ends a wait for the idle turn; the turn's probe reads
             # the pause flag)
             notifier.attach(self.stop.is_set, gate.note)
@@ -296,7 +296,7 @@ class Consumer:
                     next_due = grant["due"]
                     backlog = grant.get("more") is not False
                     if grant["paused"] is not None:
-                        gate.note(grant["paused"], grant["why"])
+                        gate.note(grant["paused"], grant["why"], grant.get("compat"))
                     grant = None
                 else:
                     # Drop what was received BEFORE the probe (commits its snapshot will

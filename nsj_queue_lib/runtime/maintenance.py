@@ -53,7 +53,8 @@ from nsj_queue_lib.coordination.base import (
     Locker,
     admin_lock_key,
 )
-from nsj_queue_lib.coordination.keys import compat_1_2_2, task_keys
+from nsj_queue_lib.coordination.fleet_mode import fleet_mode
+from nsj_queue_lib.coordination.keys import task_keys
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
@@ -122,7 +123,7 @@ class AdminService:
             try:
                 repo = TaskRepository(session, self.settings.queue_table,
                                       self.settings.queue_subscriber_table,
-                                      legacy=compat_1_2_2(self.settings))
+                                      legacy=fleet_mode(self.settings))
                 yield repo, locker
             finally:
                 with contextlib.suppress(Exception):

@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Callable, Optional
 
+from nsj_queue_lib.coordination.fleet_mode import FleetMode
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
@@ -21,13 +22,18 @@ class PauseGate:
 
     A queue without a control table (created before 2.1 and not upgraded) is never
     paused; the table is looked for again every MISSING_RECHECK seconds.
+
+    The same row carries the queue's mixed-fleet mode: each read is noted in `fleet`
+    (coordination/fleet_mode.py), so the claims follow a change within about a second.
     """
 
     def __init__(self, session: DbSession, queue_table: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 fleet: Optional[FleetMode] = None) -> None:
         from nsj_queue_lib.admin import QueueAdmin
 
         self.admin = QueueAdmin(session, queue_table)
+        self.fleet = fleet
         self.clock = clock
         self.paused = False
         self.reason: Optional[str] = None
@@ -53,12 +59,14 @@ class PauseGate:
         self._missing = not state["controle"]
         self._seen = bool(state["controle"])
         self._update(bool(state["pausada"]), state.get("motivo"))
+        if self.fleet is not None:
+            self.fleet.note(state.get("compat_1_2_2"))
         return self.paused
 
     @property
     def flag_sql(self) -> str:
-        """The SELECT of the flag (columns pausada, motivo), for a statement that reads
-        it together with other things."""
+        """The SELECT of the flag (columns pausada, motivo, compat_1_2_2), for a statement
+        that reads it together with other things."""
         return self.admin.q["queue_pause_get"]
 
     @property
@@ -66,10 +74,13 @@ class PauseGate:
         """The control table existed at the last read (its flag can be read directly)."""
         return self._seen
 
-    def note(self, paused: bool, reason: Optional[str]) -> None:
-        """A fresh read of the flag made by another statement (the listener turn's)."""
+    def note(self, paused: bool, reason: Optional[str],
+             compat: Optional[bool] = None) -> None:
+        """A fresh read of the row made by another statement (the listener turn's)."""
         self._checked_at = self.clock()
         self._update(bool(paused), reason)
+        if self.fleet is not None:
+            self.fleet.note(compat)
 
     def _update(self, paused: bool, reason: Optional[str]) -> None:
         if paused and not self.paused:

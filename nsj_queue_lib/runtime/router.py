@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.keys import compat_1_2_2
+from nsj_queue_lib.coordination.fleet_mode import fleet_mode
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, TaskConnection, session_of
 
@@ -97,7 +97,7 @@ class TaskContext:
                 raise RuntimeError("tarefa sem sessão de banco ou sem configuração da fila")
             self.repo = TaskRepository(self.session, self.settings.queue_table,
                                        self.settings.queue_subscriber_table,
-                                       legacy=compat_1_2_2(self.settings))
+                                       legacy=fleet_mode(self.settings))
         return self.repo
 
 

@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Any, Callable, List, Optional
 
-from nsj_queue_lib.compat import startup_check
+from nsj_queue_lib.compat import CompatWatch
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.db.session import DbSession
@@ -41,6 +41,11 @@ class WorkerRuntime:
         # The admin jobs (rescue, purge, notify) run on a connection the worker holds
         # anyway (see runtime/maintenance.py): one connection per task thread.
         self.slots = AdminSlots(admin_services(settings, self.backend, self.stop))
+        # The look for 1.2.2 workers (and the mode of the queue), at start and every minute.
+        self.compat_watch: Optional[CompatWatch] = None
+        if settings.db_driver == "POSTGRES":
+            self.compat_watch = CompatWatch(settings)
+            self.slots.add(self.compat_watch)
         self.services: List[Any] = list(extra_services or [])
         # Heartbeat file for container probes (python -m nsj_queue_lib.health).
         # The database check is the consumer's own connection state (one connection per
@@ -102,7 +107,9 @@ class WorkerRuntime:
         if not self._connected_once:
             self._connected_once = True
             self._warn_channel_name()
-            startup_check(self.settings, session)
+            if self.compat_watch is not None:
+                # (before the rescue: it takes 1.2.2's keys only in mixed-fleet mode)
+                self.slots.run_now(self.compat_watch, session)
         self._rescue_once(session)
 
     def _warn_channel_name(self) -> None:

@@ -1,7 +1,8 @@
 """A live fleet upgrading pod by pod: real 1.2.2 workers and producers beside 2.x ones on
 one queue, SIGKILL of one worker of each kind mid-run; every committed side effect exactly
 once.  Follows the README's "Migrando da 1.2.2" procedure (schema upgrade with 1.2.2
-running, then 2.x workers with QUEUE_COMPAT_1_2_2 at its default)."""
+running, then 2.x workers with no compatibility variable: the upgraded queue is in
+mixed-fleet mode, and that alone keeps them safe)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ def test_plain_queue_mixed_fleet_with_sigkill_runs_every_task_once(legacy_queue)
     # Step 1 of the procedure: upgrade the schema while 1.2.2 works on the queue.
     schema.upgrade(conn, POSTGRES, fleet.schema, fleet.fila)
     assert schema.verify(conn, POSTGRES, fleet.schema, fleet.fila).ok
-    # Step 2: 2.x workers join (QUEUE_COMPAT_1_2_2 left at its default).
+    # Step 2: 2.x workers join (no QUEUE_COMPAT_1_2_2: the queue's mode decides).
     v2 = [fleet.start_v2("tests.compat.worker_v2", f"plain{i}") for i in range(2)]
     fleet.produce_legacy("plain", 300, 850, "k")
     _insert_v2(conn, fleet, "plain", 1150, 850, "k")
@@ -95,7 +96,7 @@ def test_plain_queue_mixed_fleet_with_sigkill_runs_every_task_once(legacy_queue)
 
 
 def test_batch_mode_mixed_fleet_with_sigkill_runs_every_task_once(legacy_queue):
-    """QUEUE_BATCH_SIZE=10 beside 1.2.2 (compatibility mode at its default): locks, rescue
+    """QUEUE_BATCH_SIZE=10 beside 1.2.2 (the upgraded queue's mixed-fleet mode): locks, rescue
     and the SIGKILL of a worker of each version mid-run keep every effect exactly once."""
     conn, fleet = legacy_queue
     s, f = fleet.schema, fleet.fila
@@ -160,9 +161,9 @@ def test_worker_with_compat_off_beside_1_2_2_warns_loudly(legacy_queue):
     eventually(lambda: "INSEGURO: QUEUE_COMPAT_1_2_2=false" in unsafe.log(), 30,
                message="aviso de configuração insegura")
     assert "conexão(ões) de outro programa com comandos da 1.2.2" in unsafe.log()
-    safe = fleet.start_v2("tests.compat.worker_v2", "com-compat")
-    eventually(lambda: "Modo de compatibilidade com a 1.2.2 ativo" in safe.log(), 30,
-               message="modo de compatibilidade")
+    safe = fleet.start_v2("tests.compat.worker_v2", "com-compat")  # the queue's mode
+    eventually(lambda: "Modo de frota mista com a 1.2.2 ativo" in safe.log(), 30,
+               message="modo de frota mista")
     assert "INSEGURO" not in safe.log()
 
 

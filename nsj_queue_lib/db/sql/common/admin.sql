@@ -48,9 +48,6 @@ UPDATE {table}
    SET status = 'cancelada', mensagem = %(mensagem)s
  WHERE id = %(id)s AND status IN ('pendente', 'agendada')
 
--- name: queue_pause_get
-SELECT pausada, motivo, alterado_por, alterado_em FROM {control_table} WHERE id = 1
-
 -- name: admin_task_list
 -- Newest first.  %(all_attempts)s false: only the current attempt of each chain.
 SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, t.processo,

@@ -5,6 +5,13 @@
 -- its current state is its one attempt not re-queued (NOT reenfileirado).
 -- Blocks whose text is the same in every dialect live in sql/common/admin.sql.
 
+-- name: queue_pause_get
+-- (no mixed-fleet mode on MySQL: 1.2.2 never ran natively here)
+SELECT pausada, motivo, alterado_por, alterado_em, NULL AS compat_1_2_2,
+       NULL AS compat_alterado_em, NULL AS compat_alterado_por
+  FROM {control_table}
+ WHERE id = 1
+
 -- name: queue_pause_set
 INSERT INTO {control_table} (id, pausada, motivo, alterado_por, alterado_em)
 VALUES (1, %(pausada)s, %(motivo)s, %(por)s, UTC_TIMESTAMP(6))

@@ -5,6 +5,35 @@
 -- its current state is its one attempt not re-queued (NOT reenfileirado).
 -- Blocks whose text is the same in every dialect live in sql/common/admin.sql.
 
+-- name: queue_pause_get
+-- The control row: the pause flag, and the queue's mixed-fleet mode (NULL when the row
+-- predates the column: a queue of an earlier 2.x not upgraded yet, mixed-fleet).  Read
+-- through the row's JSON so that such a queue needs no statement of its own.
+SELECT c.pausada, c.motivo, c.alterado_por, c.alterado_em,
+       (to_jsonb(c) ->> 'compat_1_2_2')::boolean AS compat_1_2_2,
+       (to_jsonb(c) ->> 'compat_alterado_em')::timestamptz AS compat_alterado_em,
+       to_jsonb(c) ->> 'compat_alterado_por' AS compat_alterado_por
+  FROM {control_table} c
+ WHERE c.id = 1
+
+-- name: queue_compat_set
+-- Sets the mixed-fleet mode (nsj-queue compat on|off); the pause flag is kept.
+INSERT INTO {control_table} (id, compat_1_2_2, compat_alterado_em, compat_alterado_por)
+VALUES (1, %(compat)s, now(), %(por)s)
+ON CONFLICT (id) DO UPDATE
+   SET compat_1_2_2 = EXCLUDED.compat_1_2_2, compat_alterado_em = EXCLUDED.compat_alterado_em,
+       compat_alterado_por = EXCLUDED.compat_alterado_por
+
+-- name: queue_compat_column_exists
+-- Whether the control table has the mixed-fleet column (upgraded to this version).
+SELECT EXISTS (SELECT 1
+                 FROM pg_catalog.pg_attribute a
+                 JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+                 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                WHERE c.relname = %(name)s
+                  AND n.nspname = coalesce(%(schema)s, current_schema())
+                  AND a.attname = 'compat_1_2_2' AND NOT a.attisdropped)
+
 -- name: queue_pause_set
 INSERT INTO {control_table} (id, pausada, motivo, alterado_por, alterado_em)
 VALUES (1, %(pausada)s, %(motivo)s, %(por)s, now())

@@ -410,6 +410,8 @@ UPDATE {table}
 -- whose last statement is one 1.2.2 sends (LISTEN on the channel, one-bigint advisory
 -- locks, or its scan of the queue aliased "as tarefa": an idle 1.2.2 worker's last
 -- statement is often that scan); the 2.x sessions are recognised by their application_name.
+-- ocultas: sessions of other roles whose statements this role may not read (without
+-- pg_read_all_stats): 1.2.2 workers among them cannot be told.
 SELECT (SELECT count(*) FROM {table}
          WHERE status = 'falha_processando'
            AND data_hora > now() - interval '1 day') AS falha_processando,
@@ -420,7 +422,12 @@ SELECT (SELECT count(*) FROM {table}
            AND (query ~* ('^\s*listen\s+"?' || %(channel)s || '"?\s*$')
                 OR query ~* 'pg_(try_)?advisory_(un)?lock\(\s*\d+\s*\)'
                 OR query ~* ('\mfrom\s+("?\w+"?\.)?"?' || %(channel)s || '"?\s+as\s+tarefa\M'))
-       ) AS sessoes
+       ) AS sessoes,
+       (SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database()
+           AND pid <> pg_backend_pid()
+           AND coalesce(application_name, '') NOT LIKE 'nsj_queue_lib%%'
+           AND query = '<insufficient privilege>') AS ocultas
 
 -- name: task_has_lost_pending
 SELECT EXISTS (SELECT 1 FROM {table}

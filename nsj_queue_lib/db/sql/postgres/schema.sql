@@ -91,6 +91,23 @@ CREATE TABLE IF NOT EXISTS {control_table} (
     alterado_em timestamptz NOT NULL DEFAULT now()
 );
 
+-- Mixed-fleet mode (coordination/fleet_mode.py): while compat_1_2_2 is true, 1.2.2 workers
+-- may share the queue and 2.x workers also hold 1.2.2's keys; no row means true.  Added
+-- by ALTER so that `schema apply` on a queue of an earlier 2.x adds it too, as true.
+ALTER TABLE {control_table}
+    ADD COLUMN IF NOT EXISTS compat_1_2_2 boolean NOT NULL DEFAULT true,
+    ADD COLUMN IF NOT EXISTS compat_alterado_em timestamptz,
+    ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150);
+
+-- A queue this DDL creates never had 1.2.2 workers: it starts out of mixed-fleet mode.
+-- Only a new queue table has no version stamp yet (the COMMENT at the end writes it;
+-- 1.2.2's table never has one, and `schema apply` fails on it before this point); and
+-- `schema upgrade` never runs this statement (db/schema.py: a seed).
+INSERT INTO {control_table} (id, compat_1_2_2, compat_alterado_em, compat_alterado_por)
+SELECT 1, false, now(), 'nsj-queue schema'
+ WHERE obj_description('{table_literal}'::regclass, 'pg_class') IS NULL
+ON CONFLICT (id) DO NOTHING;
+
 -- The admin jobs' last run (rescue, purge, notify; one row each): `horario` is the slot
 -- (a clock minute, UTC) it ran for.  Written under the job's admin lock; a worker that
 -- reaches the job late (busy through the slot) skips it when its slot is already here.
