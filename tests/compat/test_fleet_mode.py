@@ -169,3 +169,41 @@ def test_a_running_worker_follows_the_queue_mode_without_restart(queue):
     eventually(lambda: run_and_look("desligado") == [], 10, interval=0,
                message="o worker deixa de segurar a chave da 1.2.2")
     assert "modo de frota mista com a 1.2.2" in worker.log()
+
+
+def test_a_role_that_cannot_see_other_sessions_says_it_cannot_tell(queue, pg_server):
+    """Without pg_read_all_stats, sessions of other roles hide their statements: `compat
+    off` names them and refuses (a 1.2.2 worker could be among them); --force overrides."""
+    import psycopg2
+
+    role = f"nsjq_r_{uuid.uuid4().hex[:8]}"
+    queue.sql(f"CREATE ROLE {role} LOGIN")
+    queue.sql(f'GRANT USAGE ON SCHEMA "{queue.schema}" TO {role}')
+    queue.sql(f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{queue.schema}" TO {role}')
+    env = pg_server.env()
+    other = psycopg2.connect(host=env["DB_HOST"], port=env["DB_PORT"], user=env["DB_USER"],
+                             dbname=env["DB_BASE"], application_name="outro programa")
+    limited = psycopg2.connect(host=env["DB_HOST"], port=env["DB_PORT"], user=role,
+                               dbname=env["DB_BASE"])
+    limited.autocommit = True
+    try:
+        with other.cursor() as cur:
+            cur.execute("SELECT 1")
+        admin = QueueAdmin(limited, queue.table)
+        state = admin.compat_state()
+        assert state["ocultas"] >= 1 and state["sinais"] == []
+        try:
+            admin.compat_off(por="teste")
+        except Exception as exc:
+            assert "não é possível saber" in str(exc)
+        else:
+            raise AssertionError("compat off aceito sem ver as outras conexões")
+        admin.compat_on(por="teste")
+        assert admin.compat_off(por="teste", force=True)
+        assert admin.compat_state()["gravado"] is False
+    finally:
+        other.close()
+        limited.close()
+        queue.sql(f'REVOKE ALL ON ALL TABLES IN SCHEMA "{queue.schema}" FROM {role}')
+        queue.sql(f'REVOKE ALL ON SCHEMA "{queue.schema}" FROM {role}')
+        queue.sql(f"DROP ROLE {role}")
