@@ -121,17 +121,19 @@ class QueueAdmin:
     def list_tasks(self, status: Optional[str] = None, processo: Optional[str] = None,
                    chave_externa: Optional[str] = None, tenant: Optional[int] = None,
                    dead: Optional[bool] = None, all_attempts: bool = False,
-                   limit: int = 50, before_id: Optional[int] = None) -> List[dict]:
+                   limit: int = 50, before_id: Optional[int] = None,
+                   failing: Optional[bool] = None) -> List[dict]:
         """Tasks, newest first: the current attempt of each chain, or every attempt.
 
         Filters left as None are not applied; `before_id` pages backwards
-        (pass the smallest id of the previous page).
+        (pass the smallest id of the previous page); `failing` True: only chains that
+        failed and wait for their next attempt.
         """
         if not isinstance(limit, int) or limit <= 0:
             raise ValueError("limit deve ser um inteiro maior que zero")
         params = {"status": status, "processo": processo, "chave_externa": chave_externa,
                   "tenant": tenant, "dead": dead, "all_attempts": bool(all_attempts),
-                  "before_id": before_id, "limit": limit}
+                  "before_id": before_id, "limit": limit, "failing": failing}
         return [_normalize(r) for r in self.session.fetch_all(self.q["admin_task_list"], params)]
 
     def _root(self, task_id: int) -> dict:
@@ -170,14 +172,17 @@ class QueueAdmin:
     # -- redrive and cancel ---------------------------------------------
     def retry(self, task_id: int, por: Optional[str] = None) -> int:
         """Redrive a chain that ended in `falha` or `cancelada`: insert a new attempt, due
-        now, with `id_anterior` pointing to the attempt it follows; return its id.
+        now, with `id_anterior` pointing to the attempt it follows; return its id.  A
+        chain that failed and waits for its next attempt (back-off) has that attempt run
+        now instead; its id is returned.
 
         `task_id` may be any attempt of the chain.  For a dead-letter chain the
         live chain it came from (`live_id`) is redriven: the task runs `execute`
         again.  The attempt count goes on (`tentativa + 1`), so when the chain had
         exhausted QUEUE_MAX_RETRY, a new failure sends it to the dead letters again.
-        Raises NotFoundException, or InvalidTaskState when the chain is waiting,
-        running or succeeded.  Safe under concurrent calls: only one new attempt.
+        Raises NotFoundException, or InvalidTaskState when the chain is waiting (not
+        after a failure), running or succeeded.  Safe under concurrent calls: only one
+        new attempt.
         """
         root = self._root(task_id)
         target = root["live_id"] if root["dead"] and root["live_id"] else root["raiz"]
@@ -187,16 +192,40 @@ class QueueAdmin:
             if last is None:
                 raise NotFoundException(f"Tarefa {target} não encontrada em {self.queue_table} "
                                         "(talvez já apagada pelo purge)")
+            if last["status"] == "agendada" and self.session.execute(
+                    self.q["admin_run_now"], {"id": last["id"], "mensagem": truncate_message(
+                        f"Antecipada manualmente{self._by(por)}")}) == 1:
+                self._wake_workers()
+                logger.info("Tarefa %s: tentativa %s antecipada manualmente%s", target,
+                            last["id"], self._by(por))
+                return int(last["id"])
             if last["status"] not in REDRIVABLE or not self._mark_redrive(last["id"]):
                 raise InvalidTaskState(
                     f"Tarefa {target}: a tentativa atual ({last['id']}) está '{last['status']}';"
-                    f" só uma tarefa em {' ou '.join(REDRIVABLE)} pode ser reenfileirada")
+                    f" só uma tarefa em {' ou '.join(REDRIVABLE)}, ou que aguarda nova "
+                    "tentativa após uma falha, pode ser reenfileirada")
             message = truncate_message(f"Reenfileirada manualmente{self._by(por)} após "
                                        f"'{last['status']}' da tentativa {last['id']}")
             new_id = self._insert_redrive(last["id"], message)
         logger.info("Tarefa %s reenfileirada manualmente%s: nova tentativa %s", target,
                     self._by(por), new_id)
         return new_id
+
+    def _wake_workers(self) -> None:
+        """Tell idle workers that a task is due now (an UPDATE sends no notification; they
+        would otherwise wait for the time they armed).  PostgreSQL: NOTIFY on the queue's
+        channel, at commit; client/server: through the server; MySQL native workers see
+        it at their next look."""
+        if self.settings is not None and self.settings.client_server_mode:
+            from nsj_queue_lib.coordination.socket.notifier import notify_server
+
+            try:
+                notify_server(self.settings)
+            except Exception as exc:  # the task is due anyway: the next poll finds it
+                logger.warning("Aviso aos workers não enviado: %s", exc)
+        elif self.dialect.name == "postgres":
+            self.session.execute("SELECT pg_notify(%(channel)s, '')",
+                                 {"channel": self._channel()})
 
     def _mark_redrive(self, attempt_id: int) -> bool:
         return self.session.execute(self.q["admin_redrive_mark"], {"id": attempt_id}) == 1

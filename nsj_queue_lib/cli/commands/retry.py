@@ -20,12 +20,15 @@ ORDER = 50
 def register(subparsers: Any) -> None:
     add_parser(
         subparsers, "retry", _retry, task_id=True, queue=True,
-        help="reenfileira uma tarefa em falha, morta ou cancelada",
-        description="Reenfileira a cadeia da tarefa ID, que terminou em falha (esgotou as "
-        "tentativas) ou cancelada: insere uma nova tentativa, pendente agora, ligada à "
-        "anterior (id_inicial, id_anterior). Para uma tarefa da fila de mortos, reenfileira "
-        "a tarefa original (live_id), que roda execute de novo. Sai com 1 se a tarefa não "
-        "existe ou ainda está pendente, agendada, em execução ou concluída com sucesso.")
+        help="reenfileira uma tarefa em falha, morta ou cancelada, ou antecipa a próxima "
+        "tentativa de uma que falhou",
+        description="Reenfileira a cadeia da tarefa ID (qualquer tentativa dela), que terminou "
+        "em falha (esgotou as tentativas) ou cancelada: insere uma nova tentativa, pendente "
+        "agora, ligada à anterior (id_inicial, id_anterior). Para uma tarefa da fila de "
+        "mortos, reenfileira a tarefa original (live_id), que roda execute de novo. Se a "
+        "cadeia falhou e aguarda a próxima tentativa (intervalo entre tentativas), essa "
+        "tentativa passa a valer agora. Sai com 1 se a tarefa não existe, está pendente ou "
+        "agendada sem ter falhado, em execução ou concluída com sucesso.")
     cancel = add_parser(
         subparsers, "cancel", _cancel, task_id=True, queue=True,
         help="cancela uma tarefa pendente ou agendada",
@@ -40,10 +43,14 @@ def _retry(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
         new_id = admin.retry(args.id, por=operator())
         chain = admin.show(new_id)
+    # (a waiting retry keeps its id and says so in its message; a redrive is a new attempt)
+    early = any(a["id"] == new_id and str(a.get("mensagem") or "").startswith("Antecipada")
+                for a in chain["tentativas"])
     emit(args, {"id_inicial": chain["id_inicial"], "nova_tentativa": new_id,
-                "status": chain["status"]},
-         f"Tarefa {chain['id_inicial']} reenfileirada: nova tentativa #{new_id} "
-         f"({chain['status']})")
+                "status": chain["status"], "antecipada": early},
+         f"Tarefa {chain['id_inicial']}: " + (
+             f"tentativa #{new_id} antecipada para agora ({chain['status']})" if early else
+             f"reenfileirada: nova tentativa #{new_id} ({chain['status']})"))
     return EXIT_OK
 
 

@@ -43,6 +43,9 @@ def register(subparsers: Any) -> None:
                       help="só a fila de mortos")
     dead.add_argument("--vivas", dest="dead", action="store_const", const=False,
                       help="sem a fila de mortos")
+    lst.add_argument("--falhando", dest="failing", action="store_const", const=True,
+                     help="só cadeias que falharam e aguardam a próxima tentativa (retry ID "
+                     "a antecipa)")
     lst.add_argument("--todas-tentativas", dest="all_attempts", action="store_true",
                      help="todas as tentativas, não só a atual de cada cadeia")
     lst.add_argument("--limite", type=positive_int, default=50, help="máximo de linhas (padrão 50)")
@@ -63,7 +66,8 @@ def _list(args: argparse.Namespace) -> int:
         rows = admin.list_tasks(status=args.status, processo=args.processo,
                                 chave_externa=args.chave_externa, tenant=args.tenant,
                                 dead=args.dead, all_attempts=args.all_attempts,
-                                limit=args.limite, before_id=args.before_id)
+                                limit=args.limite, before_id=args.before_id,
+                                failing=args.failing)
     if args.json:
         print_json(rows)
         return EXIT_OK

@@ -50,6 +50,7 @@ UPDATE {table}
 
 -- name: admin_task_list
 -- Newest first.  %(all_attempts)s false: only the current attempt of each chain.
+-- %(failing)s true: only attempts waiting to run again after a failure (retries).
 SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, t.processo,
        t.origem, t.destino, t.chave_externa, t.tenant, t.grupo_empresarial, t.prioridade,
        t.data_hora_inicial, t.data_hora, t.mensagem, t.dead, t.live_id, t.pub_sub,
@@ -61,9 +62,20 @@ SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, 
    AND (%(chave_externa)s{as_varchar} IS NULL OR t.chave_externa = %(chave_externa)s{as_varchar})
    AND (%(tenant)s{as_int8} IS NULL OR t.tenant = %(tenant)s{as_int8})
    AND (%(dead)s{as_boolean} IS NULL OR t.dead = %(dead)s{as_boolean})
+   AND (%(failing)s{as_boolean} IS NULL
+        OR (t.status IN ('pendente', 'agendada')
+            AND coalesce(t.status_anterior, '') IN ('falha', 'falha_processando'))
+           = %(failing)s{as_boolean})
    AND (%(before_id)s{as_int8} IS NULL OR t.id < %(before_id)s{as_int8})
  ORDER BY t.id DESC
  LIMIT %(limit)s
+
+-- name: admin_run_now
+-- A retry waiting for its time (an 'agendada' attempt that follows a failed one) is due
+-- now; the row lock serialises it with a worker's promotion or claim.
+UPDATE {table}
+   SET data_hora = {now}, mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'agendada' AND id_anterior IS NOT NULL
 
 -- name: admin_redrive_mark
 -- Claims the right to redrive: only one caller turns reenfileirado on (the row lock
