@@ -14,6 +14,9 @@ import urllib.parse
 from typing import Any, Optional
 
 ELLIPSIS = "…"
+# Characters a terminal may act on instead of showing: C0 controls but tab and newline,
+# DEL and the C1 controls (some terminals read \x9b as CSI).
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean(text: str) -> str:
@@ -146,3 +149,12 @@ def duration(seconds: Optional[float], missing: str = "?", decimals: int = 1) ->
     if s < 172800:
         return f"{s / 3600:.1f} h"
     return f"{s / 86400:.1f} dias"
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every character a terminal would act on (escape sequences, BEL, CR,
+    backspace, C1 controls) written as a visible \\uXXXX escape: text that came from the
+    queue (a webhook's response body in `mensagem`) cannot move the cursor, clear the
+    screen, set the title or forge lines.  Inside a JSON string the escape is valid JSON
+    for the same character."""
+    return _TERMINAL_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -4,6 +4,7 @@ and the translation of errors into one Portuguese line and an exit code."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import decimal
 import getpass
@@ -12,7 +13,7 @@ import re
 import socket
 import sys
 import textwrap
-from typing import Any, Callable, List, NoReturn, Optional, Tuple
+from typing import Any, Callable, Iterator, List, NoReturn, Optional, Tuple
 
 from nsj_queue_lib.exceptions import (
     ConfigError,
@@ -21,6 +22,7 @@ from nsj_queue_lib.exceptions import (
     InvalidTaskState,
     NotFoundException,
 )
+from nsj_queue_lib.text import terminal_safe
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -233,28 +235,60 @@ def driver_error_text(exc: BaseException) -> str:
     return first
 
 
+class TerminalSafe:
+    """A text stream that writes through `terminal_safe`: what the operator's commands
+    print (task messages, process names, payloads) reaches the terminal as text only."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(terminal_safe(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def terminal_output() -> Iterator[None]:
+    """stdout and stderr through TerminalSafe for the duration (restored after)."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalSafe(out), TerminalSafe(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
 def guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Run a handler; turn the library's errors into one line on stderr and an exit code."""
+    """Run a handler; turn the library's errors into one line on stderr and an exit code.
+    Everything it prints goes through `terminal_safe` (TerminalSafe)."""
 
     def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return func(args)
-        except ConfigError as exc:
-            print(f"Erro: {exc}", file=sys.stderr)
-            return EXIT_CONFIG
-        except (DatabaseUnavailable, NotFoundException, InvalidTaskState,
-                ControlTableMissing) as exc:
-            print(f"Erro: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        except KeyboardInterrupt:
-            return EXIT_FAILED
-        except Exception as exc:  # a driver error: missing table, no privilege, ...
-            print(f"Erro: {driver_error_text(exc)}", file=sys.stderr)
-            return EXIT_FAILED
+        with terminal_output():
+            return _run_guarded(func, args)
 
     wrapper.__name__ = func.__name__
     wrapper.__doc__ = func.__doc__
     return wrapper
+
+
+def _run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return func(args)
+    except ConfigError as exc:
+        print(f"Erro: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (DatabaseUnavailable, NotFoundException, InvalidTaskState,
+            ControlTableMissing) as exc:
+        print(f"Erro: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_FAILED
+    except Exception as exc:  # a driver error: missing table, no privilege, ...
+        print(f"Erro: {driver_error_text(exc)}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def open_admin(args: argparse.Namespace) -> Any:
@@ -301,8 +335,9 @@ def add_passthrough(subparsers: Any, name: str, module: str, help: str) -> None:
     def handler(args: argparse.Namespace) -> int:
         import importlib
 
-        return importlib.import_module(f"nsj_queue_lib.{module}").main(
-            args.extra, prog=f"nsj-queue {name}")
+        with terminal_output():
+            return importlib.import_module(f"nsj_queue_lib.{module}").main(
+                args.extra, prog=f"nsj-queue {name}")
 
     parser = subparsers.add_parser(name, add_help=False, help=help)
     parser.set_defaults(handler=handler, passthrough=True)
