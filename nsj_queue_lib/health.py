@@ -7,7 +7,12 @@ and, in client/server mode, that the queue server answers a ping; then it
 writes the result to the heartbeat file, atomically:
 
     {"pid": ..., "fila": ..., "horario": <unix time>, "ok": true|false,
-     "erro": null|"...", "consumidor_conectado": true|false, ...}
+     "erro": null|"...", "consumidor_conectado": true|false, "pausada": ...,
+     "frota_mista": true|false|null, "frota_mista_origem": "fila"|..., ...}
+
+`frota_mista` is the queue's mixed-fleet mode with 1.2.2 as the worker follows it
+(coordination/fleet_mode.py; null on MySQL and in client/server mode, where it does
+not apply), `frota_mista_origem` where it comes from.
 
 The file is QUEUE_HEALTH_FILE, or <temp dir>/nsj_queue_lib-<QUEUE_NAME>.health.
 `ok` also requires that the worker's consumer has connected at least once
@@ -167,6 +172,27 @@ class HeartbeatService(BackgroundService):
             return {"pausada": None, "motivo": None}
         return state
 
+    def _fleet_state(self, pause: Dict[str, Any]) -> Dict[str, Any]:
+        """The queue's mixed-fleet mode with 1.2.2 (coordination/fleet_mode.py): in a
+        worker (`pause_check` given), the process's own view, which its claims follow (no
+        statement of its own); else from the control row `pause` just read.  None: not
+        known (row not read), or not applicable (MySQL, client/server mode)."""
+        from nsj_queue_lib.coordination.fleet_mode import fleet_mode
+
+        mode = fleet_mode(self.settings)
+        mixed: Optional[bool]
+        if not mode.possible:
+            mixed = None
+        elif self.pause_check is not None:
+            mixed = mode.mixed
+        elif mode.override is not None:
+            mixed = mode.override
+        elif pause.get("pausada") is None:  # the row was not read
+            mixed = None
+        else:  # no row, no column or no control table: mixed-fleet
+            mixed = pause.get("compat_1_2_2") is not False
+        return {"frota_mista": mixed, "frota_mista_origem": mode.source}
+
     def state(self) -> Dict[str, Any]:
         db_problem = self._check_db()
         problems = [p for p in (db_problem, self._check_server()) if p]
@@ -177,6 +203,7 @@ class HeartbeatService(BackgroundService):
         return {
             "pausada": pause["pausada"],
             "pausa_motivo": pause.get("motivo"),
+            **self._fleet_state(pause),
             "pid": os.getpid(),
             "fila": self.settings.queue_name,
             "tabela": self.settings.queue_table,
@@ -277,11 +304,13 @@ def judge_state(state: Optional[Dict[str, Any]], max_age: Optional[float] = None
         if state.get("pausada"):
             why = state.get("pausa_motivo")
             paused = "; fila PAUSADA" + (f" ({why})" if why else "") + ": não pega tarefas"
+        fleet = ("; modo de frota mista com a 1.2.2" if state.get("frota_mista") else "")
         return {"saudavel": True, "estado": state, "idade_segundos": round(age, 3),
                 "pausada": bool(state.get("pausada")),
+                "frota_mista": state.get("frota_mista"),
                 "motivo": f"worker pid {pid} da fila {state.get('fila')} saudável "
                           f"(verificado há {age:.1f} s; {state.get('tarefas_executadas')} "
-                          f"tarefas executadas){paused}"}
+                          f"tarefas executadas){paused}{fleet}"}
     return {"saudavel": False, "estado": state, "idade_segundos": round(age, 3),
             "motivo": motivo}
 

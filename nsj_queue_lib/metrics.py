@@ -13,11 +13,18 @@ inside a pod) and answers:
   database answers, queue server answers, consumer connected, heartbeat fresh).
 
 The queue gauges (depth by status, age of the oldest due task, dead letters
-waiting) are read with index-range queries (db/sql/<dialect>/status.sql,
+waiting, the pause flag) are read with index-range queries (db/sql/<dialect>/status.sql,
 ``metrics_*`` and ``status_due_count``) at most once every METRICS_DB_INTERVAL
 seconds whatever the scrape rate: in a worker, by the worker itself on its own
 connection between two tasks when a scrape asked (`GaugeJob`; a scrape answers the
 last read); in the queue server, on a connection of their own.
+
+``nsj_queue_compat_1_2_2`` (PostgreSQL only) is the queue's mixed-fleet mode with
+1.2.2 (coordination/fleet_mode.py): in a worker, the mode the worker follows at the
+scrape (its in-process view, refreshed with the pause flag before its claims: no
+statement of its own; an idle worker reads the row before its next claim, and the
+gauges' own read of the pause flag refreshes it too); in the queue server, the control
+row read with the pause flag.
 """
 
 from __future__ import annotations
@@ -139,8 +146,12 @@ class GaugeJob:
 class QueueGauges:
     """Depth, due count, oldest due age and dead letters of one queue, cached."""
 
-    def __init__(self, settings: Settings, interval: Optional[float] = None) -> None:
+    def __init__(self, settings: Settings, interval: Optional[float] = None,
+                 fleet: Any = None) -> None:
         self.settings = settings
+        # A worker's FleetMode (coordination/fleet_mode.py): the mixed-fleet gauge is the
+        # mode the worker follows now (no statement); without it, the control row's value.
+        self.fleet = fleet
         self.interval = settings.metrics_db_interval if interval is None else interval
         self._lock = threading.Lock()
         self._session: Any = None
@@ -213,9 +224,17 @@ class QueueGauges:
         for row in s.fetch_all(q["metrics_depth"]):
             depth[row["status"]] = int(row["n"] or 0)
         oldest = s.fetch_one(q["metrics_oldest_due"])
-        paused = QueueAdmin(s, self.settings.queue_table).is_paused()
+        pause = QueueAdmin(s, self.settings.queue_table).pause_state()
+        if self.fleet is not None and self.fleet.possible:
+            # A fresh read of the control row, as the worker's pause gate makes before a
+            # claim: an idle worker's mode (and so this gauge and its heartbeat) follows a
+            # change at the next scrape-driven read, not only at its next wake-up.
+            self.fleet.note(pause.get("compat_1_2_2"))
         return {
-            "paused": paused,
+            "paused": bool(pause["pausada"]),
+            # (the same row: None when the queue keeps no value, i.e. mixed-fleet)
+            "compat": (pause.get("compat_1_2_2") is not False
+                       if s.dialect.name == "postgres" else None),
             "depth": depth,
             "due": int(s.fetch_value(q["status_due_count"]) or 0),
             "oldest_due_age": float(oldest["atraso"] or 0) if oldest else 0.0,
@@ -228,8 +247,19 @@ class QueueGauges:
             with contextlib.suppress(Exception):
                 session.close()
 
+    def _compat(self, g: Dict[str, Any]) -> Optional[bool]:
+        """The mixed-fleet mode for the gauge (None: not applicable, no gauge)."""
+        if self.fleet is not None:
+            return self.fleet.mixed if self.fleet.possible else None
+        return g.get("compat") if g["ok"] else None
+
     def families(self, labels: Labels) -> List[Family]:
         g = self.read()
+        compat = self._compat(g)
+        compat_family: List[Family] = [] if compat is None else [
+            ("nsj_queue_compat_1_2_2", "gauge",
+             "1 se a fila está em modo de frota mista com a 1.2.2 (nsj-queue compat)",
+             [(labels, 1 if compat else 0)])]
         out: List[Family] = [
             ("nsj_queue_db_read_ok", "gauge",
              "1 se a última leitura das medidas da fila no banco funcionou",
@@ -239,7 +269,7 @@ class QueueGauges:
              [(labels, g["lido_em"])]),
         ]
         if not g["ok"]:
-            return out
+            return out + compat_family
         out += [
             ("nsj_queue_depth", "gauge", "Tarefas aguardando ou em execução, por status",
              [({**labels, "status": st}, n) for st, n in g["depth"].items()]),
@@ -250,6 +280,7 @@ class QueueGauges:
              [(labels, g["oldest_due_age"])]),
             ("nsj_queue_paused", "gauge", "1 se a fila está pausada (nsj-queue pause)",
              [(labels, 1 if g["paused"] else 0)]),
+            *compat_family,
             ("nsj_queue_dead_letters_waiting", "gauge",
              "Cadeias da fila de mortos não resolvidas (sem sucesso e não reenfileiradas)",
              [(labels, g["dead_waiting"])]),
@@ -372,10 +403,11 @@ class MetricsEndpoint:
 
 def worker_endpoint(settings: Settings, observer: Any, heartbeat: Any) -> MetricsEndpoint:
     """The endpoint of a worker process: its counters, the queue gauges, its heartbeat."""
+    from nsj_queue_lib.coordination.fleet_mode import fleet_mode
     from nsj_queue_lib.health import judge_state
 
     labels = {"queue": settings.queue_name}
-    gauges = QueueGauges(settings)
+    gauges = QueueGauges(settings, fleet=fleet_mode(settings))
     gauges.worker_job()  # read on the worker's own connection (see runtime/supervisor.py)
 
     def health() -> Tuple[bool, str]:

@@ -1,7 +1,8 @@
 """Queue status for people and machines: python -m nsj_queue_lib.status [--json] [--watch [s]].
 
 Reads only DB_* and QUEUE_TABLE (from the environment or `.env`) and prints:
-attempts per status, the current state of the chains (a task and its retries)
+the pause flag and the mixed-fleet mode with 1.2.2 (PostgreSQL; both from the control
+row), attempts per status, the current state of the chains (a task and its retries)
 and of the dead-letter chains, the oldest task that is due and waiting, the
 tasks running and for how long, and the dead letters of the last 24 hours.
 
@@ -55,6 +56,39 @@ def _num(value: Any) -> Optional[float]:
     return None if value is None else round(float(value), 3)
 
 
+def fleet_state(dialect: str, pause: Dict[str, Any]) -> Dict[str, Any]:
+    """The queue's mixed-fleet mode with nsj-queue-lib 1.2.2 (coordination/fleet_mode.py),
+    from the control row already read for the pause flag: "misto" is True when the queue
+    keeps no value (no row, no column, no control table).  Not on MySQL (None)."""
+    if dialect != "postgres":
+        return {"aplica": False, "misto": None, "gravado": None, "desde": None, "por": None}
+    stored = pause.get("compat_1_2_2")
+    return {"aplica": True, "misto": stored is not False,
+            "gravado": None if stored is None else bool(stored),
+            "desde": _iso(pause.get("compat_alterado_em")),
+            "por": pause.get("compat_alterado_por")}
+
+
+def fleet_detail(fleet: Dict[str, Any]) -> str:
+    """Why and since when, in Portuguese (after "ligado"/"desligado")."""
+    if not fleet.get("misto"):
+        text = "(só workers 2.x)"
+    elif fleet.get("gravado") is None:
+        text = "(a fila não grava o modo: esquema anterior ou sem tabela de controle)"
+    else:
+        text = "(workers 1.2.2 podem usar a fila)"
+    if fleet.get("desde"):
+        text += f" desde {fleet['desde']}" + (f" por {fleet['por']}" if fleet.get("por") else "")
+    return text
+
+
+def fleet_text(fleet: Dict[str, Any]) -> str:
+    """The mode in one Portuguese line (status)."""
+    if not fleet.get("aplica"):
+        return "não se aplica (só PostgreSQL)"
+    return ("ligado " if fleet.get("misto") else "desligado ") + fleet_detail(fleet)
+
+
 class StatusReader:
     """Runs the status queries (db/sql/<dialect>/status.sql) of one queue on one session."""
 
@@ -85,6 +119,7 @@ class StatusReader:
             "pausa": {"pausada": pause["pausada"], "motivo": pause["motivo"],
                       "por": pause["alterado_por"], "desde": _iso(pause["alterado_em"]),
                       "tabela_de_controle": pause["controle"]},
+            "frota_mista": fleet_state(self.dialect.name, pause),
             "gerado_em": _iso(now),
             "por_status": self._counts("status_counts"),
             "cadeias_por_status": self._counts("status_counts_chains"),
@@ -151,6 +186,9 @@ def render_text(status: Dict[str, Any]) -> str:
                      + (f" por {pause['por']}" if pause.get("por") else "")
                      + (f": {pause['motivo']}" if pause.get("motivo") else "")
                      + " (os workers não pegam tarefas; nsj-queue resume)")
+    fleet = status.get("frota_mista")
+    if fleet and fleet.get("aplica"):
+        lines.append(f"  Frota mista com a 1.2.2:    {fleet_text(fleet)}")
     lines += [f"  Tentativas por status:      {_fmt_counts(status['por_status'])}",
               f"  Cadeias (estado atual):     {_fmt_counts(status['cadeias_por_status'])}",
               f"  Fila de mortos (atual):     {_fmt_counts(status['mortas_por_status'])}"]

@@ -17,6 +17,7 @@ from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable, NotFoundException
+from nsj_queue_lib.status import fleet_state
 
 T = TypeVar("T")
 
@@ -82,7 +83,8 @@ class DashboardData:
         return table
 
     def summary(self, table: str) -> Dict[str, Any]:
-        """Counts of waiting/running tasks, the last hour, dead letters, oldest due, pause."""
+        """Counts of waiting/running tasks, the last hour, dead letters, oldest due, pause
+        and mixed-fleet mode."""
         def read(s: DbSession) -> Dict[str, Any]:
             q = self._q(s, table)
             status_q = Queries(s.dialect, table, filename="status.sql")
@@ -99,6 +101,8 @@ class DashboardData:
             pause = QueueAdmin(s, table).pause_state()
             return {"fila": table, "contagens": counts, "ultima_hora": minutes,
                     "mais_antiga_devida": oldest, "mortas": dead, "pausa": pause,
+                    # the mixed-fleet mode with 1.2.2, from the same control row
+                    "frota_mista": fleet_state(s.dialect.name, pause),
                     "agora": s.fetch_value(q["dash_now"])}
 
         return self._run(read)

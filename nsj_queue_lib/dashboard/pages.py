@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import urlencode
 
 from nsj_queue_lib.dashboard.data import COUNT_CAP
+from nsj_queue_lib.status import fleet_detail
 from nsj_queue_lib.text import duration
 
 STYLE = """
@@ -26,6 +27,7 @@ font-variant-numeric:tabular-nums}.msg{max-width:32em;word-break:break-word;font
 .tag{display:inline-block;padding:0 .45em;border-radius:4px;font-size:.85em;background:#e3e7eb}
 .sucesso{background:#d4f4dd}.falha{background:#fbd5d5}.pendente,.agendada{background:#fff1c2}
 .processando{background:#d6e8ff}.cancelada{background:#e5e5e5}.pausada{background:#fbd5d5}
+.frota-mista{background:#ffe0b8}
 form.inline{display:inline}button{font:inherit;padding:.35em .8em;border-radius:4px;
 border:1px solid #567;background:#fff;cursor:pointer}button.perigo{border-color:#b22;color:#b22}
 .aviso{padding:.5em .8em;border-radius:4px;margin-bottom:1em}.ok{background:#d4f4dd}
@@ -135,9 +137,12 @@ def overview(summaries: List[Dict[str, Any]], errors: Dict[str, str]) -> str:
     for s in summaries:
         c = s["contagens"]
         t = s["fila"]
-        paused = ' <span class="tag pausada">pausada</span>' if s["pausa"]["pausada"] else ""
+        tags = ' <span class="tag pausada">pausada</span>' if s["pausa"]["pausada"] else ""
+        if (s.get("frota_mista") or {}).get("misto"):
+            tags += (' <span class="tag frota-mista" data-campo="frota-mista" '
+                     'title="modo de frota mista com a 1.2.2">frota mista 1.2.2</span>')
         rows.append(
-            f'<tr data-fila="{e(t)}"><td><a href="{e(url("/fila", f=t))}">{e(t)}</a>{paused}</td>'
+            f'<tr data-fila="{e(t)}"><td><a href="{e(url("/fila", f=t))}">{e(t)}</a>{tags}</td>'
             + "".join(f'<td class="n" data-campo="{k}">{fmt_count(c.get(k, 0))}</td>'
                       for k in ("pendente", "agendada", "processando", "devidas"))
             + f'<td class="n" data-campo="mortas">{fmt_count(s["mortas"])}</td>'
@@ -156,9 +161,22 @@ def overview(summaries: List[Dict[str, Any]], errors: Dict[str, str]) -> str:
         "sucesso.</small></section>")
 
 
+def fleet_line(fleet: Optional[Dict[str, Any]]) -> str:
+    """The mixed-fleet mode with 1.2.2 (PostgreSQL), under the pause state; nothing on
+    MySQL.  Changed with `nsj-queue compat on|off` (no button: turning it off checks for
+    1.2.2 workers first)."""
+    if not fleet or not fleet.get("aplica"):
+        return ""
+    on = bool(fleet.get("misto"))
+    tag = (f'<span class="tag{" frota-mista" if on else ""}" data-campo="frota-mista">'
+           f'{"ligado" if on else "desligado"}</span>')
+    return (f'<p data-campo="frota-mista-linha">Modo de frota mista com a 1.2.2: {tag} '
+            f'<small>{e(fleet_detail(fleet))}</small></p>')
+
+
 def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str]) -> str:
-    """One queue: counts, pause state, oldest due task, last-hour chart, dead letters.
-    Action buttons only when `csrf` is given (a signed-in browser)."""
+    """One queue: counts, pause state, mixed-fleet mode, oldest due task, last-hour chart,
+    dead letters.  Action buttons only when `csrf` is given (a signed-in browser)."""
     t = s["fila"]
     c = s["contagens"]
     pause = s["pausa"]
@@ -185,6 +203,7 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
         state = ('<p><span class="tag" data-campo="pausa">ativa</span> '
                  + (_action("pause", t, csrf, "Pausar a fila", danger=True)
                     if pause.get("controle") else "") + "</p>")
+    state += fleet_line(s.get("frota_mista"))
     dead_rows = []
     for d in dead:
         dead_rows.append(

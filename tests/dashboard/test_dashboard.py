@@ -58,6 +58,10 @@ def test_pages_show_the_numbers_of_the_database(queue, dashboard, browser, artif
     browser.get(dashboard.url("/fila?" + urllib.parse.urlencode({"f": queue.table})))
     got = {k: int(_cell(browser, f'.grade [data-campo="{k}"]')) for k in want}
     assert got == want
+    # A new queue is out of mixed-fleet mode, unless its worker saw, at start, a session
+    # that looks like a 1.2.2 worker in this database (then it put the queue back in it).
+    mixed = queue.value(f"SELECT compat_1_2_2 FROM {queue.table}_controle")
+    assert _cell(browser, '[data-campo="frota-mista"]') == ("ligado" if mixed else "desligado")
     chart = browser.find_element("css selector", 'svg[data-campo="grafico"]')
     finished = queue.count("status = 'sucesso' AND data_hora > now() - interval '1 hour'")
     failed = queue.count("status = 'falha' AND data_hora > now() - interval '1 hour'")

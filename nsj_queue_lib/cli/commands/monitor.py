@@ -14,8 +14,8 @@ def register(subparsers: Any) -> None:
     # which parse the rest of the line: `nsj-queue status --help` shows them.
     add_passthrough(
         subparsers, "status", "status",
-        help="estado da fila: tarefas por status, atrasos, em execução, mortas, pausa "
-        "(--json, --watch)")
+        help="estado da fila: tarefas por status, atrasos, em execução, mortas, pausa, "
+        "modo de frota mista com a 1.2.2 (--json, --watch)")
     add_passthrough(
         subparsers, "health", "health",
         help="verificação de saúde do worker para containers (saída 0 saudável, 1 não)")
