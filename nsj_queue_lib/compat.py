@@ -35,17 +35,30 @@ BANNER = "!" * 78
 class LegacySigns:
     """What a look at the database saw (PostgreSQL)."""
 
-    sessions: int = 0  # sessions of other programs sending 1.2.2's statements
+    sessions: int = 0  # sessions of other programs sending 1.2.2's statements on this queue
     falha_processando: int = 0  # rows of the last day with the status only 1.2.2 writes
     hidden: int = 0  # sessions of other roles whose statements this role cannot see
+    lock_sessions: int = 0  # sessions whose last statement is a one-bigint advisory lock
+
+    @property
+    def live(self) -> int:
+        """Sessions that may be 1.2.2 workers of this queue now.  The one-number advisory
+        locks name no queue, but an idle 1.2.2 worker's last statement is usually the
+        unlock of the task it ran: they count (the safe side; a database where another
+        program sends such locks needs QUEUE_COMPAT_1_2_2=false on its workers)."""
+        return self.sessions + self.lock_sessions
 
     def describe(self, recent: bool = True) -> List[str]:
         """Portuguese descriptions of the signs (`recent`: the rows count too)."""
         out = []
         if self.sessions:
             out.append(f"{self.sessions} conexão(ões) de outro programa com comandos da "
-                       "1.2.2 (LISTEN do canal, advisory lock de um número ou a consulta da "
-                       "fila \"as tarefa\")")
+                       "1.2.2 nesta fila (LISTEN do canal ou a consulta da fila \"as "
+                       "tarefa\")")
+        if self.lock_sessions:
+            out.append(f"{self.lock_sessions} conexão(ões) de outro programa com advisory "
+                       "lock de um número, como a 1.2.2 faz (pode ser um worker 1.2.2 desta "
+                       "ou de outra fila, ou outro programa)")
         if recent and self.falha_processando:
             out.append(f"{self.falha_processando} tarefa(s) com status falha_processando "
                        "(só a 1.2.2 grava) nas últimas 24 h")
@@ -64,7 +77,7 @@ def read_signs(session: Any, queue_table: str, channel: str) -> LegacySigns:
     row = session.fetch_one(Queries(session.dialect, queue_table)["compat_evidence"],
                             {"channel": channel}) or {}
     return LegacySigns(int(row.get("sessoes") or 0), int(row.get("falha_processando") or 0),
-                       int(row.get("ocultas") or 0))
+                       int(row.get("ocultas") or 0), int(row.get("sessoes_lock") or 0))
 
 
 def read_stored_mode(session: Any, queue_table: str) -> Optional[bool]:
@@ -125,7 +138,7 @@ class CompatWatch:
             self._announce(signs)
         if mode.mixed:
             return
-        if signs.sessions:
+        if signs.live:
             self._unsafe(session, signs)
         elif signs.hidden and not self._hidden_told:
             self._hidden_told = True

@@ -11,9 +11,10 @@ peers of 1.2.2 are refused):
 * `nsj-queue compat off|on` changes it; a worker that sees a live 1.2.2 session on a
   queue out of it puts it back (compat.py).
 
-Workers read it together with the pause flag (runtime/pause.py: at most every half
-second, before a claim; the listener turn's probe too), so a change reaches every
-running worker within about a second.  QUEUE_COMPAT_1_2_2, when set, overrides it for
+Workers read it together with the pause flag (runtime/pause.py: before a claim, when the
+last read is more than half a second old; the listener turn's probe and the metrics'
+read of the row too), so every claim made about a second after a change follows it; an
+idle worker's view (its heartbeat file) catches up at its next wake-up.  QUEUE_COMPAT_1_2_2, when set, overrides it for
 the worker that has it.  Until the first read a worker assumes mixed (the safe side).
 """
 

@@ -122,7 +122,7 @@ def test_compat_off_is_refused_beside_a_live_1_2_2_worker_and_a_2x_worker_puts_i
     env = {**fleet.v2_env(), "QUEUE_TABLE": table}
     refused = _nsjq(env, "compat", "off")
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "conexão(ões) de outro programa com comandos da 1.2.2" in refused.stderr
+    assert "conexão(ões) de outro programa com" in refused.stderr
     assert _stored(conn, table) is None  # unchanged
     forced = _nsjq(env, "compat", "off", "--force")
     assert forced.returncode == 0, forced.stderr

@@ -160,7 +160,7 @@ def test_worker_with_compat_off_beside_1_2_2_warns_loudly(legacy_queue):
     unsafe = fleet.start_v2("tests.compat.worker_v2", "sem-compat", QUEUE_COMPAT_1_2_2="false")
     eventually(lambda: "INSEGURO: QUEUE_COMPAT_1_2_2=false" in unsafe.log(), 30,
                message="aviso de configuração insegura")
-    assert "conexão(ões) de outro programa com comandos da 1.2.2" in unsafe.log()
+    assert "conexão(ões) de outro programa com" in unsafe.log()
     safe = fleet.start_v2("tests.compat.worker_v2", "com-compat")  # the queue's mode
     eventually(lambda: "Modo de frota mista com a 1.2.2 ativo" in safe.log(), 30,
                message="modo de frota mista")

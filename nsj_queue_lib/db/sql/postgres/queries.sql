@@ -405,29 +405,32 @@ UPDATE {table}
                  FOR UPDATE SKIP LOCKED)
 
 -- name: compat_evidence
--- Signs that nsj-queue-lib 1.2.2 workers use this queue: status 'falha_processando'
--- (written only by 1.2.2's rescue) in the last day, and sessions of other programs
--- whose last statement is one 1.2.2 sends (LISTEN on the channel, one-bigint advisory
--- locks, or its scan of the queue aliased "as tarefa": an idle 1.2.2 worker's last
--- statement is often that scan); the 2.x sessions are recognised by their application_name.
--- ocultas: sessions of other roles whose statements this role may not read (without
--- pg_read_all_stats): 1.2.2 workers among them cannot be told.
+-- Signs that nsj-queue-lib 1.2.2 workers use this queue, from sessions of other programs
+-- (the 2.x sessions are recognised by their application_name):
+-- * sessoes: the last statement is one only 1.2.2 sends about this queue: LISTEN on its
+--   channel, or its scan of the queue aliased "as tarefa" (an idle 1.2.2 worker's last
+--   statement is often that scan);
+-- * sessoes_lock: the last statement is a one-bigint advisory lock (1.2.2 locks task ids
+--   so), which names no queue: another queue's 1.2.2 worker or another program may send
+--   it too;
+-- * falha_processando: rows of the last day with the status only 1.2.2's rescue writes;
+-- * ocultas: sessions of other roles whose statements this role may not read (without
+--   pg_read_all_stats): 1.2.2 workers among them cannot be told.
 SELECT (SELECT count(*) FROM {table}
          WHERE status = 'falha_processando'
            AND data_hora > now() - interval '1 day') AS falha_processando,
-       (SELECT count(*) FROM pg_stat_activity
-         WHERE datname = current_database()
-           AND pid <> pg_backend_pid()
-           AND coalesce(application_name, '') NOT LIKE 'nsj_queue_lib%%'
-           AND (query ~* ('^\s*listen\s+"?' || %(channel)s || '"?\s*$')
-                OR query ~* 'pg_(try_)?advisory_(un)?lock\(\s*\d+\s*\)'
-                OR query ~* ('\mfrom\s+("?\w+"?\.)?"?' || %(channel)s || '"?\s+as\s+tarefa\M'))
-       ) AS sessoes,
-       (SELECT count(*) FROM pg_stat_activity
-         WHERE datname = current_database()
-           AND pid <> pg_backend_pid()
-           AND coalesce(application_name, '') NOT LIKE 'nsj_queue_lib%%'
-           AND query = '<insufficient privilege>') AS ocultas
+       count(*) FILTER (WHERE a.specific) AS sessoes,
+       count(*) FILTER (WHERE NOT a.specific AND a.query ~* 'pg_(try_)?advisory_(un)?lock\(\s*\d+\s*\)')
+         AS sessoes_lock,
+       count(*) FILTER (WHERE a.query = '<insufficient privilege>') AS ocultas
+  FROM (SELECT s.query,
+               (s.query ~* ('^\s*listen\s+"?' || %(channel)s || '"?\s*$')
+                OR s.query ~* ('\mfrom\s+("?\w+"?\.)?"?' || %(channel)s || '"?\s+as\s+tarefa\M'))
+                 AS specific
+          FROM pg_stat_activity s
+         WHERE s.datname = current_database()
+           AND s.pid <> pg_backend_pid()
+           AND coalesce(s.application_name, '') NOT LIKE 'nsj_queue_lib%%') AS a
 
 -- name: task_has_lost_pending
 SELECT EXISTS (SELECT 1 FROM {table}
