@@ -14,8 +14,9 @@ peers of 1.2.2 are refused):
 Workers read it together with the pause flag (runtime/pause.py: before a claim, when the
 last read is more than half a second old; the listener turn's probe and the metrics'
 read of the row too), so every claim made about a second after a change follows it; an
-idle worker's view (its heartbeat file) catches up at its next wake-up.  QUEUE_COMPAT_1_2_2, when set, overrides it for
-the worker that has it.  Until the first read a worker assumes mixed (the safe side).
+idle worker's view (its heartbeat file) catches up at its next wake-up.
+QUEUE_COMPAT_1_2_2, when set, overrides it for the worker that has it.  Until the first
+read a worker assumes mixed (the safe side).
 """
 
 from __future__ import annotations
