@@ -16,13 +16,21 @@ than a fresh claim), so new tasks are first left to it, and tasks still waiting 
 interval later (a worker that cannot keep up, or a wake-up lost to a worker that died
 or hangs) wake as many more.  A producer's notify wakes one (or the next listener to be
 idle).  HALT goes to every listener.
+
+Admission (see docs/protocol.md, "Resource bounds"): a connection holds one of
+SERVER_MAX_HANDSHAKES places until its `hello` is accepted, for at most the handshake
+budget.  When they are all taken, a connection from an address holding at least two
+fewer of them than the address holding most takes the place of that address's oldest
+one; otherwise it is refused: no number of connections from one address keeps another
+address out.  After `hello`, producer-token sessions may take every client slot but
+the ones reserved for the worker token.  Refusals are written off the accept loop
+(`Refuser`) and logged in bounded volume (`RefusalLog`).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import select
 import socket
 import ssl
 import threading
@@ -38,14 +46,61 @@ from nsj_queue_lib.server.claim_pool import ClaimPool
 from nsj_queue_lib.server.listener_thread import ListenerThread
 from nsj_queue_lib.server.lock_service_thread import AcceptThread
 from nsj_queue_lib.server.locks import LockTable
+from nsj_queue_lib.server.refusals import (
+    CLIENT_LIMIT,
+    CLOSED_BEFORE_HELLO,
+    HANDSHAKE_LIMIT,
+    HELLO_TIMEOUT,
+    LEGACY,
+    LOG_INTERVAL,
+    OTHER,
+    PROTOCOL,
+    REFUSED_HELLO,
+    STOPPING,
+    TLS_FAILED,
+    TLS_REQUIRED,
+    TLS_UNEXPECTED,
+    NotifyLog,
+    RefusalLog,
+    Refuser,
+    peer_host,
+)
 from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
 
 logger = logging.getLogger(__name__)
 
 SERVICE_NOTIFY = "notify"
 SERVICE_LOCK = "lock"
-_REFUSE_DRAIN_WAIT = 0.05
 HANDSHAKE_TIMEOUT = 2.0  # seconds an unauthenticated connection has to send a valid hello
+
+
+def default_reserved_worker_slots(max_clients: int) -> int:
+    """Client slots producer-token sessions never take: a fifth of MAX_CLIENT_THREADS
+    (at least 1, none when there is a single slot)."""
+    return max(1, max_clients // 5) if max_clients > 1 else 0
+
+
+# Close reasons of unauthenticated sessions (listener_thread) -> kind of refusal.
+_KINDS = (("'hello' não recebido a tempo", HELLO_TIMEOUT),
+          ("protocolo incompatível", LEGACY),
+          ("cliente sem TLS", TLS_REQUIRED),
+          ("falha no handshake TLS", TLS_FAILED),
+          ("cliente TLS recusado", TLS_UNEXPECTED),
+          (f"recusado: {p.ERR_TOO_MANY_CLIENTS}", CLIENT_LIMIT),
+          ("recusado:", REFUSED_HELLO),
+          ("violação de protocolo", PROTOCOL),
+          ("frame incompleto", PROTOCOL),
+          ("conexão encerrada pelo cliente", CLOSED_BEFORE_HELLO),
+          ("erro de leitura", CLOSED_BEFORE_HELLO),
+          ("servidor encerrando", STOPPING),
+          ("descartada", HANDSHAKE_LIMIT))
+
+
+def _refusal_kind(reason: str) -> str:
+    for prefix, kind in _KINDS:
+        if reason.startswith(prefix):
+            return kind
+    return OTHER
 
 
 class Server:
@@ -67,9 +122,13 @@ class Server:
                  handshake_timeout: Optional[float] = None,
                  tls_context: Optional[ssl.SSLContext] = None,
                  due_candidates: Optional[Callable[[int], list[int]]] = None,
-                 queue_table: str = "", claim_max_age: float = CLAIM_MAX_AGE) -> None:
+                 queue_table: str = "", claim_max_age: float = CLAIM_MAX_AGE,
+                 reserved_worker_slots: Optional[int] = None,
+                 log_interval: float = LOG_INTERVAL) -> None:
         if max_clients < 1:
             raise ValueError("max_clients deve ser maior que zero")
+        if reserved_worker_slots is None:
+            reserved_worker_slots = default_reserved_worker_slots(max_clients)
         self.host = host
         self.token = token or None
         self.producer_token = producer_token or None
@@ -81,6 +140,10 @@ class Server:
         self.heartbeat_interval = float(heartbeat_interval or timeout)
         self.channel = channel
         self.max_clients = max_clients
+        # Slots producer-token sessions cannot take (kept for workers, CLI and health).
+        self.reserved_worker_slots = max(0, min(reserved_worker_slots, max_clients - 1))
+        self.refusals = RefusalLog(log_interval)
+        self.notifies = NotifyLog(log_interval)
         self.tls_context = tls_context
         self.locks = LockTable()
         self._has_due_tasks = has_due_tasks
@@ -106,7 +169,12 @@ class Server:
         # is woken at once (its claim reads the news).
         self._owed = False
         self._free_before: set[int] = set()  # free due ids at the previous probe
-        self._pending: set[int] = set()  # connected, not authenticated yet
+        # Connected, not authenticated yet, within the handshake budget: conn_id -> the
+        # peer's address, oldest first (each holds one SERVER_MAX_HANDSHAKES place).
+        self._pending: dict[int, str] = {}
+        self._authenticated: set[int] = set()  # sessions holding a client slot
+        self._producers: set[int] = set()  # of which with the producer token
+        self._refuser: Optional[Refuser] = None
         self._ids = itertools.count(1)
         self._sockets: dict[str, socket.socket] = {}
         self._threads: list[Any] = []
@@ -151,6 +219,9 @@ class Server:
             raise
         self._started = True
         self._wake_r, self._wake_w = socket.socketpair()
+        self._refuser = Refuser(self._stopping, on_tick=[self.refusals.flush,
+                                                         self.notifies.flush])
+        self._threads.append(self._refuser)
         for service, sock in self._sockets.items():
             self._threads.append(AcceptThread(service, sock, self._wake_r, self._stopping,
                                               self._accept_wait, self._admit))
@@ -172,7 +243,8 @@ class Server:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(address)
-            sock.listen(max(self.max_clients, 16))
+            # Room for bursts: refusals no longer slow the accept loop down.
+            sock.listen(max(self.max_clients + self.max_handshakes, 128))
             sock.setblocking(False)
         except OSError:
             sock.close()
@@ -197,6 +269,8 @@ class Server:
                 thread.join(join_wait)
         for sock in self._sockets.values():
             sock.close()
+        if self._refuser is not None:
+            self._refuser.wake()
         with self._mutex:
             clients = list(self._clients.values())
         for client in clients:
@@ -232,14 +306,18 @@ class Server:
 
     # -- clients -------------------------------------------------------------------
     def _admit(self, sock: socket.socket, peer: str, service: str) -> None:
+        host = peer_host(peer)
+        evicted: Optional[ListenerThread] = None
         with self._mutex:
             if self._stopping.is_set():
-                refusal: Optional[tuple[str, str]] = (p.ERR_SERVER_STOPPING,
-                                                      "servidor em encerramento")
-            elif len(self._pending) >= self.max_handshakes:
-                refusal = (p.ERR_TOO_MANY_CLIENTS,
+                refusal: Optional[tuple[str, str, str]] = (
+                    STOPPING, p.ERR_SERVER_STOPPING, "servidor em encerramento")
+            elif len(self._pending) >= self.max_handshakes \
+                    and (evicted := self._evictable(host)) is None:
+                refusal = (HANDSHAKE_LIMIT, p.ERR_TOO_MANY_CLIENTS,
                            f"limite de {self.max_handshakes} conexões ainda não autenticadas "
-                           "atingido (SERVER_MAX_HANDSHAKES); tente novamente mais tarde")
+                           "atingido (SERVER_MAX_HANDSHAKES), a maior parte deste endereço; "
+                           "tente novamente mais tarde")
             else:
                 refusal = None
                 conn_id = next(self._ids)
@@ -248,34 +326,54 @@ class Server:
                                         heartbeat_interval=self.heartbeat_interval,
                                         on_closed=self._closed, max_frame=self._max_frame,
                                         handshake_timeout=self.handshake_timeout,
-                                        tls_context=self.tls_context)
+                                        tls_context=self.tls_context,
+                                        on_handshake_over=self._handshake_over)
                 self._clients[conn_id] = client
-                self._pending.add(conn_id)
+                self._pending[conn_id] = host
+        if evicted is not None:
+            evicted.abort("descartada: conexões não autenticadas demais do mesmo endereço "
+                          f"(SERVER_MAX_HANDSHAKES={self.max_handshakes})")
         if refusal is not None:
-            logger.warning("Conexão de %s (%s) recusada: %s", peer, service, refusal[1])
-            self._refuse(sock, *refusal)
+            self.refusals.note(host, refusal[0], f"{refusal[2]} ({service})")
+            self._refuse(sock, refusal[1], refusal[2])
             return
         try:
             client.start()
         except RuntimeError as exc:  # cannot start a new thread
             with self._mutex:
                 self._clients.pop(conn_id, None)
-                self._pending.discard(conn_id)
-            logger.error("Conexão de %s recusada: %s", peer, exc)
+                self._pending.pop(conn_id, None)
+            self.refusals.note(host, OTHER, f"servidor sem recursos para o cliente: {exc}")
             self._refuse(sock, p.ERR_TOO_MANY_CLIENTS, "servidor sem recursos para o cliente")
-            return
-        logger.debug("Cliente %s conectado ao serviço %s (sessão %d).", peer, service, conn_id)
+
+    def _evictable(self, host: str) -> Optional[ListenerThread]:
+        """With every handshake place taken (under the mutex): the oldest pending
+        connection of the address holding most places, when `host` holds at least two
+        fewer (its place goes to `host`); None when `host` must be refused."""
+        counts: dict[str, int] = {}
+        for pending_host in self._pending.values():
+            counts[pending_host] = counts.get(pending_host, 0) + 1
+        heaviest = max(counts, key=counts.__getitem__)
+        if counts.get(host, 0) + 2 > counts[heaviest]:
+            return None
+        victim = next(c for c, h in self._pending.items() if h == heaviest)
+        del self._pending[victim]
+        return self._clients.get(victim)
+
+    def _handshake_over(self, client: ListenerThread) -> None:
+        """The handshake budget ran out: the connection (about to be closed) gives its
+        place back at once."""
+        with self._mutex:
+            self._pending.pop(client.session.conn_id, None)
 
     def _refuse(self, sock: socket.socket, code: str, message: str) -> None:
-        """Send an error frame and close; unread input is drained so the peer sees a FIN."""
+        """Error frame and close, without waiting (see `Refuser`)."""
+        if self._refuser is not None and self._refuser.is_alive():
+            self._refuser.refuse(sock, code, message)
+            return
         try:
-            sock.settimeout(min(1.0, self.timeout))
-            sock.sendall(p.encode(p.reply_error(None, code, message)))
-            sock.shutdown(socket.SHUT_WR)
             sock.setblocking(False)
-            select.select([sock], [], [], _REFUSE_DRAIN_WAIT)
-            while sock.recv(65536):
-                pass
+            sock.send(p.encode(p.reply_error(None, code, message)))
         except OSError:
             pass
         finally:
@@ -287,21 +385,40 @@ class Server:
             self._clients.pop(session.conn_id, None)
             self._listening.discard(session.conn_id)
             self._idle.pop(session.conn_id, None)
-            self._pending.discard(session.conn_id)
+            self._pending.pop(session.conn_id, None)
+            self._authenticated.discard(session.conn_id)
+            self._producers.discard(session.conn_id)
         released = self.locks.release_all(session.conn_id)
+        if not session.authenticated:
+            # Never authenticated: one more refusal, logged in bounded volume.
+            self.refusals.note(peer_host(session.peer), _refusal_kind(reason),
+                               f"{reason.removeprefix('recusado: ')} ({session.service})")
+            return
         normal = reason.startswith(("conexão encerrada", "servidor encerrando"))
         level = logging.DEBUG if normal and not released else (
             logging.INFO if normal else logging.WARNING)
         logger.log(level, "Sessão %d (%s, %s) encerrada: %s; %d lock(s) liberado(s).",
                    session.conn_id, session.peer, session.service, reason, released)
 
-    def promote(self, conn_id: int) -> Optional[str]:
-        """An authenticated session takes a client slot; the refusal text when none is free."""
+    def promote(self, conn_id: int, producer: bool = False) -> Optional[str]:
+        """An authenticated session takes a client slot; the refusal text when none is
+        free (producer-token sessions leave `reserved_worker_slots` free)."""
         with self._mutex:
-            if len(self._clients) - len(self._pending) >= self.max_clients:
+            if conn_id not in self._pending:
+                return ("conexão descartada antes do 'hello' (SERVER_MAX_HANDSHAKES); "
+                        "tente novamente")
+            if len(self._authenticated) >= self.max_clients:
                 return (f"limite de {self.max_clients} clientes conectados atingido "
                         "(MAX_CLIENT_THREADS); tente novamente mais tarde")
-            self._pending.discard(conn_id)
+            if producer and len(self._producers) >= self.max_clients - self.reserved_worker_slots:
+                return (f"limite de {self.max_clients - self.reserved_worker_slots} sessões com "
+                        f"o token de produtor atingido ({self.reserved_worker_slots} das "
+                        f"{self.max_clients} vagas de MAX_CLIENT_THREADS ficam reservadas ao "
+                        "token dos workers); tente novamente mais tarde")
+            del self._pending[conn_id]
+            self._authenticated.add(conn_id)
+            if producer:
+                self._producers.add(conn_id)
             return None
 
     def set_listening(self, conn_id: int, listening: bool) -> None:
@@ -414,7 +531,11 @@ class Server:
             clients, listening = len(self._clients), len(self._listening)
             pending = len(self._pending)
             idle = len(self._idle)
+            authenticated, producers = len(self._authenticated), len(self._producers)
         return {"clients": clients, "handshaking": pending, "listeners": listening,
+                "authenticated": authenticated, "producers": producers,
+                "reserved_worker_slots": self.reserved_worker_slots,
+                "refused": self.refusals.stats(),
                 "locks": len(self.locks),
                 "lock_owners": self.locks.owners(), "max_clients": self.max_clients,
                 "threads": threading.active_count(), "channel": self.channel,

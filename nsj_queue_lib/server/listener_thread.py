@@ -6,7 +6,8 @@ per-connection mutex and bounded by the socket timeout (TIMEOUT_SOCKET_MESSAGE).
 
 Health rules (see docs/protocol.md):
 
-* ``hello`` must arrive within ``timeout`` seconds of the connection.
+* ``hello`` must arrive within the handshake budget (2 s, or ``timeout`` if shorter);
+  once it ran out the connection no longer counts against SERVER_MAX_HANDSHAKES.
 * An incomplete frame must be completed within ``timeout`` seconds.
 * After ``heartbeat_interval`` seconds without receiving anything, the server
   sends a ``ping``; if nothing arrives within ``timeout`` seconds after it, the
@@ -53,7 +54,8 @@ class ListenerThread(threading.Thread):
                  on_closed: Callable[[ListenerThread, str], None],
                  max_frame: int = p.MAX_FRAME_BYTES,
                  handshake_timeout: Optional[float] = None,
-                 tls_context: Optional[ssl.SSLContext] = None) -> None:
+                 tls_context: Optional[ssl.SSLContext] = None,
+                 on_handshake_over: Optional[Callable[[ListenerThread], None]] = None) -> None:
         super().__init__(name=f"nsj-queue-client-{session.conn_id}", daemon=True)
         self.sock = sock
         self.session = session
@@ -63,6 +65,9 @@ class ListenerThread(threading.Thread):
         # Budget of an unauthenticated connection: it holds no client slot meanwhile.
         self._handshake = min(handshake_timeout or timeout, timeout)
         self._on_closed = on_closed
+        # Called when the handshake budget ran out, before the (slow) legacy refusal:
+        # the connection stops counting against SERVER_MAX_HANDSHAKES at once.
+        self._on_handshake_over = on_handshake_over
         # TLS: the socket is wrapped in this thread (a slow handshake never blocks the
         # accept loop); from then on `_send_mutex` guards reads too (see coordination.socket.tls).
         self._tls_context = tls_context
@@ -242,8 +247,8 @@ class ListenerThread(threading.Thread):
             pass
 
     def _refuse_legacy(self, what: str) -> str:
-        logger.warning("Conexão %s (%s) %s: %s", self.session.conn_id, self.session.peer,
-                       what, versions_text())
+        # No line here: the server's refusal log reports the close reason (bounded per
+        # address), so a flood of silent connections cannot fill the log.
         try:
             with self._send_mutex:
                 self.sock.sendall(server_refusal())
@@ -257,7 +262,7 @@ class ListenerThread(threading.Thread):
                     break
         except (OSError, ValueError):
             pass
-        return f"protocolo incompatível: {what}"
+        return f"protocolo incompatível: {what}; {versions_text()}"
 
     def _next_deadline(self) -> tuple[float, Optional[str]]:
         """Seconds until the next health event, or the reason the connection expired."""
@@ -265,6 +270,8 @@ class ListenerThread(threading.Thread):
         deadlines: list[float] = []
         if not self.session.authenticated:
             if now - self._connected_at > self._handshake:
+                if self._on_handshake_over is not None:
+                    self._on_handshake_over(self)
                 if self._decoder.buffered == 0:
                     # Silent since it connected: a 1.2.2 worker waits like this for its
                     # NOTIFY; tell it, in its own framing, why it will never get one.
@@ -293,17 +300,18 @@ class ListenerThread(threading.Thread):
     def _received(self, data: bytes) -> Optional[str]:
         """Handle received bytes; return a reason to close the connection, or None."""
         if not self.session.authenticated and data[:1] == bytes([tls.TLS_RECORD_HANDSHAKE]):
-            logger.warning("Sessão %s (%s): o cliente usa TLS (SERVER_TLS=true), mas este "
-                           "servidor está sem TLS (defina SERVER_TLS_CERT_FILE e "
-                           "SERVER_TLS_KEY_FILE)", self.session.conn_id, self.session.peer)
-            return "cliente TLS recusado (servidor sem TLS)"
+            # The close reason reaches the server's refusal log (bounded per address).
+            return ("cliente TLS recusado: o cliente usa TLS (SERVER_TLS=true), mas este "
+                    "servidor está sem TLS (defina SERVER_TLS_CERT_FILE e SERVER_TLS_KEY_FILE)")
         if not self.session.authenticated and looks_legacy(data):
             return self._refuse_legacy("enviou mensagens do protocolo da 1.2.2")
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:
-            logger.warning("Sessão %s (%s) encerrada: %s", self.session.conn_id,
-                           self.session.peer, exc)
+            # Before `hello` only the refusal log reports it (bounded per address).
+            if self.session.authenticated:
+                logger.warning("Sessão %s (%s) encerrada: %s", self.session.conn_id,
+                               self.session.peer, exc)
             return f"violação de protocolo: {exc}"
         now = time.monotonic()
         if frames:

@@ -5,8 +5,11 @@ whether the connection must be closed after it.  The session must start with
 a valid ``hello`` (protocol version, auth token, optional queue name); any
 other request before it is refused and the connection closed.  A session that
 authenticated with the producer token (SERVER_PRODUCER_TOKEN) may only ping and
-notify, never HALT, lock or listen.  Every client-supplied value that reaches a
-log line is escaped (`protocol.log_safe`).
+notify, never HALT, lock or listen, and never takes the client slots reserved for the
+worker token.  Every client-supplied value that reaches a log line is escaped
+(`protocol.log_safe`).  A refused `hello` is logged by the server's refusal log (at
+most one line per kind, address and interval); a `notify` other than HALT by its
+notify log (DEBUG, plus a periodic summary).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from nsj_queue_lib.coordination.socket import protocol as p
 from nsj_queue_lib.coordination.socket.protocol import log_safe
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.server.locks import LockLimitExceeded, LockTable
+from nsj_queue_lib.server.refusals import NotifyLog
 from nsj_queue_lib.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -33,6 +37,7 @@ class ServerContext(Protocol):
     """What the interpreter needs from the server."""
 
     locks: LockTable
+    notifies: NotifyLog
     token: Optional[str]
     producer_token: Optional[str]
     max_locks_per_client: int
@@ -40,7 +45,7 @@ class ServerContext(Protocol):
     heartbeat_interval: float
     timeout: float
 
-    def promote(self, conn_id: int) -> Optional[str]:
+    def promote(self, conn_id: int, producer: bool = False) -> Optional[str]:
         """Move an authenticated session to a client slot; the refusal text if full."""
 
     def set_listening(self, conn_id: int, listening: bool) -> None: ...
@@ -160,8 +165,6 @@ class RpcInterpreter:
                 f"aceita as versões {', '.join(map(str, p.SUPPORTED_VERSIONS))})"), True)
         producer = self._token_is(message.get("token"), self._server.producer_token)
         if not producer and not self._token_ok(message.get("token")):
-            logger.warning("Cliente %s recusado: token de autenticação inválido ou ausente.",
-                           session.peer)
             return Outcome(p.reply_error(msg_id, p.ERR_UNAUTHORIZED,
                                          "token de autenticação inválido ou ausente"), True)
         try:
@@ -171,20 +174,15 @@ class RpcInterpreter:
         except ValueError as exc:
             return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST, str(exc)), True)
         if queue and not _valid_name(queue):
-            logger.warning("Cliente %s recusado: nome de fila inválido %s.", session.peer,
-                           log_safe(queue))
             return Outcome(p.reply_error(msg_id, p.ERR_BAD_REQUEST,
                                          "nome de fila inválido: use letras, dígitos e '_'"), True)
         channel = self._server.channel
         if queue and channel and queue.lower() != channel.lower():
-            logger.warning("Cliente %s recusado: pediu a fila '%s', este servidor atende '%s'.",
-                           session.peer, log_safe(queue), channel)
             return Outcome(p.reply_error(
                 msg_id, p.ERR_WRONG_QUEUE,
                 f"este servidor atende a fila '{channel}', não '{queue}'"), True)
-        refusal = self._server.promote(session.conn_id)
+        refusal = self._server.promote(session.conn_id, producer)
         if refusal is not None:
-            logger.warning("Cliente %s recusado: %s", session.peer, refusal)
             return Outcome(p.reply_error(msg_id, p.ERR_TOO_MANY_CLIENTS, refusal), True)
         session.authenticated = True
         session.producer = producer
@@ -238,9 +236,11 @@ class RpcInterpreter:
     def _notify(self, session: Session, message: p.Message) -> int:
         payload = p.check_payload(message.get("payload"))
         woken = self._server.notify_received(payload)
-        logger.info("Notify%s recebido de %s (%s); %d worker(s) acordado(s).",
-                    f" '{log_safe(payload)}'" if payload else "", session.peer,
-                    log_safe(session.role or "cliente", 40), woken)
+        if payload == HALT_PAYLOAD:
+            logger.info("HALT recebido de %s (%s); %d worker(s) avisado(s).", session.peer,
+                        log_safe(session.role or "cliente", 40), woken)
+        else:  # one DEBUG line each, an INFO summary per interval
+            self._server.notifies.note(session.peer, session.role, payload, woken)
         return woken
 
 # 1.2.2 names (importable; using them says what replaces them).

@@ -37,6 +37,8 @@ def main() -> int:
     parser.add_argument("--producer-token", default=None)
     parser.add_argument("--max-handshakes", type=int, default=8)
     parser.add_argument("--max-locks", type=int, default=10_000)
+    parser.add_argument("--reserved-worker-slots", type=int, default=None)
+    parser.add_argument("--log-interval", type=float, default=60.0)
     args = parser.parse_args()
     logging.basicConfig(stream=sys.stderr, level=logging.DEBUG,
                         format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s")
@@ -49,7 +51,9 @@ def main() -> int:
                     heartbeat_interval=args.heartbeat, max_clients=args.max_clients,
                     check_interval=args.check_interval, accept_wait=args.accept_wait,
                     channel=args.channel, producer_token=args.producer_token,
-                    max_handshakes=args.max_handshakes, max_locks_per_client=args.max_locks)
+                    max_handshakes=args.max_handshakes, max_locks_per_client=args.max_locks,
+                    reserved_worker_slots=args.reserved_worker_slots,
+                    log_interval=args.log_interval)
 
     def ready(srv: Server) -> None:
         ports = {"notify_port": srv.notify_port, "lock_port": srv.lock_port}

@@ -9,6 +9,7 @@ import pytest
 from nsj_queue_lib.exceptions import ProtocolError
 from nsj_queue_lib.server import protocol as p
 from nsj_queue_lib.server.locks import LockTable
+from nsj_queue_lib.server.refusals import NotifyLog
 from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
 
 
@@ -93,6 +94,7 @@ def test_lock_table_release_all_frees_every_hold() -> None:
 class _FakeServer:
     def __init__(self, token: Optional[str] = None, channel: str = "fila") -> None:
         self.locks = LockTable()
+        self.notifies = NotifyLog()
         self.token = token
         self.producer_token: Optional[str] = None
         self.max_locks_per_client = 10_000
@@ -103,7 +105,7 @@ class _FakeServer:
         self.woken: list[str] = []
         self.idle: list[int] = []
 
-    def promote(self, conn_id: int) -> Optional[str]:
+    def promote(self, conn_id: int, producer: bool = False) -> Optional[str]:
         return None
 
     def set_listening(self, conn_id: int, listening: bool) -> None:
