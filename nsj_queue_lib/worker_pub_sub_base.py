@@ -53,7 +53,8 @@ import threading
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Mapping, Optional, TypeVar
 
-from nsj_queue_lib.exceptions import ConfigError, SubscriberNotRegistered
+from nsj_queue_lib.config import Settings, default_subscriber_table
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable, SubscriberNotRegistered
 from nsj_queue_lib.pubsub.message import (
     NotASubscriberTask,
     SubscriptionNotFound,
@@ -64,6 +65,7 @@ from nsj_queue_lib.pubsub.message import (
 from nsj_queue_lib.worker_base import WorkerBase, accepts_extra_arg
 
 if TYPE_CHECKING:
+    from nsj_queue_lib.db.session import DbSession
     from nsj_queue_lib.runtime.router import TaskContext
 
 logger = logging.getLogger(__name__)
@@ -155,6 +157,81 @@ def _collect(cls: type, attr: str, what: str) -> Dict[str, str]:
     return own
 
 
+def with_subscriber_table(settings: Settings) -> Settings:
+    """`settings` with QUEUE_SUBSCRIBER_TABLE defaulted, when unset, to the subscriber
+    table of QUEUE_TABLE that `nsj-queue schema apply` creates ('schema.fila' ->
+    'schema.fila_subscriber')."""
+    if settings.queue_subscriber_table or not settings.queue_table:
+        return settings
+    table = default_subscriber_table(settings.queue_table)
+    logger.info("QUEUE_SUBSCRIBER_TABLE não definida: usando a tabela de assinaturas %s "
+                "(a criada com a fila por nsj-queue schema apply)", table)
+    return settings.replace(queue_subscriber_table=table)
+
+
+def check_subscriber_table(session: DbSession, settings: Settings,
+                           defaulted: bool = False) -> None:
+    """ConfigError (the worker exits 2) when the subscriber table is missing or lacks the
+    columns the workers read; a lost connection propagates (the reconnect loop's)."""
+    from nsj_queue_lib.db.identifiers import display
+    from nsj_queue_lib.db.mysql_driver import error_code
+    from nsj_queue_lib.db.repository import TaskRepository
+
+    repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
+    try:
+        repo.subscriber_get("")  # the statement the workers run, on no row
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        pgcode = getattr(exc, "pgcode", None)
+        code = error_code(exc)
+        if pgcode not in ("42P01", "42703") and code not in (1146, 1054):
+            raise
+        dialect_name = session.dialect.name
+        table = display(settings.queue_subscriber_table or "", dialect_name)
+        queue = display(settings.queue_table, dialect_name)
+        schema, _, fila = queue.rpartition(".")
+        apply = (f"nsj-queue schema apply {schema or 'public'} {fila}"
+                 + (" --mysql" if settings.is_mysql else ""))
+        origin = (" (QUEUE_SUBSCRIBER_TABLE não definida: o padrão é <fila>_subscriber, ao "
+                  "lado de QUEUE_TABLE)" if defaulted else "")
+        if pgcode == "42P01" or code == 1146:
+            raise ConfigError(
+                f"QUEUE_SUBSCRIBER_TABLE: a tabela de assinaturas '{table}' não existe neste "
+                f"banco{origin}; crie-a com '{apply}' (cria só o que falta) ou defina "
+                "QUEUE_SUBSCRIBER_TABLE com a tabela certa") from None
+        raise ConfigError(
+            f"QUEUE_SUBSCRIBER_TABLE: a tabela '{table}' não tem as colunas de uma tabela de "
+            f"assinaturas{origin} ({_first_line(exc)}); compare com o DDL de "
+            f"'nsj-queue schema print {schema or 'public'} {fila}'") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    from nsj_queue_lib.text import one_line
+
+    return one_line(str(exc).strip().splitlines()[0] if str(exc).strip() else "", 200)
+
+
+class _SubscriberTableCheck:
+    """Runs `check_subscriber_table` on a consumer's connection before its on_connect,
+    until it passes once (at start; after that a reconnect does not repeat it)."""
+
+    def __init__(self, settings: Settings, defaulted: bool) -> None:
+        self.settings = settings
+        self.defaulted = defaulted
+        self.passed = False
+
+    def before(self, on_connect: Optional[Callable[[Any], None]]) -> Callable[[Any], None]:
+        def checked(session: Any) -> None:
+            if not self.passed:
+                check_subscriber_table(session, self.settings, self.defaulted)
+                self.passed = True
+            if on_connect is not None:
+                on_connect(session)
+
+        return checked
+
+
 class WorkerPubSubBase(WorkerBase):
     """Base of pub/sub workers: routes each subscriber task to its handler.
 
@@ -182,6 +259,19 @@ class WorkerPubSubBase(WorkerBase):
         cls._subscriber_methods = MappingProxyType(subs)
         cls._dead_subscriber_methods = MappingProxyType(dead)
         cls._webhook_subscriber_ids = frozenset(hooks)
+
+    # -- runtime wiring ---------------------------------------------------
+    def build_runtime(self, settings: Settings) -> Any:
+        """WorkerBase's runtime with the subscriber table defaulted (`with_subscriber_table`)
+        and checked once connected, before the first task: a missing table ends the worker
+        (exit code 2) instead of failing each publication at run time."""
+        defaulted = not settings.queue_subscriber_table
+        settings = with_subscriber_table(settings)
+        runtime = super().build_runtime(settings)
+        check = _SubscriberTableCheck(settings, defaulted)
+        for consumer in getattr(runtime, "consumers", ()):
+            consumer.on_connect = check.before(consumer.on_connect)
+        return runtime
 
     # -- registrations ------------------------------------------------------
     @classmethod

@@ -182,10 +182,83 @@ def connect(settings: Settings, *, connect_timeout: int = 5, application_name: s
         refused = refusal(exc, settings)
         if refused is not None:
             raise refused from exc
-        raise DatabaseUnavailable(
-            f"Não foi possível conectar ao banco {settings.db_host}:{settings.db_port}/"
-            f"{settings.db_name}: {one_line(str(exc), 500)}"
-        ) from exc
+        raise DatabaseUnavailable(unreachable_text(exc, settings, driver or "psycopg2")) from exc
+
+
+# The protocol mix-up: libpq's words when the port answered but not as PostgreSQL does
+# (a MySQL server speaks first, with its greeting), and the MySQL clients' error codes
+# when the server never sent a greeting (a PostgreSQL server waits for the client).
+_PG_NOT_POSTGRES = re.compile(r"received invalid response to SSL negotiation|"
+                              r"expected authentication request from server")
+_MYSQL_NO_GREETING = frozenset({2013, 2006, 2027})  # lost / gone away / malformed packet
+HINT_MYSQL_PORT = "a porta parece ser de um MySQL/MariaDB: defina DB_DRIVER=MYSQL"
+HINT_NOT_POSTGRES = ("o servidor nessa porta não respondeu como um PostgreSQL (a porta está "
+                     "certa? para um MySQL/MariaDB, defina DB_DRIVER=MYSQL)")
+HINT_POSTGRES_PORT = "a porta parece ser de um PostgreSQL: defina DB_DRIVER=POSTGRES"
+_PROBE_TIMEOUT = 1.0
+
+
+def unreachable_text(exc: BaseException, settings: Settings, client: str) -> str:
+    """The message of a failed connection that is not a refusal: host, port, base and
+    driver, the driver's error and, when the port speaks the other database's protocol
+    (DB_DRIVER forgotten or wrong), what to set."""
+    detail = one_line(str(exc), 300)
+    if mysql_driver.is_mysql_error(exc) and exc.args and len(exc.args) > 1:
+        detail = f"[{exc.args[0]}] {one_line(str(exc.args[1]), 300)}"
+    text = (f"Não foi possível conectar ao banco (host {settings.db_host}, porta "
+            f"{settings.db_port}, base {settings.db_name}, DB_DRIVER={settings.db_driver} "
+            f"via {client}): {detail}")
+    hint = protocol_hint(exc, settings.db_host, settings.db_port)
+    return f"{text}; {hint}" if hint else text
+
+
+def protocol_hint(exc: BaseException, host: str, port: int) -> Optional[str]:
+    """What to set when the server at host:port speaks the other protocol, or None."""
+    if mysql_driver.is_mysql_error(exc):
+        if mysql_driver.error_code(exc) in _MYSQL_NO_GREETING and _speaks_postgres(host, port):
+            return HINT_POSTGRES_PORT
+        return None
+    if _PG_NOT_POSTGRES.search(str(exc)):
+        if _mysql_greeting(host, port):
+            return HINT_MYSQL_PORT
+        return HINT_NOT_POSTGRES
+    return None
+
+
+def _mysql_greeting(host: str, port: int) -> bool:
+    """True when the server at host:port greets like MySQL/MariaDB: it speaks first, a
+    packet of protocol 10 (or an error packet, e.g. too many connections)."""
+    import socket
+
+    try:
+        with socket.create_connection((host, port), _PROBE_TIMEOUT) as sock:
+            sock.settimeout(_PROBE_TIMEOUT)
+            head = sock.recv(5)
+    except OSError:
+        return False
+    return len(head) == 5 and head[3] == 0 and head[4] in (10, 0xFF)
+
+
+def _speaks_postgres(host: str, port: int) -> bool:
+    """True when the server at host:port answers a PostgreSQL SSLRequest (one byte, 'S'
+    or 'N') and did not speak first (MySQL does)."""
+    import socket
+    import struct
+
+    try:
+        with socket.create_connection((host, port), _PROBE_TIMEOUT) as sock:
+            sock.settimeout(0.3)
+            try:
+                if sock.recv(1):
+                    return False  # the server spoke first: not PostgreSQL
+            except socket.timeout:
+                pass
+            sock.settimeout(_PROBE_TIMEOUT)
+            sock.sendall(struct.pack("!ii", 8, 80877103))  # SSLRequest
+            answer = sock.recv(2)
+    except OSError:
+        return False
+    return answer in (b"S", b"N")
 
 
 # PostgreSQL has COMMIT AND CHAIN from version 12 (server_version 120000) on.
