@@ -8,12 +8,24 @@ commits.  Importing this module needs no environment variable.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Iterable, List, Optional, Sequence
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.config import validate_table_name
-from nsj_queue_lib.db.payload import legacy_text, payload_hash, to_text
-from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, TaskRepository
+from nsj_queue_lib.db.payload import legacy_text, payload_hash
+from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, MYSQL_INSERT_CHUNK, TaskRepository
 from nsj_queue_lib.db.session import session_of
+from nsj_queue_lib.task_input import (
+    BIGINT_MAX,
+    BIGINT_MIN,
+    INT_MAX,
+    INT_MIN,
+    TEXT_FIELDS,
+    SizeRule,
+    check_int,
+    check_text,
+    payload_text,
+    row_size,
+)
 
 DEFAULT_EQUIVALENT_STATUS = ("sucesso", "pendente", "agendada")
 
@@ -43,24 +55,51 @@ class QueueClient:
             queue_subscriber_table = validate_table_name(
                 queue_subscriber_table, "queue_subscriber_table", dialect.name)
         self._repo = TaskRepository(session, queue_table, queue_subscriber_table)
+        self._session = session
+        self._sizes = SizeRule(session)
         self.queue_table = queue_table
         self.queue_subscriber_table = queue_subscriber_table
 
-    @staticmethod
-    def _row(origem: Optional[str], destino: Optional[str], processo: Optional[str],
+    def _codec(self) -> str:
+        """The Python codec of the connection's encoding (utf-8 when it does not tell)."""
+        try:
+            return self._session._codec()
+        except Exception:
+            return "utf-8"
+
+    def _row(self, origem: Optional[str], destino: Optional[str], processo: Optional[str],
              chave_externa: Optional[str], payload: Any, tenant: Optional[int],
              grupo_empresarial: Optional[str], data_hora: Optional[_dt.datetime],
-             prioridade: Optional[int], pub_sub: bool) -> dict:
-        text = to_text(payload)
-        if prioridade is not None and not isinstance(prioridade, int):
-            raise TypeError("prioridade deve ser um inteiro")
-        return {
-            "origem": origem, "destino": destino, "processo": processo,
-            "chave_externa": chave_externa, "payload": text, "payload_hash": payload_hash(text),
-            "tenant": tenant, "grupo_empresarial": grupo_empresarial, "pub_sub": pub_sub,
+             prioridade: Optional[int], pub_sub: bool, where: str = "") -> Tuple[dict, int]:
+        """The row to insert and its size estimate, checked by the rule of
+        nsj_queue_lib/task_input.py (InvalidTaskInput, a ValueError, or PayloadTooLarge,
+        before the database sees anything)."""
+        codec = self._codec()
+        try:
+            text = payload_text(payload, codec)
+            row = {"origem": origem, "destino": destino, "processo": processo,
+                   "chave_externa": chave_externa, "grupo_empresarial": grupo_empresarial}
+            for name in TEXT_FIELDS:
+                check_text(name, row[name], codec)
+            if prioridade is not None and (not isinstance(prioridade, int)
+                                           or isinstance(prioridade, bool)):
+                raise TypeError("prioridade deve ser um inteiro")
+            check_int("prioridade", prioridade, INT_MIN, INT_MAX, "int")
+            check_int("tenant", tenant, BIGINT_MIN, BIGINT_MAX, "bigint")
+        except (ValueError, TypeError) as exc:
+            if not where:
+                raise
+            raise type(exc)(f"{where}: {exc}") from None
+        row["payload"] = text
+        size = row_size(row)
+        self._sizes.check(row, size, where)
+        row.update({
+            "payload": text, "payload_hash": payload_hash(text),
+            "tenant": tenant, "pub_sub": pub_sub,
             "prioridade": DEFAULT_PRIORITY if prioridade is None else prioridade,
             "data_hora": data_hora,
-        }
+        })
+        return row, size
 
     def insert_task(self, origem: Optional[str], destino: Optional[str], processo: Optional[str],
                     chave_externa: Optional[str], payload: Any, tenant: Optional[int] = None,
@@ -75,7 +114,7 @@ class QueueClient:
         one is taken as UTC.
         """
         row = self._row(origem, destino, processo, chave_externa, payload, tenant,
-                        grupo_empresarial, data_hora, prioridade, False)
+                        grupo_empresarial, data_hora, prioridade, False)[0]
         return self._repo.task_insert(**row)
 
     def insert_task_pub_sub(self, origem: Optional[str], destino: Optional[str],
@@ -86,7 +125,7 @@ class QueueClient:
                             prioridade: Optional[int] = None) -> int:
         """Publish a task to every active subscriber of `processo`; return the publication id."""
         row = self._row(origem, destino, processo, chave_externa, payload, tenant,
-                        grupo_empresarial, data_hora, prioridade, True)
+                        grupo_empresarial, data_hora, prioridade, True)[0]
         return self._repo.task_insert(**row)
 
     def insert_task_webhook(self, origem: Optional[str], destino: Optional[str],
@@ -106,17 +145,25 @@ class QueueClient:
         `destino`, `processo`, `chave_externa`, `payload`, and optionally
         `tenant`, `grupo_empresarial`, `data_hora`, `prioridade`).
         """
-        rows = []
-        for task in tasks:
+        rows, sizes = [], []
+        for index, task in enumerate(tasks):
             unknown = set(task) - {"origem", "destino", "processo", "chave_externa", "payload",
                                    "tenant", "grupo_empresarial", "data_hora", "prioridade"}
             if unknown:
                 raise TypeError(f"campos desconhecidos em insert_tasks: {sorted(unknown)}")
-            rows.append(self._row(task.get("origem"), task.get("destino"), task.get("processo"),
+            row, size = self._row(task.get("origem"), task.get("destino"), task.get("processo"),
                                   task.get("chave_externa"), task.get("payload"),
                                   task.get("tenant"), task.get("grupo_empresarial"),
-                                  task.get("data_hora"), task.get("prioridade"), pub_sub))
-        return self._repo.task_insert_many(rows)
+                                  task.get("data_hora"), task.get("prioridade"), pub_sub,
+                                  where=f"insert_tasks: tarefa {index}")
+            rows.append(row)
+            sizes.append(size)
+        # Rows beyond the server's statement limit together go in as many statements as
+        # needed (in order, in the caller's transaction); usually one call.
+        ids: List[int] = []
+        for part in self._sizes.batches(sizes, MYSQL_INSERT_CHUNK):
+            ids.extend(self._repo.task_insert_many(rows[part.start:part.stop]))
+        return ids
 
     def list_equivalent_task(self, origem: Optional[str], destino: Optional[str],
                              processo: Optional[str], chave_externa: Optional[str],
@@ -130,7 +177,7 @@ class QueueClient:
         tasks a 1.2.2 producer queued with the same dict, serialised its way, are found
         too).
         """
-        hashes = [payload_hash(to_text(payload))]
+        hashes = [payload_hash(payload_text(payload, self._codec()))]
         legacy = payload_hash(legacy_text(payload))
         if legacy not in hashes:
             hashes.append(legacy)

@@ -158,3 +158,15 @@ def terminal_safe(text: str) -> str:
     screen, set the title or forge lines.  Inside a JSON string the escape is valid JSON
     for the same character."""
     return _TERMINAL_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def find_unstorable(text: str) -> Optional[int]:
+    """Index of the first character no database column of text can take (NUL, or a lone
+    surrogate, which has no UTF-8 form), or None; `clean` is the lossy alternative."""
+    nul = text.find("\x00")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return exc.start if nul < 0 else min(nul, exc.start)
+    return None if nul < 0 else nul

@@ -18,6 +18,7 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db import mysql_driver
 from nsj_queue_lib.db.dialect import Dialect, detect_dialect, dialect_for_driver
 from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused, DatabaseUnavailable
+from nsj_queue_lib.task_input import PayloadTooLarge
 from nsj_queue_lib.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -331,7 +332,16 @@ class DbSession:
             raise  # an error of this statement; the connection is still usable
 
     def _raise_if_lost(self, exc: Exception) -> None:
-        """DatabaseUnavailable from `exc` when it is a lost connection's driver error."""
+        """DatabaseUnavailable from `exc` when it is a lost connection's driver error;
+        PayloadTooLarge (permanent) for a statement above max_allowed_packet."""
+        code = mysql_driver.error_code(exc)
+        if code in (1153, 2020):  # ER_NET_PACKET_TOO_LARGE (server), CR_ (client library)
+            raise PayloadTooLarge(
+                f"Comando maior que o servidor MariaDB/MySQL aceita (max_allowed_packet; "
+                f"erro {code}"
+                + ("; o servidor encerrou a conexão" if code == 1153 else "")
+                + "): reduza o valor enviado (o payload, por exemplo) ou aumente "
+                "max_allowed_packet no servidor") from exc
         if is_connection_error(exc, self.conn):
             raise DatabaseUnavailable(
                 f"Conexão com o banco perdida: {one_line(str(exc), 500)}") from exc
