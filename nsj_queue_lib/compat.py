@@ -80,17 +80,29 @@ def read_signs(session: Any, queue_table: str, channel: str) -> LegacySigns:
                        int(row.get("ocultas") or 0), int(row.get("sessoes_lock") or 0))
 
 
+def _in_transaction_block(session: Any) -> bool:
+    status = getattr(session.conn, "get_transaction_status", None)  # psycopg2
+    return bool(session.in_transaction or (callable(status) and status() != 0))
+
+
 def read_stored_mode(session: Any, queue_table: str) -> Optional[bool]:
-    """The queue's compat_1_2_2 (None: no row, no column or no control table)."""
+    """The queue's compat_1_2_2 (None: no row, no column or no control table).  Inside a
+    transaction (a task's, a producer's) the read runs in a savepoint: a queue without a
+    control table must not abort the caller's transaction."""
+    sql = Queries(session.dialect, queue_table, filename="admin.sql")["queue_pause_get"]
+    savepoint = _in_transaction_block(session)
     try:
-        row = session.fetch_one(Queries(session.dialect, queue_table,
-                                        filename="admin.sql")["queue_pause_get"])
+        if savepoint:
+            session.execute("SAVEPOINT nsjq_fleet_mode")
+        row = session.fetch_one(sql)
+        if savepoint:
+            session.execute("RELEASE SAVEPOINT nsjq_fleet_mode")
     except DatabaseUnavailable:
         raise
     except Exception as exc:  # no control table (1.2.2's, an early 2.x): mixed-fleet
         logger.debug("Modo de frota mista não lido: %s", exc)
-        if session.in_transaction:
-            session.rollback()
+        if savepoint:
+            session.execute("ROLLBACK TO SAVEPOINT nsjq_fleet_mode")
         return None
     if row is None or row.get("compat_1_2_2") is None:
         return None

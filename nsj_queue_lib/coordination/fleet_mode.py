@@ -56,6 +56,12 @@ class FleetMode:
         return self._stored is not False
 
     @property
+    def unread(self) -> bool:
+        """The queue decides and has not been read yet (a tool or a task's code that uses
+        a repository before any claim: it reads the mode on its own session first)."""
+        return self.possible and self.override is None and self._stored is None
+
+    @property
     def stored(self) -> Optional[bool]:
         """The queue's own value at the last read (None: not read yet)."""
         return self._stored

@@ -130,6 +130,7 @@ class TaskRepository:
         as it changes, or a fixed flag: coordination/fleet_mode.py); while they may, the
         claim, the promotion and the fan-out use their *_compat statements (PostgreSQL)."""
         self.session = session
+        self.queue_table = queue_table
         self.fleet = legacy if isinstance(legacy, FleetMode) else FleetMode.fixed(legacy)
         self._postgres = session.dialect.name == "postgres"
         self.dialect = session.dialect
@@ -146,8 +147,15 @@ class TaskRepository:
 
     @property
     def legacy(self) -> bool:
-        """Mixed-fleet mode now (PostgreSQL): 1.2.2's keys are held too."""
-        return self._postgres and self.fleet.mixed
+        """Mixed-fleet mode now (PostgreSQL): 1.2.2's keys are held too.  Never read yet
+        (no claim of a worker did; in-process tools): read once on this session."""
+        if not self._postgres:
+            return False
+        if self.fleet.unread:
+            from nsj_queue_lib.compat import read_stored_mode
+
+            self.fleet.note(read_stored_mode(self.session, self.queue_table))
+        return self.fleet.mixed
 
     # -- producer ---------------------------------------------------------
     def task_insert(self, **row: Any) -> int:

@@ -148,10 +148,11 @@ def test_non_json_publication_reaches_handler_as_text(queue):
 
 def test_retried_publication_keeps_the_original_publication_id(queue):
     queue.add_subscriber("a")
+    # (the worker checks the subscriber table at start: hidden once it runs)
+    queue.start_ready_worker("tests.workers.pubsub_scripted")
     hidden = f"{queue.fila}_sub_escondida"
     queue.sql(f"ALTER TABLE {queue.sub_table} RENAME TO {hidden}")
     pub_id = queue.publish({"x": 1})
-    queue.start_worker("tests.workers.pubsub_scripted")
     first = queue.wait_status(pub_id, "falha")
     assert "reenfileirada" in first["mensagem"]
     queue.sql(f'ALTER TABLE "{queue.schema}".{hidden} RENAME TO {queue.sub_table.split(".")[1]}')
