@@ -14,29 +14,57 @@ writes the result to the heartbeat file, atomically:
 (coordination/fleet_mode.py; null on MySQL and in client/server mode, where it does
 not apply), `frota_mista_origem` where it comes from.
 
-The file is QUEUE_HEALTH_FILE, or <temp dir>/nsj_queue_lib-<QUEUE_NAME>.health.
-`ok` also requires that the worker's consumer has connected at least once
-(the "Worker conectado" moment).  A worker that stops normally deletes the
+Which file.  By default each worker process writes its own file in the temp
+directory (TMPDIR), named after the queue and the worker:
+
+    <temp dir>/nsj_queue_lib-<QUEUE_NAME>-<chave>-<pid>-<início>.health
+
+`chave` is a hash of what makes a queue unique on a host: DB_DRIVER, DB_HOST, DB_PORT,
+DB_BASE and QUEUE_TABLE (as configured); `pid` and `início` (the process's start time,
+from /proc/<pid>/stat) identify the worker, so a reused pid is never taken for it.  The
+content also carries `chave_fila`, `banco`, `inicio_processo` (keys added to the old
+ones).  Two queues with the same QUEUE_NAME in two databases (or schemas) of one host
+never share a file, and no worker ever writes another worker's file.
+
+QUEUE_HEALTH_FILE keeps its meaning: that one file, written by the worker and read by
+the probe (one worker per file: two workers given the same file take turns in it).
+
+A worker writes nothing before its consumer first connects (the "Worker conectado"
+moment): a worker that fails at start (bad configuration, exit 2) leaves no file and
+touches no other worker's file.  Until then (and afterwards) /healthz reports its state.
+`ok` requires that the consumer has connected.  A worker that stops normally deletes its
 file.  No task is ever run or claimed by the check.
 
-The command reads the file and answers healthy (exit 0) when it exists, is
-fresh (written in the last `--max-idade` seconds, default 3 heartbeat
-intervals), says ok, and its pid is a live process.  `--db` also checks, from
-the probe itself, that the database of DB_* answers.  Exit 1: not healthy;
-exit 2: configuration error.  One line in Portuguese says why.
+The command, with the default files, judges the live workers of exactly the configured
+queue (the same `chave`): a file whose process is gone (no /proc/<pid>, a zombie, or
+another start time: a reused pid) is ignored and removed; the worker also removes such
+files of its queue when it first writes.  Healthy (exit 0) when at least one live worker
+exists and EVERY live worker is healthy: its file is fresh (written in the last
+`--max-idade` seconds, default 3 heartbeat intervals) and says ok.  Each worker is
+reported (`workers` in --json).  Why all and not any: the probe is a liveness probe of
+one container, normally running one worker, where this is that worker's own verdict; a
+container that runs several worker processes of one queue can only be fixed by a
+restart, and "any" would keep a hung worker forever behind a healthy one.  A worker that
+died is not "unhealthy": its file is gone, and with no live worker left the answer is
+"nenhum worker ativo".  With QUEUE_HEALTH_FILE: that file, its process alive (same start
+time), fresh and ok.  `--db` also checks, from the probe itself, that the database of
+DB_* answers.  Exit 1: not healthy; exit 2: configuration error.  One line in Portuguese
+says why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from nsj_queue_lib.cli.common import module_parser
 from nsj_queue_lib.config import Settings
@@ -54,17 +82,111 @@ EXIT_UNHEALTHY = 1
 EXIT_CONFIG = 2
 
 
-def health_file_path(queue_name: Optional[str],
-                     env: Optional[Mapping[str, str]] = None) -> str:
-    """QUEUE_HEALTH_FILE, or the default file of the queue in the temp directory."""
+PREFIX = "nsj_queue_lib-"
+SUFFIX = ".health"
+
+
+def explicit_health_file(settings: Optional[Settings] = None,
+                         env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """QUEUE_HEALTH_FILE (the environment, else the settings), or None."""
     env = os.environ if env is None else env
     explicit = (env.get(HEALTH_FILE_VAR) or "").strip()
+    if not explicit and settings is not None:
+        explicit = (settings.queue_health_file or "").strip()
+    return explicit or None
+
+
+def queue_key(settings: Settings) -> str:
+    """What makes a queue unique on a host (driver, database host/port/name, table),
+    hashed: the `chave` of its workers' default health files."""
+    missing = [name for name, value in (
+        ("QUEUE_NAME", settings.queue_name), ("QUEUE_TABLE", settings.queue_table),
+        ("DB_HOST", settings.db_host), ("DB_PORT", settings.db_port),
+        ("DB_BASE", settings.db_name)) if not value]
+    if missing:
+        raise ConfigError(
+            "Configuração inválida: o arquivo de saúde padrão identifica a fila por "
+            "QUEUE_NAME, QUEUE_TABLE e DB_HOST/DB_PORT/DB_BASE; faltam "
+            f"{', '.join(missing)} (ou defina {HEALTH_FILE_VAR})")
+    ident = "\x1f".join((str(settings.db_driver or "").upper(),
+                         str(settings.db_host).strip().lower(), str(settings.db_port),
+                         str(settings.db_name).strip(), str(settings.queue_table).strip()))
+    return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:16]
+
+
+def _queue_label(settings: Settings) -> str:
+    """The queue as people name it: 'pedidos (tabela s.pedidos em h:5432/base)'."""
+    return (f"{settings.queue_name} (tabela {settings.queue_table} em "
+            f"{settings.db_host}:{settings.db_port}/{settings.db_name})")
+
+
+def worker_file_name(settings: Settings, pid: int, start: Optional[int]) -> str:
+    # QUEUE_NAME is only there for people; the queue is `chave`.
+    name = re.sub(r"[^A-Za-z0-9_]", "_", str(settings.queue_name))[:63]
+    return f"{PREFIX}{name}-{queue_key(settings)}-{pid}-{start or 0}{SUFFIX}"
+
+
+def health_file_path(settings: Settings, env: Optional[Mapping[str, str]] = None, *,
+                     pid: Optional[int] = None, start: Optional[int] = None,
+                     directory: Optional[str] = None) -> str:
+    """The heartbeat file of the worker `pid` (default: this process): QUEUE_HEALTH_FILE,
+    or its own file in the temp directory (see the module's docstring)."""
+    explicit = explicit_health_file(settings, env)
     if explicit:
         return explicit
-    if not queue_name:
-        raise ConfigError(f"Configuração inválida: defina QUEUE_NAME ou {HEALTH_FILE_VAR}")
-    # QUEUE_NAME is a validated identifier, so it is a safe file name.
-    return os.path.join(tempfile.gettempdir(), f"nsj_queue_lib-{queue_name}.health")
+    if pid is None:
+        pid, start = os.getpid(), process_start(os.getpid())
+    return os.path.join(directory or tempfile.gettempdir(),
+                        worker_file_name(settings, pid, start))
+
+
+_WORKER_FILE = re.compile(r"-(?P<key>[0-9a-f]{16})-(?P<pid>[0-9]+)-(?P<start>[0-9]+)"
+                          + re.escape(SUFFIX) + "$")
+
+
+def queue_files(key: str, directory: Optional[str] = None) -> List[Tuple[str, int, int]]:
+    """(path, pid, start) of every default health file of the queue `key`."""
+    directory = directory or tempfile.gettempdir()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    found = []
+    for name in sorted(names):
+        match = _WORKER_FILE.search(name) if name.startswith(PREFIX) else None
+        if match and match["key"] == key:
+            found.append((os.path.join(directory, name), int(match["pid"]),
+                          int(match["start"])))
+    return found
+
+
+def process_start(pid: int) -> Optional[int]:
+    """The start time of `pid` (clock ticks since boot, /proc/<pid>/stat field 22), or
+    None where /proc does not say (not Linux, or the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+        return int(data[data.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: Any, start: Optional[int] = None) -> bool:
+    """True while `pid` runs and, when `start` is known (and /proc is there), is the
+    process that started then (not another that reused the pid).  A zombie is dead."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if not os.path.isdir("/proc/self"):  # no /proc: only whether the pid exists
+        return _pid_alive(pid)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read()
+        fields = fields[fields.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return False
+    if fields and fields[0] in (b"Z", b"X"):
+        return False
+    return not start or int(fields[19]) == int(start)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -75,6 +197,18 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True  # exists, owned by another user
     return True
+
+
+def remove_dead_files(key: str, directory: Optional[str] = None) -> List[int]:
+    """Remove the default health files of the queue `key` whose process is gone; their
+    pids.  (Another user's file in a sticky /tmp may stay: it is ignored anyway.)"""
+    removed = []
+    for path, pid, start in queue_files(key, directory):
+        if not process_alive(pid, start):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            removed.append(pid)
+    return removed
 
 
 class HeartbeatService(BackgroundService):
@@ -95,7 +229,17 @@ class HeartbeatService(BackgroundService):
         # the problem) no connection of its own is opened; without it, SELECT 1 on one.
         self.db_check = db_check
         self.settings = settings
-        self.path = path or health_file_path(settings.queue_name)
+        self.pid = os.getpid()
+        self.start_time = process_start(self.pid)
+        # `path` (tests) or QUEUE_HEALTH_FILE: that one file; else this worker's own.
+        self.explicit = bool(path or explicit_health_file(settings))
+        self.key = None if self.explicit else queue_key(settings)
+        self.queue_key = self.key
+        if self.queue_key is None:
+            with contextlib.suppress(ConfigError):
+                self.queue_key = queue_key(settings)
+        self.path = path or health_file_path(settings, pid=self.pid, start=self.start_time)
+        self._written = False
         self.interval = interval
         self.tasks_done = tasks_done
         self.consumer_connected = False
@@ -204,9 +348,12 @@ class HeartbeatService(BackgroundService):
             "pausada": pause["pausada"],
             "pausa_motivo": pause.get("motivo"),
             **self._fleet_state(pause),
-            "pid": os.getpid(),
+            "pid": self.pid,
+            "inicio_processo": self.start_time,
             "fila": self.settings.queue_name,
             "tabela": self.settings.queue_table,
+            "banco": f"{self.settings.db_host}:{self.settings.db_port}/{self.settings.db_name}",
+            "chave_fila": self.queue_key,
             "horario": time.time(),
             "intervalo": self.interval,
             "ok": not problems,
@@ -220,7 +367,13 @@ class HeartbeatService(BackgroundService):
             if self._closed:
                 return {}
             state = self.state()
-            self._write(state)
+            # Nothing on disk before the consumer first connects: a worker that fails at
+            # start (bad configuration) leaves no file and touches no other worker's.
+            if self.consumer_connected:
+                if not self._written:
+                    self._first_write()
+                self._write(state)
+                self._written = True
             self.last_state = state
         if state["ok"] != self._last_ok:
             if state["ok"]:
@@ -230,6 +383,19 @@ class HeartbeatService(BackgroundService):
                 logger.warning("%s: worker não saudável: %s", self.name, state["erro"])
             self._last_ok = state["ok"]
         return state
+
+    def _first_write(self) -> None:
+        if self.key is not None:  # the files of this queue's dead workers go
+            removed = remove_dead_files(self.key, os.path.dirname(self.path))
+            if removed:
+                logger.info("%s: removidos arquivos de saúde de workers mortos (pids %s)",
+                            self.name, ", ".join(map(str, removed)))
+            return
+        owner = _read_owner(self.path)
+        if owner is not None and owner[0] != self.pid and process_alive(*owner):
+            logger.warning("%s: o arquivo de saúde %s (QUEUE_HEALTH_FILE) é também de outro "
+                           "worker vivo (pid %s): um arquivo por worker, ou deixe "
+                           "QUEUE_HEALTH_FILE sem valor", self.name, self.path, owner[0])
 
     def _write(self, state: Dict[str, Any]) -> None:
         # A new file with an unpredictable name (mkstemp: O_EXCL, mode 0600) renamed over
@@ -249,10 +415,10 @@ class HeartbeatService(BackgroundService):
         """Stop writing, delete the file (if it is still this process's) and disconnect."""
         with self._beat_lock:
             self._closed = True
-            with contextlib.suppress(OSError, ValueError):
-                with open(self.path, encoding="utf-8") as fh:
-                    owner = json.load(fh).get("pid")
-                if owner == os.getpid():
+            owner = _read_owner(self.path)
+            if owner is not None and owner[0] == self.pid \
+                    and owner[1] in (None, self.start_time):
+                with contextlib.suppress(OSError):
                     os.remove(self.path)
             if self._session is not None:
                 self._session.close()
@@ -261,6 +427,16 @@ class HeartbeatService(BackgroundService):
                 with contextlib.suppress(Exception):
                     self._server.close()
                 self._server = None
+
+
+def _read_owner(path: str) -> Optional[Tuple[Any, Optional[int]]]:
+    """(pid, start time) a heartbeat file names, or None (no file, not readable)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            state = json.load(fh)
+        return state.get("pid"), state.get("inicio_processo")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 # -- the probe ---------------------------------------------------------------
@@ -277,7 +453,57 @@ def check(path: str, max_age: Optional[float] = None,
     except (OSError, ValueError) as exc:
         return {"saudavel": False, "estado": None,
                 "motivo": f"arquivo de saúde {path} ilegível: {exc}"}
-    return judge_state(state, max_age, now, pid_alive=_pid_alive)
+    if not isinstance(state, dict):
+        return {"saudavel": False, "estado": None,
+                "motivo": f"arquivo de saúde {path} ilegível: não é um objeto JSON"}
+    start = state.get("inicio_processo")
+    return judge_state(state, max_age, now,
+                       pid_alive=lambda pid: process_alive(pid, start))
+
+
+def check_queue(settings: Settings, max_age: Optional[float] = None,
+                now: Optional[float] = None, directory: Optional[str] = None) -> Dict[str, Any]:
+    """Judge the live workers of the configured queue by their default health files
+    (removing those of dead processes): healthy when there is at least one and every
+    one is healthy.  Same keys as `check` (from the worst worker), plus `workers` (each
+    worker's verdict) and `removidos` (pids whose files were removed)."""
+    now = time.time() if now is None else now
+    key = queue_key(settings)
+    label = _queue_label(settings)
+    verdicts: List[Dict[str, Any]] = []
+    removed: List[int] = []
+    for path, pid, start in queue_files(key, directory):
+        if not process_alive(pid, start):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            removed.append(pid)
+            continue
+        verdict = check(path, max_age, now)
+        state = verdict.get("estado")
+        if state is not None and (state.get("chave_fila") != key or state.get("pid") != pid):
+            continue  # not a file this library wrote for this queue's worker
+        if verdict["estado"] is None and not os.path.exists(path):
+            continue  # (the worker stopped and removed it meanwhile)
+        verdict["pid"] = pid
+        verdicts.append(verdict)
+    gone = (f"; arquivos de workers mortos removidos (pid {', '.join(map(str, removed))})"
+            if removed else "")
+    if not verdicts:
+        return {"saudavel": False, "estado": None, "workers": [], "removidos": removed,
+                "motivo": f"nenhum worker ativo da fila {label}{gone}"}
+    sick = [v for v in verdicts if not v["saudavel"]]
+    result = dict(sick[0] if sick else verdicts[0])
+    result.pop("pid", None)
+    result.update(saudavel=not sick, workers=verdicts, removidos=removed)
+    if len(verdicts) > 1:
+        each = "; ".join(v["motivo"] if v["saudavel"] else f"pid {v['pid']}: {v['motivo']}"
+                         for v in verdicts)
+        head = (f"{len(sick)} de {len(verdicts)} workers vivos da fila {settings.queue_name} "
+                "não saudáveis" if sick else
+                f"os {len(verdicts)} workers vivos da fila {settings.queue_name} saudáveis")
+        result["motivo"] = f"{head}: {each}"
+    result["motivo"] += gone
+    return result
 
 
 def judge_state(state: Optional[Dict[str, Any]], max_age: Optional[float] = None,
@@ -393,7 +619,9 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     try:
         settings = Settings.from_env(require=("db",) if args.db or args.only_db else ())
         probe_only = args.servidor or args.only_db or args.url
-        path = None if probe_only else health_file_path(settings.queue_name)
+        path = None if probe_only else explicit_health_file(settings)
+        if not probe_only and path is None:
+            queue_key(settings)  # the queue must be identified (else exit 2)
     except ConfigError as exc:
         print(f"Erro: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -406,8 +634,10 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
         result = {"saudavel": problem is None, "estado": None,
                   "motivo": problem or f"banco {settings.db_host}:{settings.db_port}/"
                   f"{settings.db_name} respondeu"}
-    else:
+    elif path is not None:
         result = check(path, args.max_idade)
+    else:
+        result = check_queue(settings, args.max_idade)
     if result["saudavel"] and args.db:
         problem = _check_db_from_probe(settings)
         if problem:

@@ -97,9 +97,13 @@ def test_probe_without_queue_name_is_a_config_error(tmp_path):
     assert "QUEUE_HEALTH_FILE" in res.stderr
 
 
-def test_default_path_uses_the_queue_name():
-    assert health.health_file_path("fila_x", env={}).endswith("nsj_queue_lib-fila_x.health")
-    assert health.health_file_path("fila_x", env={"QUEUE_HEALTH_FILE": "/x/y"}) == "/x/y"
+def test_default_path_names_the_queue_and_the_worker(queue):
+    settings = queue.settings()
+    path = health.health_file_path(settings, env={}, pid=123, start=456)
+    name = os.path.basename(path)
+    assert name.startswith(f"nsj_queue_lib-{settings.queue_name}-")
+    assert name.endswith(f"-{health.queue_key(settings)}-123-456.health")
+    assert health.health_file_path(settings, env={"QUEUE_HEALTH_FILE": "/x/y"}) == "/x/y"
 
 
 def test_dead_pid_in_file(tmp_path):
