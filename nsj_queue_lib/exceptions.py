@@ -30,6 +30,11 @@ class CoordinationError(NsjQueueError):
     """The notify/lock service (socket server) is unavailable or misbehaved."""
 
 
+class ServerFull(CoordinationError):
+    """The queue server answered a valid hello with "no room for more clients": it is
+    alive and serving others."""
+
+
 class ProtocolError(CoordinationError):
     """A malformed frame or an unexpected message on the socket protocol."""
 

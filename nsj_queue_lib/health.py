@@ -68,7 +68,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from nsj_queue_lib.cli.common import module_parser
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ServerFull
 from nsj_queue_lib.runtime.service import BackgroundService
 
 logger = logging.getLogger(__name__)
@@ -561,7 +561,13 @@ def _check_server_from_probe(settings: Settings) -> Dict[str, Any]:
     where = f"{settings.server_host}:{settings.lock_service_port}"
     locker = SocketLocker.from_settings(settings, admin=True)
     try:
-        ok = locker.ping()
+        ok = locker.check()
+    except ServerFull:
+        # It answered a valid hello with "full": serving its workers, alive.
+        return {"saudavel": True, "estado": None,
+                "motivo": f"servidor de filas {where} respondeu (sem vagas para mais clientes)"}
+    except CoordinationError:
+        ok = False
     finally:
         with contextlib.suppress(Exception):
             locker.close()

@@ -247,3 +247,27 @@ def test_refusal_log_counts_every_refusal_and_bounds_the_lines(
         log.note("10.0.0.9", "'hello' recusado", "de novo")
         assert len(caplog.records) == 4 and "de novo" in caplog.records[-1].getMessage()
     assert log.stats()["total"] == 1002
+
+
+def test_health_of_a_full_server_serving_its_workers_is_healthy(
+        server_factory: Factory) -> None:
+    """Every client slot taken by workers: a new hello gets too_many_clients, and the
+    probe reads that answer as a live server (restarting it would drop those workers)."""
+    server = server_factory(max_clients=5)
+    workers: list[RawClient] = []
+    try:
+        for _ in range(5):
+            raw = RawClient(server.lock_port)
+            workers.append(raw)
+            assert raw.hello(TOKEN)["ok"]
+        extra = RawClient(server.lock_port)
+        workers.append(extra)
+        assert extra.hello(TOKEN)["error"]["code"] == "too_many_clients"
+        result = health_servidor(server.lock_port)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "sem vagas" in result.stdout
+    finally:
+        for raw in workers:
+            raw.close()
+    result = health_servidor(server.lock_port)
+    assert result.returncode == 0 and "sem vagas" not in result.stdout

@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 
 from nsj_queue_lib.coordination.socket import legacy, tls
 from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ProtocolError
+from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ProtocolError, ServerFull
 from nsj_queue_lib.runtime.schedule import Backoff
 
 logger = logging.getLogger(__name__)
@@ -208,8 +208,8 @@ class SocketConnection:
                     self.version -= 1
                     sock.close()
                     return self._open()
-                raise CoordinationError(
-                    f"servidor {self.address} recusou a conexão: {message} ({code})")
+                error = ServerFull if code == p.ERR_TOO_MANY_CLIENTS else CoordinationError
+                raise error(f"servidor {self.address} recusou a conexão: {message} ({code})")
             self.channel = str(reply.get("channel") or "")
             heartbeat = reply.get("heartbeat")
             if not isinstance(heartbeat, (int, float)) or heartbeat <= 0:

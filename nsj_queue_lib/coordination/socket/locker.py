@@ -226,9 +226,14 @@ class SocketLocker:
     def ping(self) -> bool:
         """Round trip to the server (connecting if needed); True on success."""
         try:
-            return self._conn.request(p.OP_PING)[0] == "pong"
+            return self.check()
         except CoordinationError:
             return False
+
+    def check(self) -> bool:
+        """`ping` that raises what went wrong (CoordinationError; ServerFull when the
+        server answered the hello with "no room for more clients")."""
+        return self._conn.request(p.OP_PING)[0] == "pong"
 
     def _on_disconnect(self, generation: int, reason: str) -> None:
         with self._mutex:
