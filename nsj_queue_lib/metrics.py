@@ -25,6 +25,10 @@ scrape (its in-process view, refreshed with the pause flag before its claims: no
 statement of its own; an idle worker reads the row before its next claim, and the
 gauges' own read of the pause flag refreshes it too); in the queue server, the control
 row read with the pause flag.
+
+The HTTP side is nsj_queue_lib.http_guard's (`METRICS_LIMITS`): read timeouts and a
+deadline per request, small requests only, at most 8 connections served at once (503
+beyond), errors in Portuguese, clients that leave logged at DEBUG.
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ import logging
 import math
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
+from nsj_queue_lib.http_guard import DISCONNECTS, GuardedHandler, GuardedServer, Limits
 
 logger = logging.getLogger(__name__)
 
@@ -325,8 +329,14 @@ def worker_families(observer: Any, labels: Labels, now: Optional[float] = None) 
 HealthFn = Callable[[], Tuple[bool, str]]
 
 
-class _Handler(BaseHTTPRequestHandler):
+# A scraper or a probe needs few connections, small requests and no body.
+METRICS_LIMITS = Limits(read_timeout=10.0, request_deadline=15.0, max_header_bytes=8 * 1024,
+                        max_body_bytes=0, max_threads=8)
+
+
+class _Handler(GuardedHandler):
     server_version = "nsj_queue_lib-metrics"
+    log_name = "Métricas"
     endpoint: MetricsEndpoint  # set on the subclass made per endpoint
 
     def do_GET(self) -> None:
@@ -339,6 +349,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200 if ok else 503, ("ok: " if ok else "erro: ") + reason + "\n")
             else:
                 self._send(404, "não encontrado: use /metrics ou /healthz\n")
+        except DISCONNECTS:
+            raise  # the client left: logged at DEBUG by GuardedHandler
         except Exception as exc:
             logger.exception("Métricas: erro ao responder %s", path)
             with contextlib.suppress(Exception):
@@ -351,23 +363,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("Métricas: %s - %s", self.address_string(), format % args)
+    do_HEAD = do_GET
 
 
 class MetricsEndpoint:
     """A small threaded HTTP server in a daemon thread serving /metrics and /healthz."""
 
     def __init__(self, host: str, port: int, collect: Callable[[], List[Family]],
-                 health: HealthFn, close: Optional[Callable[[], None]] = None) -> None:
+                 health: HealthFn, close: Optional[Callable[[], None]] = None,
+                 limits: Optional[Limits] = None) -> None:
         self.host = host
+        self.limits = limits or METRICS_LIMITS
         self.close = close
         self.requested_port = port
         self.collect = collect
         self.health = health
-        self._httpd: Optional[ThreadingHTTPServer] = None
+        self._httpd: Optional[GuardedServer] = None
         self._thread: Optional[threading.Thread] = None
 
     def metrics_text(self) -> str:
@@ -381,11 +395,11 @@ class MetricsEndpoint:
         """Bind (ConfigError when the port is taken) and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
-            self._httpd = ThreadingHTTPServer((self.host, self.requested_port), handler)
+            self._httpd = GuardedServer((self.host, self.requested_port), handler,
+                                        self.limits, name="Métricas")
         except OSError as exc:
             raise ConfigError(f"METRICS_PORT: não foi possível escutar em {self.host}:"
                               f"{self.requested_port}: {exc}") from exc
-        self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="metrics_http",
                                         kwargs={"poll_interval": 0.5}, daemon=True)
         self._thread.start()

@@ -5,9 +5,11 @@ running tasks, the last hour's throughput as an inline SVG chart, the oldest
 due task, the dead letters with their last error and each chain with all its
 attempts.  Server-side HTML from the standard library: no JavaScript, no CDN,
 usable on a phone.  Listens on DASHBOARD_BIND_HOST (loopback by default),
-port DASHBOARD_PORT (8090).  Read-only unless DASHBOARD_TOKEN is set; then an
-operator who signs in with the token can redrive a failed or dead chain,
-cancel a waiting task and pause or resume a queue (QueueAdmin, the same
+port DASHBOARD_PORT (8090); answers only requests whose Host is a loopback name,
+the bind host or one of DASHBOARD_ALLOWED_HOSTS (DNS rebinding).  Read-only unless
+DASHBOARD_TOKEN is set; then an operator who signs in with the token can redrive a
+failed or dead chain (listed among the recent failures), cancel a waiting task and
+pause or resume a queue (QueueAdmin, the same
 operations as the command line).
 
 Exit codes: 0 after Ctrl-C/SIGTERM, 2 configuration error (or port in use).
@@ -42,6 +44,10 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
     parser.add_argument("--host", default=None,
                         help="interface (padrão: DASHBOARD_BIND_HOST ou 127.0.0.1, só "
                         "loopback)")
+    parser.add_argument("--hosts-permitidos", default=None, metavar="NOMES",
+                        help="nomes (separados por vírgula; *.dominio para subdomínios) pelos "
+                        "quais o painel é acessado, além de localhost, 127.0.0.1, ::1 e do "
+                        "endereço de --host (padrão: DASHBOARD_ALLOWED_HOSTS)")
     return parser
 
 
@@ -53,7 +59,9 @@ def run(args: Any) -> int:
 
     try:
         settings = Settings.from_env(require=("db",))
-        server = DashboardServer(settings, host=args.host, port=args.porta)
+        hosts = getattr(args, "hosts_permitidos", None)
+        server = DashboardServer(settings, host=args.host, port=args.porta,
+                                 allowed_hosts=None if hosts is None else hosts.split(","))
         server.bind()
     except ConfigError as exc:
         print(f"Erro: {exc}", file=sys.stderr)
@@ -65,7 +73,8 @@ def run(args: Any) -> int:
 
     restore = on_stop_signals(_stop)
     mode = "ações habilitadas (DASHBOARD_TOKEN)" if server.auth.enabled else "somente leitura"
-    logger.info("Painel em http://%s:%s/ (%s)", server.host, server.port, mode)
+    logger.info("Painel em http://%s:%s/ (%s; Host aceitos: %s)", server.host, server.port,
+                mode, server.allowed)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

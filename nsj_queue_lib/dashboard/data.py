@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.config import Settings, validate_table_name
@@ -23,6 +23,14 @@ T = TypeVar("T")
 
 COUNT_CAP = 100_000  # counts stop here ("100000+"): bounded cost on a huge backlog
 DEAD_LIMIT = 50
+FAILURES_LIMIT = 30  # chains in the list of recent failures
+PAYLOAD_SLICE = 1024 * 1024  # characters read per query when /payload streams a payload
+# A payload's root and length, and one slice of it: the same text in every dialect
+# (substr and char_length exist in PostgreSQL and MySQL).
+_PAYLOAD_LENGTH = ("SELECT r.id AS raiz, char_length(r.payload) AS n FROM {table} t "
+                   "JOIN {table} r ON r.id = coalesce(t.id_inicial, t.id) WHERE t.id = %(id)s")
+_FAILED_MESSAGE = "SELECT mensagem_anterior FROM {table} WHERE id = %(id)s"
+_PAYLOAD_SLICE = "SELECT substr(payload, %(start)s, %(n)s) AS parte FROM {table} WHERE id = %(id)s"
 QUEUES_TTL = 30.0  # seconds the list of queues is cached
 
 
@@ -119,12 +127,62 @@ class DashboardData:
 
         return self._run(read)
 
+    def failures(self, table: str, limit: int = FAILURES_LIMIT) -> List[Dict[str, Any]]:
+        """Recent failures of live chains, newest first: chains that ended in 'falha' and
+        chains waiting for their next attempt after a failure ("aguardando": True).
+        Dead-letter chains are listed by `dead_letters`."""
+        def read(s: DbSession) -> List[Dict[str, Any]]:
+            admin = QueueAdmin(s, table)
+            waiting = admin.list_tasks(failing=True, dead=False, limit=limit)
+            ended = admin.list_tasks(status="falha", dead=False, limit=limit)
+            for r in waiting:  # the failure's message is in the waiting attempt's row
+                r["aguardando"] = True
+                r["mensagem"] = s.fetch_value(
+                    _FAILED_MESSAGE.format(table=s.dialect.quote_table(table)), {"id": r["id"]})
+            for r in ended:
+                r["aguardando"] = False
+            return sorted(waiting + ended, key=lambda r: r["id"], reverse=True)[:limit]
+
+        return self._run(read)
+
     def chain(self, table: str, task_id: int) -> Dict[str, Any]:
         return self._run(lambda s: QueueAdmin(s, table).show(task_id))
 
+    def payload_length(self, table: str, task_id: int) -> Tuple[int, Optional[int]]:
+        """(id of the chain's first attempt, where the payload lives; its length in
+        characters, None without a payload).  NotFoundException for an unknown id."""
+        def read(s: DbSession) -> Tuple[int, Optional[int]]:
+            row = s.fetch_one(_PAYLOAD_LENGTH.format(table=s.dialect.quote_table(table)),
+                              {"id": task_id})
+            if row is None:
+                raise NotFoundException(f"Tarefa {task_id} não encontrada em {table}")
+            return int(row["raiz"]), None if row["n"] is None else int(row["n"])
+
+        return self._run(read)
+
+    def payload_slices(self, table: str, root: int, length: int,
+                       size: int = PAYLOAD_SLICE) -> Iterator[str]:
+        """The payload of attempt `root` in slices of `size` characters, one query each
+        (the session is free between two slices)."""
+        for start in range(1, length + 1, size):
+            part = self._run(lambda s, start=start: s.fetch_value(
+                _PAYLOAD_SLICE.format(table=s.dialect.quote_table(table)),
+                {"id": root, "start": start, "n": size}))
+            if not part:
+                return
+            yield part
+
     # -- actions (QueueAdmin, shared with the command line) -------------------------
-    def retry(self, table: str, task_id: int, por: str) -> int:
-        return self._run(lambda s: QueueAdmin(s, table).retry(task_id, por=por))
+    def retry(self, table: str, task_id: int, por: str) -> Tuple[int, bool]:
+        """QueueAdmin.retry: (attempt id, True for a new attempt, False when the attempt
+        that waited after a failure was made due now)."""
+        def work(s: DbSession) -> Tuple[int, bool]:
+            # ids only grow: a new attempt's id is above every id visible before it
+            before = s.fetch_value(f"SELECT max(id) FROM {s.dialect.quote_table(table)}")
+            new_id = QueueAdmin(s, table).retry(task_id, por=por)
+            return new_id, before is None or new_id > int(before)
+
+        return self._run(work)
 
     def cancel(self, table: str, task_id: int, por: str) -> int:
         return self._run(lambda s: QueueAdmin(s, table).cancel(task_id, por=por))

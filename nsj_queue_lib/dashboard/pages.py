@@ -37,9 +37,26 @@ gap:.5em}.grade div{background:#f4f6f8;border-radius:4px;padding:.4em .6em;white
 """
 
 
+PAYLOAD_PREVIEW = 16 * 1024  # characters of a payload shown in the chain page
+MESSAGE_PREVIEW = 4 * 1024   # characters of one message shown in a page
+LIST_MESSAGE_PREVIEW = 500   # characters of a message in a list (failures, dead letters)
+
+
 def e(value: Any) -> str:
     """Escaped text of any value ('' for None)."""
     return "" if value is None else html.escape(str(value), quote=True)
+
+
+def clip(value: Any, limit: int = MESSAGE_PREVIEW) -> str:
+    """Escaped text of `value`, cut at `limit` characters with a note of its length (a
+    page stays small whatever a row holds)."""
+    if value is None:
+        return ""
+    text = str(value)
+    if len(text) <= limit:
+        return e(text)
+    return (f'{e(text[:limit])}<small data-campo="cortado"> … (cortado: {len(text)} '
+            'caracteres)</small>')
 
 
 def fmt_count(n: int) -> str:
@@ -174,9 +191,46 @@ def fleet_line(fleet: Optional[Dict[str, Any]]) -> str:
             f'<small>{e(fleet_detail(fleet))}</small></p>')
 
 
-def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str]) -> str:
+def failures_section(t: str, failures: List[Dict[str, Any]], csrf: Optional[str]) -> str:
+    """Recent failures (DashboardData.failures): chains that ended in 'falha' and chains
+    waiting for their next attempt after a failure, with the failure's message and, for
+    a signed-in browser, the retry button (QueueAdmin.retry: a new attempt for an ended
+    chain; for a waiting one, its next attempt due now)."""
+    rows = []
+    for f in failures:
+        root = f["id_inicial"]
+        if f["aguardando"]:
+            failed_attempt = int(f["tentativa"]) - 1
+            state = (f'<span class="tag agendada">aguardando nova tentativa</span><br><small>'
+                     f'tentativa {e(f["tentativa"])} prevista para {fmt_time(f["data_hora"])}'
+                     '</small>')
+            action = (_action("retry", t, csrf, "Tentar agora", root)
+                      if f["status"] == "agendada" else "")
+        else:
+            failed_attempt = f["tentativa"]
+            state = '<span class="tag falha">falha</span>'
+            action = _action("retry", t, csrf, "Reenfileirar", root)
+        rows.append(
+            f'<tr data-falha="{e(root)}" data-situacao="'
+            f'{"aguardando" if f["aguardando"] else "falha"}"><td><a href="'
+            f'{e(url("/cadeia", f=t, id=root))}">#{e(root)}</a></td><td>{e(f["processo"])}</td>'
+            f'<td class="n">{e(failed_attempt)}</td><td>{state}</td>'
+            f'<td class="msg">{clip(f["mensagem"], LIST_MESSAGE_PREVIEW)}</td>'
+            f'<td>{fmt_time(f["data_hora_inicial"])}</td><td>{action}</td></tr>')
+    body = "".join(rows) or '<tr><td colspan="7">Nenhuma falha recente.</td></tr>'
+    return ('<section><h2>Falhas recentes</h2><div class="scroll"><table><thead><tr>'
+            '<th>Cadeia</th><th>Processo</th><th>Tentativa que falhou</th><th>Situação</th>'
+            '<th>Mensagem</th><th>Início</th><th></th></tr></thead>'
+            f'<tbody data-campo="falhas">{body}</tbody></table></div><small>Cadeias cuja '
+            'última tentativa falhou, terminadas ou aguardando a próxima tentativa, das mais '
+            'novas para as mais antigas (as da fila de mortos estão abaixo).</small></section>')
+
+
+def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str],
+               failures: Optional[List[Dict[str, Any]]] = None) -> str:
     """One queue: counts, pause state, mixed-fleet mode, oldest due task, last-hour chart,
-    dead letters.  Action buttons only when `csrf` is given (a signed-in browser)."""
+    recent failures, dead letters.  Action buttons only when `csrf` is given (a
+    signed-in browser)."""
     t = s["fila"]
     c = s["contagens"]
     pause = s["pausa"]
@@ -212,8 +266,9 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
             f'{e(url("/cadeia", f=t, id=d["live_id"]))}">#{e(d["live_id"])}</a></small></td>'
             f'<td>{e(d["processo"])}</td><td><span class="tag {e(d["status"])}">'
             f'{e(d["status"])}</span> ({e(d["tentativa"])})</td>'
-            f'<td class="msg">{e(d["erro_original"])}'
-            + (f'<br><small>na fila de mortos: {e(d["mensagem"])}</small>' if d["mensagem"] else "")
+            f'<td class="msg">{clip(d["erro_original"], LIST_MESSAGE_PREVIEW)}'
+            + (f'<br><small>na fila de mortos: {clip(d["mensagem"], LIST_MESSAGE_PREVIEW)}'
+               '</small>' if d["mensagem"] else "")
             + f'</td><td>{fmt_time(d["data_hora_inicial"])}</td><td>'
             + (_action("retry", t, csrf, "Reenfileirar", d["id"]) if d["status"] in
                ("falha", "cancelada") else "") + "</td></tr>")
@@ -227,7 +282,8 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
         f'<section><h2>Terminadas na última hora (por minuto)</h2>{chart(s["ultima_hora"])}'
         '<small>Tentativas terminadas cujo horário previsto (data_hora) está na última hora: '
         'verde sucesso, vermelho falha, cinza cancelada.</small></section>'
-        '<section><h2>Fila de mortos</h2><div class="scroll"><table><thead><tr><th>Cadeia</th>'
+        + (failures_section(t, failures, csrf) if failures is not None else "")
+        + '<section><h2>Fila de mortos</h2><div class="scroll"><table><thead><tr><th>Cadeia</th>'
         '<th>Processo</th><th>Status</th><th>Último erro</th><th>Início</th><th></th></tr>'
         f'</thead><tbody>{dead_html}</tbody></table></div></section>')
 
@@ -240,7 +296,7 @@ def chain_page(table: str, chain: Dict[str, Any], csrf: Optional[str]) -> str:
             f'<tr data-tentativa="{e(a["id"])}"><td>#{e(a["id"])}</td>'
             f'<td class="n">{e(a["tentativa"])}</td><td><span class="tag {e(a["status"])}">'
             f'{e(a["status"])}</span>{" (reenfileirada)" if a["reenfileirado"] else ""}</td>'
-            f'<td>{fmt_time(a["data_hora"])}</td><td class="msg">{e(a["mensagem"])}</td></tr>')
+            f'<td>{fmt_time(a["data_hora"])}</td><td class="msg">{clip(a["mensagem"])}</td></tr>')
     root = chain["id_inicial"]
     first = chain["tentativas"][0]
     links = []
@@ -260,6 +316,20 @@ def chain_page(table: str, chain: Dict[str, Any], csrf: Optional[str]) -> str:
     if chain["status"] in ("pendente", "agendada"):
         actions += _action("cancel", table, csrf, "Cancelar a tarefa", root, danger=True)
     payload = first.get("payload")
+    payload_html = ""
+    if payload:
+        full = url("/payload", f=table, id=root)
+        if len(payload) > PAYLOAD_PREVIEW:
+            payload_html = (
+                f'<details open><summary>Payload ({len(payload)} caracteres; mostrando os '
+                f'primeiros {PAYLOAD_PREVIEW})</summary><pre class="msg" data-campo="payload">'
+                f'{e(payload[:PAYLOAD_PREVIEW])}</pre><p data-campo="payload-cortado">Payload '
+                f'cortado. <a href="{e(full)}">Ver o payload completo</a> (texto, '
+                f'{len(payload)} caracteres).</p></details>')
+        else:
+            payload_html = (f'<details><summary>Payload</summary><pre class="msg" '
+                            f'data-campo="payload">{e(payload)}</pre><small><a href="{e(full)}">'
+                            'como texto</a></small></details>')
     return (
         f'<section><h2>Cadeia #{e(root)} <span class="tag {e(chain["status"])}" '
         f'data-campo="status">{e(chain["status"])}</span></h2>'
@@ -270,8 +340,7 @@ def chain_page(table: str, chain: Dict[str, Any], csrf: Optional[str]) -> str:
         '<div class="scroll"><table><thead><tr><th>Id</th><th>Tentativa</th><th>Status</th>'
         f'<th>Horário</th><th>Mensagem</th></tr></thead><tbody>{"".join(rows)}</tbody>'
         '</table></div>'
-        + (f'<details><summary>Payload</summary><pre class="msg">{e(payload)}</pre></details>'
-           if payload else "")
+        + payload_html
         + f'<p><a href="{e(url("/fila", f=table))}">voltar à fila</a></p></section>')
 
 

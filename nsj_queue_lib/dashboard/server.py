@@ -3,11 +3,19 @@
 Read-only unless DASHBOARD_TOKEN is set.  With a token, an operator signs in
 once (POST /entrar with the token) and gets an HttpOnly, SameSite=Strict
 cookie; every action is a POST carrying, besides that cookie, a CSRF field
-rendered only in pages served to a signed-in browser; a POST whose Origin is
-another site is refused too.  Both values are HMACs of the token with a
-per-process salt (a restart signs everyone out).  A server bound to the
-loopback also refuses Host headers that are not loopback names (DNS
-rebinding).
+rendered only in pages served to a signed-in browser; a POST whose Origin (or,
+without one, whose Referer) is another site is refused too.  Both values are HMACs of
+the token with a per-process salt (a restart signs everyone out).
+
+Every request must name the dashboard in its Host header (DNS rebinding): the
+loopback names, the bind host when it is a specific address, and the names of
+DASHBOARD_ALLOWED_HOSTS (comma-separated; ``*.example.com`` for subdomains).  A
+bind on 0.0.0.0 or :: does not accept any Host: add the names the dashboard is
+reached by.  Others are refused with 421.
+
+HTTP handling is nsj_queue_lib.http_guard's (`DASHBOARD_LIMITS`): timeouts, bounded
+request sizes and threads, 400 for a malformed request, clients that leave logged at
+DEBUG.  A large payload is cut in the chain page; /payload streams it whole.
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ import hashlib
 import hmac
 import http.cookies
 import logging
+import os
+import re
 import secrets
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Optional
+from typing import Any, Dict, FrozenSet, Iterable, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 from nsj_queue_lib.config import Settings
@@ -33,14 +42,23 @@ from nsj_queue_lib.exceptions import (
     InvalidTaskState,
     NotFoundException,
 )
+from nsj_queue_lib.http_guard import DISCONNECTS, GuardedHandler, GuardedServer, Limits
 
 logger = logging.getLogger(__name__)
 
 COOKIE = "nsjq_painel"
 FAILED_LOGIN_DELAY = 1.0  # seconds
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+ANY_ADDRESS = ("", "0.0.0.0", "::", "*")
+ALLOWED_HOSTS_ENV = "DASHBOARD_ALLOWED_HOSTS"
+DASHBOARD_LIMITS = Limits(read_timeout=10.0, request_deadline=20.0,
+                          max_header_bytes=16 * 1024, max_body_bytes=16 * 1024, max_threads=16)
+# A Host header: a name or IPv4 address, or an IPv6 address in brackets; optional port.
+_HOST = re.compile(r"(?P<name>[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?")
+HOST_WARNINGS = 100  # refused Host names logged at WARNING (each once); then DEBUG
 NOTICES = {
     "reenfileirada": "Cadeia reenfileirada: nova tentativa #{novo}.",
+    "antecipada": "Próxima tentativa #{novo} antecipada: devida agora.",
     "cancelada": "Tarefa cancelada (tentativa #{novo}).",
     "pausada": "Fila pausada: os workers param de pegar tarefas em até um segundo.",
     "retomada": "Fila retomada.",
@@ -90,19 +108,92 @@ class Auth:
         return self.enabled and hmac.compare_digest(given.encode(), self.csrf_value().encode())
 
 
+def host_name(header: str) -> Optional[str]:
+    """The name in a Host header (or a configured name): lower case, without port,
+    brackets or final dot; None when it is not a host name or address."""
+    m = _HOST.fullmatch(header.strip())
+    if not m:
+        return None
+    name = m.group("name").lower()
+    if name.startswith("["):
+        name = name[1:-1]
+    return name.rstrip(".") or None
+
+
+def _name_of(value: str) -> Optional[str]:
+    """host_name() of a configured value or bind host (a bare IPv6 address too)."""
+    value = value.strip()
+    if value.count(":") > 1 and not value.startswith("["):
+        value = f"[{value}]"
+    return host_name(value)
+
+
+def configured_hosts(settings: Settings) -> Tuple[str, ...]:
+    """DASHBOARD_ALLOWED_HOSTS: from Settings once config.py reads it
+    (`dashboard_allowed_hosts`), from the environment meanwhile."""
+    value: Any = getattr(settings, "dashboard_allowed_hosts", None)
+    if value is None:
+        value = os.environ.get(ALLOWED_HOSTS_ENV, "")
+    if isinstance(value, str):
+        value = value.split(",")
+    return tuple(v.strip() for v in value if v and v.strip())
+
+
+class AllowedHosts:
+    """The names a request's Host header may carry: the loopback names, the bind host
+    when it is a specific address and the configured ones (``*.dominio``: its
+    subdomains).  ConfigError for a configured value that is not a host name."""
+
+    def __init__(self, bind_host: str, configured: Iterable[str] = ()) -> None:
+        names = {"localhost", "127.0.0.1", "::1"}
+        suffixes = set()
+        if bind_host not in ANY_ADDRESS:
+            bound = _name_of(bind_host)
+            if bound:
+                names.add(bound)
+        for item in (i.strip() for i in configured):
+            if not item:
+                continue
+            wildcard = item.startswith("*.")
+            name = _name_of(item[2:] if wildcard else item)
+            if name is None or (wildcard and "." not in name and name != "localhost"):
+                raise ConfigError(f"{ALLOWED_HOSTS_ENV}: nome de host inválido: {item!r} (use "
+                                  "nomes ou endereços separados por vírgula, ou *.dominio)")
+            (suffixes if wildcard else names).add(name)
+        self.names: FrozenSet[str] = frozenset(names)
+        self.suffixes: FrozenSet[str] = frozenset(suffixes)
+
+    def allows(self, header: Optional[str]) -> bool:
+        name = host_name(header or "")
+        if name is None:
+            return False
+        return name in self.names or any(name.endswith("." + s) for s in self.suffixes)
+
+    def __str__(self) -> str:
+        return ", ".join(sorted(self.names) + sorted("*." + s for s in self.suffixes))
+
+
 class DashboardServer:
-    """Serves the pages of `data` on host:port in a daemon thread (or in the caller's)."""
+    """Serves the pages of `data` on host:port in a daemon thread (or in the caller's).
+
+    `allowed_hosts`: Host names accepted besides the loopback and the bind host (None:
+    DASHBOARD_ALLOWED_HOSTS); `limits`: the HTTP bounds (DASHBOARD_LIMITS)."""
 
     def __init__(self, settings: Settings, data: Optional[DashboardData] = None,
                  host: Optional[str] = None, port: Optional[int] = None,
-                 token: Optional[str] = None) -> None:
+                 token: Optional[str] = None, allowed_hosts: Optional[Iterable[str]] = None,
+                 limits: Optional[Limits] = None) -> None:
         self.settings = settings
-        self.data = data or DashboardData(settings)
         self.host = host or settings.dashboard_bind_host
+        self.allowed = AllowedHosts(self.host, configured_hosts(settings)
+                                    if allowed_hosts is None else allowed_hosts)
+        self.limits = limits or DASHBOARD_LIMITS
+        self.data = data or DashboardData(settings)
         self.requested_port = settings.dashboard_port if port is None else port
         self.auth = Auth(token if token is not None else settings.dashboard_token)
-        self._httpd: Optional[ThreadingHTTPServer] = None
+        self._httpd: Optional[GuardedServer] = None
         self._thread: Optional[threading.Thread] = None
+        self._hosts_warned: set = set()
 
     @property
     def port(self) -> int:
@@ -112,11 +203,11 @@ class DashboardServer:
         """Open the listening socket (ConfigError when the port cannot be bound)."""
         handler = type("Handler", (_Handler,), {"app": self})
         try:
-            self._httpd = ThreadingHTTPServer((self.host, self.requested_port), handler)
+            self._httpd = GuardedServer((self.host, self.requested_port), handler,
+                                        self.limits, name="Painel")
         except OSError as exc:
             raise ConfigError(f"DASHBOARD_PORT: não foi possível escutar em {self.host}:"
                               f"{self.requested_port}: {exc}") from exc
-        self._httpd.daemon_threads = True
 
     def serve_forever(self) -> None:
         """Serve in the calling thread until `stop()` (or KeyboardInterrupt)."""
@@ -142,9 +233,21 @@ class DashboardServer:
     def loopback_only(self) -> bool:
         return self.host in LOOPBACK_NAMES
 
+    def note_refused_host(self, header: str, client: str) -> None:
+        """WARNING the first time a Host name is refused (a misconfiguration shows
+        at once), DEBUG after that and beyond HOST_WARNINGS names."""
+        key = header[:100]
+        if key not in self._hosts_warned and len(self._hosts_warned) < HOST_WARNINGS:
+            self._hosts_warned.add(key)
+            logger.warning("Painel: Host %r recusado (de %s): aceitos %s; outros nomes em "
+                           "%s", key, client, self.allowed, ALLOWED_HOSTS_ENV)
+        else:
+            logger.debug("Painel: Host %r recusado (de %s)", key, client)
 
-class _Handler(BaseHTTPRequestHandler):
+
+class _Handler(GuardedHandler):
     server_version = "nsj_queue_lib-painel"
+    log_name = "Painel"
     app: DashboardServer
 
     # -- plumbing ------------------------------------------------------------------
@@ -180,30 +283,32 @@ class _Handler(BaseHTTPRequestHandler):
         return self.app.auth.csrf_value() if self._signed_in() else None
 
     def _host_ok(self) -> bool:
-        if not self.app.loopback_only:
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) == 1 and self.app.allowed.allows(hosts[0]):
             return True
-        host = (self.headers.get("Host") or "").strip()
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return name in LOOPBACK_NAMES
+        self.app.note_refused_host(" ".join(hosts) or "(sem Host)", self.address_string())
+        return False
 
     def _params(self) -> Dict[str, str]:
         query = urlsplit(self.path).query
         return {k: v[0] for k, v in parse_qs(query).items()}
 
     def _form(self) -> Dict[str, str]:
-        length = min(int(self.headers.get("Content-Length") or 0), 64 * 1024)
-        body = self.rfile.read(length).decode("utf-8", "replace")
+        # the body was read, within DASHBOARD_LIMITS, before the method ran
+        body = self.body.decode("utf-8", "replace")
         return {k: v[0] for k, v in parse_qs(body).items()}
-
-    def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("Painel: %s - %s", self.address_string(), format % args)
 
     def _guard(self, handler: Any) -> None:
         try:
             if not self._host_ok():
-                self._send(421, "Host não permitido")
+                self._page(421, "Host não permitido", "<section><p>Este painel não atende pelo "
+                           "nome usado no endereço (proteção contra DNS rebinding). Acesse-o "
+                           "por um nome permitido ou inclua o nome em "
+                           f"{ALLOWED_HOSTS_ENV}.</p></section>")
                 return
             handler()
+        except DISCONNECTS:
+            raise  # the client left: logged at DEBUG by GuardedHandler
         except NotFoundException as exc:
             self._page(404, "Não encontrado", f'<section><p>{pages.e(exc)}</p></section>')
         except (InvalidTaskState, ControlTableMissing, ConfigError) as exc:
@@ -241,7 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/fila":
             table = data.check_queue(p.get("f", ""))
             self._page(200, table, pages.queue_page(data.summary(table),
-                                                    data.dead_letters(table), self._csrf()),
+                                                    data.dead_letters(table), self._csrf(),
+                                                    failures=data.failures(table)),
                        notice or None)
         elif path == "/cadeia":
             table = data.check_queue(p.get("f", ""))
@@ -249,6 +355,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._page(200, f"Tarefa {task_id}",
                        pages.chain_page(table, data.chain(table, task_id), self._csrf()),
                        notice or None)
+        elif path == "/payload":
+            table = data.check_queue(p.get("f", ""))
+            self._stream_payload(table, _int(p.get("id")))
         elif path == "/entrar":
             if not self.app.auth.enabled:
                 self._page(403, "Somente leitura", "<section><p>Este painel é somente leitura: "
@@ -257,6 +366,33 @@ class _Handler(BaseHTTPRequestHandler):
                 self._page(200, "Entrar", pages.login_page())
         else:
             self._page(404, "Não encontrado", "<section><p>Página inexistente.</p></section>")
+
+    def _stream_payload(self, table: str, task_id: int) -> None:
+        """The whole payload of a chain as text/plain, read and sent in slices (never
+        all of it in memory); the end of the response is the end of the connection."""
+        data = self.app.data
+        root, length = data.payload_length(table, task_id)
+        if length is None:
+            raise NotFoundException(f"A tarefa {task_id} não tem payload")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Disposition", f'inline; filename="payload-{root}.txt"')
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Security-Policy", "sandbox; default-src 'none'")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        try:
+            for part in data.payload_slices(table, root, length):
+                self.wfile.write(part.encode("utf-8"))
+        except DISCONNECTS:
+            raise
+        except Exception as exc:  # the status line is gone: say it in the text itself
+            logger.warning("Painel: envio do payload da tarefa %s interrompido: %s", root,
+                           exc)
+            self.wfile.write(b"\n[payload interrompido: erro ao ler do banco]\n")
 
     # -- POST ------------------------------------------------------------------------
     def do_POST(self) -> None:
@@ -268,10 +404,17 @@ class _Handler(BaseHTTPRequestHandler):
                    error=reason)
 
     def _same_origin(self) -> bool:
+        """Origin, or without it Referer, names this dashboard (the Host, already one of
+        the allowed names); a request with neither (not a browser's form) passes: the
+        session cookie and the CSRF field still apply."""
+        host = (self.headers.get("Host") or "").strip().lower()
         origin = self.headers.get("Origin")
-        if not origin or origin == "null":
-            return origin is None
-        return urlsplit(origin).netloc == (self.headers.get("Host") or "")
+        if origin is not None:
+            return origin != "null" and urlsplit(origin.strip()).netloc.lower() == host
+        referer = self.headers.get("Referer")
+        if referer is not None:
+            return urlsplit(referer.strip()).netloc.lower() == host
+        return True
 
     def _post(self) -> None:
         path = urlsplit(self.path).path
@@ -306,9 +449,10 @@ class _Handler(BaseHTTPRequestHandler):
         op = form.get("op")
         who = f"painel@{self.client_address[0]}"
         if op == "retry":
-            new_id = data.retry(table, _int(form.get("id")), who)
+            new_id, new_attempt = data.retry(table, _int(form.get("id")), who)
             target = pages.url("/cadeia", f=table, id=_int(form.get("id")),
-                                     aviso="reenfileirada", novo=new_id)
+                               aviso="reenfileirada" if new_attempt else "antecipada",
+                               novo=new_id)
         elif op == "cancel":
             done = data.cancel(table, _int(form.get("id")), who)
             target = pages.url("/cadeia", f=table, id=_int(form.get("id")),
