@@ -99,6 +99,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
+# QUEUE_CONCURRENCY: threads (and database connections) of one worker process, at most.
+# More tasks at once come from more processes; at start the worker also checks that the
+# database can take that many connections now (runtime/capacity.py).
+MAX_CONCURRENCY = 256
+
+
+def _concurrency(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_CONCURRENCY:
+        raise ValueError(f"use de 1 a {MAX_CONCURRENCY} (tarefas simultâneas por processo, uma "
+                         "conexão cada; para mais, use mais processos)")
+    return value
+
+
 def _positive_float(text: str) -> float:
     accepted = "use um número maior que zero (ex.: 30 ou 0.5)"
     value = _number(text, float, accepted)
@@ -226,9 +240,9 @@ class Settings:
     queue_purge_limit: int = _v("QUEUE_PURGE_LIMIT", parse=_positive_int, default=1000)
     queue_purge_round_limit: int = _v("QUEUE_PURGE_ROUND_LIMIT", parse=_positive_int,
                                       default=100)
-    queue_concurrency: int = _v("QUEUE_CONCURRENCY", parse=_positive_int, default=1,
+    queue_concurrency: int = _v("QUEUE_CONCURRENCY", parse=_concurrency, default=1,
                                 doc="tarefas simultâneas por processo (uma thread e uma "
-                                "conexão cada)")
+                                f"conexão cada; no máximo {MAX_CONCURRENCY})")
     queue_batch_size: int = _v("QUEUE_BATCH_SIZE", parse=_positive_int, default=1,
                                doc="tarefas por transação (modo lote; 1 = uma por vez)")
     queue_wait_notify_interval: float = _v("QUEUE_WAIT_NOTIFY_INTERVAL", parse=_positive_float,

@@ -15,6 +15,7 @@ from nsj_queue_lib.health import HeartbeatService
 from nsj_queue_lib.metrics import worker_endpoint
 from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime import signals
+from nsj_queue_lib.runtime.capacity import check_connection_capacity
 from nsj_queue_lib.runtime.concurrency import Listener, SharedBackend, WakeHub, run_threads
 from nsj_queue_lib.runtime.consumer import Consumer
 from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService, admin_services
@@ -144,6 +145,7 @@ class WorkerRuntime:
             # worker rescues a task that is still running); then the background
             # threads (heartbeat, extra services) stop; then connections close.
             if self.listener is not None:
+                check_connection_capacity(self.settings)
                 self._threads_started = True
                 run_threads(self.consumers, self.listener, self.stop)
             else:

@@ -297,3 +297,9 @@ DELETE d
 -- InnoDB refuses every write of a session at READ COMMITTED (error 1665); the worker's
 -- session then stays at the server's level (coordination/mysql.py).
 SELECT @@log_bin = 1 AND upper(@@binlog_format) = 'STATEMENT' AS statement_binlog
+
+-- name: server_free_connections
+-- Connections the server would accept now: max_connections less those open
+-- (runtime/capacity.py, before QUEUE_CONCURRENCY threads connect).
+SELECT @@max_connections - (SELECT count(*) FROM information_schema.PROCESSLIST) AS livres,
+       @@max_connections AS maximo

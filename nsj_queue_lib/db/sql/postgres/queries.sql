@@ -473,3 +473,13 @@ SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
        p.payload_hash, p.tenant, p.grupo_empresarial,
        coalesce(p.id_inicial, p.id), s.id, p.prioridade
 {part_fanout_source}
+
+-- name: server_free_connections
+-- Connections the server would accept now for an ordinary role: max_connections less the
+-- reserved ones and those open (runtime/capacity.py, before QUEUE_CONCURRENCY threads
+-- connect).
+SELECT current_setting('max_connections')::int
+       - current_setting('superuser_reserved_connections')::int
+       - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')
+         AS livres,
+       current_setting('max_connections')::int AS maximo
