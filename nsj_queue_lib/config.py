@@ -281,6 +281,10 @@ class Settings:
                                   doc="interface do painel (padrão: só loopback)")
     dashboard_token: Optional[str] = _v("DASHBOARD_TOKEN", parse=_opt_str, secret=True,
                                         doc="token das ações do painel; sem ele, só leitura")
+    dashboard_allowed_hosts: Optional[str] = _v(
+        "DASHBOARD_ALLOWED_HOSTS", parse=_opt_str,
+        doc="nomes extras aceitos no Host do painel (vírgula; *.dominio); 0.0.0.0 não libera "
+            "qualquer Host")
     metrics_db_interval: float = _v("METRICS_DB_INTERVAL", parse=_positive_float, default=15.0,
                                     doc="segundos de cache das medidas lidas do banco")
     # Client/server mode

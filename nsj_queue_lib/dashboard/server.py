@@ -24,7 +24,6 @@ import hashlib
 import hmac
 import http.cookies
 import logging
-import os
 import re
 import secrets
 import threading
@@ -129,14 +128,9 @@ def _name_of(value: str) -> Optional[str]:
 
 
 def configured_hosts(settings: Settings) -> Tuple[str, ...]:
-    """DASHBOARD_ALLOWED_HOSTS: from Settings once config.py reads it
-    (`dashboard_allowed_hosts`), from the environment meanwhile."""
-    value: Any = getattr(settings, "dashboard_allowed_hosts", None)
-    if value is None:
-        value = os.environ.get(ALLOWED_HOSTS_ENV, "")
-    if isinstance(value, str):
-        value = value.split(",")
-    return tuple(v.strip() for v in value if v and v.strip())
+    """DASHBOARD_ALLOWED_HOSTS (Settings.dashboard_allowed_hosts), as a tuple of names."""
+    value = settings.dashboard_allowed_hosts or ""
+    return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
 class AllowedHosts:
