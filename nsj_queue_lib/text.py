@@ -15,8 +15,9 @@ from typing import Any, Optional
 
 ELLIPSIS = "…"
 # Characters a terminal may act on instead of showing: C0 controls but tab and newline,
-# DEL and the C1 controls (some terminals read \x9b as CSI).
-_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# DEL and the C1 controls (some terminals read \x9b as CSI), and the bidirectional
+# overrides and isolates (they reorder what is shown).
+_TERMINAL_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def clean(text: str) -> str:

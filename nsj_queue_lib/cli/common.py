@@ -242,6 +242,11 @@ class TerminalSafe:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
 
+    @property
+    def raw_stream(self) -> Any:
+        """The stream itself, for the library's own control sequences (status --watch)."""
+        return self.stream
+
     def write(self, text: str) -> int:
         self.stream.write(terminal_safe(text))
         return len(text)

@@ -31,3 +31,36 @@ def test_tasks_list_show_and_json_escape_control_characters(queue):
             assert rows[0]["mensagem"] == HOSTILE  # the same text, escaped as JSON
         else:
             assert "\\u001b]0;titulo\\u0007" in res.stdout
+
+
+def test_status_watch_still_clears_the_screen_on_a_terminal(queue):
+    """The library's own clear-screen sequence of `status --watch` reaches a real terminal
+    (a pty) unescaped, while stored text stays escaped."""
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, **queue.env(), "PYTHONPATH": str(ROOT)}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib", "status", "--watch", "1"],
+                            env=env, cwd=str(ROOT), stdin=subprocess.DEVNULL, stdout=slave,
+                            stderr=slave)
+    os.close(slave)
+    out = b""
+    try:
+        deadline = time.monotonic() + 20
+        while out.count(b"\x1b[H\x1b[2J") < 2 and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        os.close(master)
+    assert out.count(b"\x1b[H\x1b[2J") >= 2, out[-2000:]
+    assert b"\\u001b[H" not in out
