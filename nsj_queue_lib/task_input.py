@@ -3,13 +3,14 @@
 The rule (README, "3. Enfileirar"), applied by every QueueClient insert:
 
 * payload: None (no payload); a str, stored as it is; bytes or bytearray, decoded as
-  UTF-8 and then taken as that str (bytes that are not valid UTF-8 are refused); or a
-  value JSON represents (dict, list, tuple, set, frozenset, int, float, bool, and
-  inside them also datetime/date/time as ISO 8601, UUID and Decimal as strings, bytes
-  as UTF-8 text), stored as its JSON text (`json.dumps(..., ensure_ascii=False)`, as
-  before: a dict, a list or an int is stored exactly as by earlier versions).  NaN and
-  Infinity (not JSON), circular references, dict keys JSON has no form for and any
-  other type are refused.
+  UTF-8 and then taken as that str (bytes that are not valid UTF-8 are refused); an
+  int, float, bool, Decimal, date/time/datetime or UUID, stored as its str() as by
+  earlier versions; or a dict, list, tuple, set or frozenset, stored as its JSON text
+  (`json.dumps(..., ensure_ascii=False)`, as before for dict and list; tuples and sets
+  as lists; inside them datetime/date/time as ISO 8601, UUID and Decimal as strings,
+  bytes as UTF-8 text).  NaN and Infinity, circular references, dict keys JSON has no
+  form for and any other type are refused (InvalidPayloadType, also a TypeError, for a
+  type).
 * A str payload and the text fields (origem, destino, processo, chave_externa,
   grupo_empresarial) must not hold NUL nor lone surrogates (no text column takes them),
   nor, in a database whose encoding is not UTF-8, characters that encoding lacks.  In a
@@ -33,6 +34,7 @@ import codecs
 import datetime as _dt
 import decimal
 import json
+import math
 import re
 import uuid
 import weakref
@@ -69,6 +71,11 @@ class InvalidTaskInput(NsjQueueError, ValueError):
     """A task the queue cannot store as given (payload type, characters, range, size)."""
 
 
+class InvalidPayloadType(InvalidTaskInput, TypeError):
+    """A payload (or a value inside it) of a type the queue has no text for; also a
+    TypeError, as earlier versions raised for such values."""
+
+
 class PayloadTooLarge(InvalidTaskInput):
     """A task (or statement) larger than the database server accepts: a permanent error,
     not a lost connection."""
@@ -93,18 +100,20 @@ def _json_default(value: Any) -> Any:
         return list(value)
     if isinstance(value, (bytes, bytearray)):
         return _decode(value, "payload")
-    raise InvalidTaskInput(f"payload contém um valor do tipo {type(value).__name__}, que "
-                           f"não tem forma em JSON")
+    raise InvalidPayloadType(f"payload contém um valor do tipo {type(value).__name__}, que "
+                             f"não tem forma em JSON")
 
 
-_TOP_LEVEL = (dict, list, tuple, set, frozenset, int, float, decimal.Decimal, _dt.date,
-              _dt.time, uuid.UUID)
+_JSON_TOP_LEVEL = (dict, list, tuple, set, frozenset)
+# Scalars stored as their str(), as every earlier version did (bool as True/False, a
+# datetime with a space): a consumer may parse them so.
+_SCALARS = (bool, int, float, decimal.Decimal, _dt.date, _dt.time, uuid.UUID)
 
 
 def _dumps(payload: Any) -> str:
     try:
         return json.dumps(payload, ensure_ascii=False, allow_nan=False, default=_json_default)
-    except InvalidTaskInput:
+    except (InvalidTaskInput, InvalidPayloadType):
         raise
     except RecursionError:
         raise InvalidTaskInput("payload aninhado demais para JSON") from None
@@ -190,11 +199,16 @@ def payload_text(payload: Any, codec: str = "utf-8") -> Optional[str]:
     if isinstance(payload, str):
         check_text("payload", payload, codec)
         return payload
-    if not isinstance(payload, _TOP_LEVEL):
-        raise InvalidTaskInput(
+    if isinstance(payload, _SCALARS):
+        if isinstance(payload, (float, decimal.Decimal)) and not math.isfinite(payload):
+            raise InvalidTaskInput("payload contém NaN ou Infinity, que não são JSON "
+                                   "válido (use None ou um texto)")
+        return str(payload)
+    if not isinstance(payload, _JSON_TOP_LEVEL):
+        raise InvalidPayloadType(
             f"payload do tipo {type(payload).__name__} não é aceito: use str, bytes em "
-            f"UTF-8, dict, list ou outro valor que JSON representa (int, float, bool, "
-            f"Decimal, datetime, UUID)")
+            f"UTF-8, dict, list, tupla, set, ou um int, float, bool, Decimal, data/hora ou "
+            f"UUID (gravado como texto, como antes)")
     return _sendable_json(_dumps(payload), codec)
 
 

@@ -75,11 +75,11 @@ REFUSED = {
                               "payload: bytes que não são UTF-8 válido (byte 0); a fila "
                               "guarda texto: decodifique-os antes ou codifique-os (base64, "
                               "por exemplo)"),
-    "object": ({"payload": object()}, ValueError,
-               "payload do tipo object não é aceito: use str, bytes em UTF-8, dict, list "
-               "ou outro valor que JSON representa (int, float, bool, Decimal, datetime, "
-               "UUID)"),
-    "object_inside": ({"payload": {"a": [object()]}}, ValueError,
+    "object": ({"payload": object()}, TypeError,
+               "payload do tipo object não é aceito: use str, bytes em UTF-8, dict, list, "
+               "tupla, set, ou um int, float, bool, Decimal, data/hora ou UUID (gravado como "
+               "texto, como antes)"),
+    "object_inside": ({"payload": {"a": [object()]}}, TypeError,
                       "payload contém um valor do tipo object, que não tem forma em JSON"),
     "circular": ({"payload": circular}, ValueError,
                  "payload contém uma referência circular"),
@@ -154,6 +154,11 @@ ACCEPTED = {
     "dict": ({"pedido": 10, "nome": "João", "itens": [1, 2]},
              '{"pedido": 10, "nome": "João", "itens": [1, 2]}'),
     "list": ([1, "b", None], '[1, "b", null]'),
+    # Scalars: their str(), as earlier versions stored them.
+    "bool": (True, "True"),
+    "decimal": (decimal.Decimal("1.10"), "1.10"),
+    "uuid": (uuid.UUID(int=1), "00000000-0000-0000-0000-000000000001"),
+    "datetime": (dt.datetime(2024, 1, 2, 3, 4, 5), "2024-01-02 03:04:05"),
     "str": ("texto livre { não json", "texto livre { não json"),
     "int": (42, "42"),
     "none": (None, None),
@@ -168,7 +173,6 @@ ACCEPTED = {
     "bytes_inside": ({"b": b"ok"}, '{"b": "ok"}'),
     "set": ({1, 2}, "[1, 2]"),
     "tuple": ((1, "x"), '[1, "x"]'),
-    "bool": (True, "true"),
     "float": (1.5, "1.5"),
     "dict_with_lone_surrogate": ({"s": "a\udcffb"}, '{"s": "a\\udcffb"}'),
 }
@@ -192,9 +196,11 @@ def test_accepted_payloads_are_stored_as_the_rule_says(q, path):
     assert json.loads(q.row(ids["dict_with_lone_surrogate"])["payload"]) == {"s": "a\udcffb"}
 
 
-def test_dict_list_str_int_payloads_keep_their_earlier_text():
+def test_dict_list_str_and_scalar_payloads_keep_their_earlier_text():
     for payload in ({"a": 1, "nome": "João", "l": [1.5, None, True]}, [1, {"x": "y"}],
-                    "texto", 0, -7, 10**20, {"d": dt.date(2024, 5, 6)}):
+                    "texto", 0, -7, 10**20, {"d": dt.date(2024, 5, 6)}, True, 1.5,
+                    decimal.Decimal("1.10"), uuid.UUID(int=1), dt.datetime(2024, 1, 2, 3, 4),
+                    dt.date(2024, 5, 6)):
         assert payload_text(payload) == to_text(payload)
 
 
