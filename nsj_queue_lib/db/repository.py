@@ -144,6 +144,12 @@ class TaskRepository:
         # (db/claim_position.py); MySQL's claim is another module's.
         self.position: Optional[ClaimPosition] = (
             ClaimPosition() if session.dialect.name == "postgres" else None)
+        # PostgreSQL: whether a claim that holds no listener turn must also answer the idle
+        # probe when it finds nothing (take_empty_claim_due).  The consumer clears it when
+        # it waits with the listener turn (its claims outside the turn never read that
+        # answer): those claims are then the bare UPDATE (task_claim_locked, lean).
+        self.empty_claim_probe = True
+        self._claim_sql: Dict[Tuple[str, bool, bool, int], Tuple[str, str]] = {}
 
     @property
     def legacy(self) -> bool:
@@ -222,27 +228,24 @@ class TaskRepository:
         if limit < 1 or (turn is not None and limit != 1):
             raise ValueError("limit inválido para o claim")
         legacy = self.legacy if legacy is None else legacy
-        if legacy:
-            name, query = "nsjq_claim_compat", "task_claim_locked_compat"
-        else:
-            name, query = "nsjq_claim", "task_claim_locked"
-        # The limit is part of the statement (one prepared statement per limit): see the SQL.
-        sql = self.q[query].replace("%(limit)s", str(limit))
+        query = "task_claim_locked_compat" if legacy else "task_claim_locked"
         params = {"lock_ns": lock_ns, "unlock": unlock,
                   "turn_ns": turn[0] if turn else None, "turn_id": turn[1] if turn else None,
                   "hand_id": turn[2] if turn else None, "keep": bool(keep and turn)}
         position = self._position()
         params.update(position.claim_params())
         params["due_from"] = position.probe_from()
-        sql, name = self._from_start(sql, name, params, legacy)
+        lean = turn is None and not self.empty_claim_probe
+        name, sql = self._claim_statement(query, params["pos_from"] is None, lean, limit)
         self._claim_probe = self._claim_besides = None
-        rows = self.session.fetch_all_prepared(f"{name}_{limit}", sql, params)
-        if len(rows) == 1 and rows[0]["id"] is None:  # nothing claimed: the probe's row
+        rows = self.session.fetch_all_prepared(name, sql, params)
+        if not lean and len(rows) == 1 and rows[0]["id"] is None:
+            # nothing claimed: the probe's row
             value = rows[0]["nsjq_next_due"]
             self._claim_probe = (None if value is None else float(value),)
             return []
         for row in rows:
-            value = row.pop("nsjq_next_due")
+            value = row.pop("nsjq_next_due", None)
             if params["keep"]:
                 self._claim_besides = (None if value is None else float(value),)
         rows = [_normalize(r) for r in rows]
@@ -273,6 +276,33 @@ class TaskRepository:
         no other task waits), once; None otherwise."""
         besides, self._claim_besides = self._claim_besides, None
         return besides
+
+    def _claim_statement(self, query: str, full: bool, lean: bool,
+                         limit: int) -> Tuple[str, str]:
+        """(prepared statement name, SQL) of a claim of task_claim_locked(_compat): `full`
+        from the index start (part_claim_pick_full*), `lean` without the main SELECT of
+        part_claim_locked_tail (no listener turn, no probe: the CTE's UPDATE alone; each
+        execution of the generic plan initialises every node of the tail's unexecuted
+        probes), `limit` written in.  Built once each."""
+        key = (query, full, lean, limit)
+        got = self._claim_sql.get(key)
+        if got is None:
+            name = "nsjq_claim_compat" if query.endswith("_compat") else "nsjq_claim"
+            sql = self.q[query]
+            if full:
+                # (the pick swapped before the limit is written in: the parts hold %(limit)s)
+                sql, name = self._from_start(sql, name, {"pos_from": None},
+                                             query.endswith("_compat"))
+            if lean:
+                head, tail = "WITH c AS (\n", "\n)\n" + self.q.parts["part_claim_locked_tail"]
+                if not (sql.startswith(head) and sql.endswith(tail)):
+                    raise AssertionError("claim sem a forma WITH c AS (...) tail")
+                sql, name = sql[len(head):-len(tail)], f"{name}_lean"
+            # The limit is part of the statement (one prepared statement per limit): see
+            # the SQL.
+            got = self._claim_sql[key] = (f"{name}_{limit}",
+                                          sql.replace("%(limit)s", str(limit)))
+        return got
 
     def _from_start(self, sql: str, name: str, params: dict,
                     legacy: bool) -> Tuple[str, str]:

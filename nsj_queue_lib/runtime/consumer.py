@@ -109,6 +109,8 @@ class Consumer:
             self.db_problem = None
             # PostgreSQL: idle workers take turns listening (one is woken per wake-up).
             turn = notifier.listener_turn(settings.queue_table, guard)
+            # (with the turn, only claims made while holding it read the empty-claim probe)
+            repo.empty_claim_probe = turn is None
             woke = False  # the last claim followed a wake-up of the listener turn
             runner = TaskRunner(settings, repo, guard, self.router)
             claim: Callable[[], Any] = lambda: _claim_one(guard)  # noqa: E731
