@@ -544,10 +544,12 @@ class TaskRepository:
         claims from the index start by then (db/claim_position.py)."""
         return None if self.position is None else self.position.wait_cap()
 
-    def server_free_connections(self) -> Tuple[int, int]:
-        """(connections the server accepts now, its max_connections)."""
+    def server_free_connections(self) -> Tuple[int, int, int]:
+        """(connections free now, connections an ordinary role may hold at all, the
+        server's max_connections)."""
         row = self.session.fetch_one(self.q["server_free_connections"]) or {}
-        return int(row.get("livres") or 0), int(row.get("maximo") or 0)
+        return (int(row.get("livres") or 0), int(row.get("utilizaveis") or 0),
+                int(row.get("maximo") or 0))
 
     def statement_binlog(self) -> bool:
         """MySQL: whether the server writes its binary log in STATEMENT format (InnoDB then

@@ -21,12 +21,13 @@ def test_more_threads_than_the_database_can_serve_exits_2(fixture, request):
     maximum = int(q.value("SELECT @@max_connections AS m" if q.is_mysql
                           else "SELECT current_setting('max_connections')::int AS m"))
     # Within the library's maximum, above the server's.
-    assert maximum < MAX_CONCURRENCY
+    if maximum >= MAX_CONCURRENCY:
+        pytest.skip(f"max_connections {maximum} >= {MAX_CONCURRENCY}: nada a recusar")
     worker = q.start_worker(QUEUE_CONCURRENCY=str(MAX_CONCURRENCY))
     assert worker.wait_exit(60) == 2
     log = worker.log()
     assert f"QUEUE_CONCURRENCY={MAX_CONCURRENCY} precisa de {MAX_CONCURRENCY + 1} conexões" in log
-    assert f"max_connections {maximum}" in log
+    assert f"max_connections {maximum}" in log and "dá no máximo" in log
     # Nothing was taken: the database still answers, and a modest worker runs a task.
     ok = q.start_ready_worker(QUEUE_CONCURRENCY="2")
     task = q.insert({"efeito": "ok"})

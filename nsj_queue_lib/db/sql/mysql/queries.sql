@@ -299,7 +299,8 @@ DELETE d
 SELECT @@log_bin = 1 AND upper(@@binlog_format) = 'STATEMENT' AS statement_binlog
 
 -- name: server_free_connections
--- Connections the server would accept now: max_connections less those open
+-- Connections the server accepts (max_connections) and how many are free now
 -- (runtime/capacity.py, before QUEUE_CONCURRENCY threads connect).
 SELECT @@max_connections - (SELECT count(*) FROM information_schema.PROCESSLIST) AS livres,
+       @@max_connections AS utilizaveis,
        @@max_connections AS maximo

@@ -475,11 +475,13 @@ SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
 {part_fanout_source}
 
 -- name: server_free_connections
--- Connections the server would accept now for an ordinary role: max_connections less the
--- reserved ones and those open (runtime/capacity.py, before QUEUE_CONCURRENCY threads
--- connect).
-SELECT current_setting('max_connections')::int
-       - current_setting('superuser_reserved_connections')::int
-       - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')
-         AS livres,
+-- Connections an ordinary role may hold on the server (max_connections less the reserved
+-- ones) and how many of those are free now (runtime/capacity.py, before QUEUE_CONCURRENCY
+-- threads connect).
+SELECT u.usable - (SELECT count(*) FROM pg_stat_activity
+                    WHERE backend_type = 'client backend') AS livres,
+       u.usable AS utilizaveis,
        current_setting('max_connections')::int AS maximo
+  FROM (SELECT current_setting('max_connections')::int
+               - current_setting('superuser_reserved_connections')::int
+               - coalesce(current_setting('reserved_connections', true)::int, 0) AS usable) u
