@@ -344,7 +344,7 @@ class Server:
                 self._clients.pop(conn_id, None)
                 self._pending.pop(conn_id, None)
             self.refusals.note(host, OTHER, f"servidor sem recursos para o cliente: {exc}")
-            self._refuse(sock, p.ERR_TOO_MANY_CLIENTS, "servidor sem recursos para o cliente")
+            self._refuse(sock, p.ERR_SERVER_RESOURCES, "servidor sem recursos para o cliente")
 
     def _evictable(self, host: str) -> Optional[ListenerThread]:
         """With every handshake place taken (under the mutex): the oldest pending

@@ -19,6 +19,7 @@ one when the server stops.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import selectors
 import socket
@@ -59,9 +60,20 @@ _QUIET = frozenset({CLOSED_BEFORE_HELLO, STOPPING})
 
 
 def peer_host(peer: str) -> str:
-    """The address part of a "host:port" peer (IPv6 addresses keep their colons)."""
+    """The client a "host:port" peer counts as: its IPv4 address (also when written as an
+    IPv4-mapped IPv6 address), or its IPv6 /64 network (one host usually has a whole /64:
+    counted per address, it could take every handshake place by itself)."""
     host, sep, port = peer.rpartition(":")
-    return host if sep and port.isdigit() else peer
+    host = host if sep and port.isdigit() else peer
+    try:
+        address = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
 
 
 @dataclass

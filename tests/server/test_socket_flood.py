@@ -188,8 +188,11 @@ def test_a_flood_of_300_connections_writes_a_bounded_log(server_factory: Factory
     # At most one line per kind of refusal (a handful) within the interval.
     assert 3 <= len(lines) <= 12, "\n".join(lines)
     assert os.path.getsize(server.log_path) - before < 20_000
-    # The first line of each kind says why; later ones only count.
-    assert any("token de autenticação inválido" in line for line in lines), lines
+    # The first line of each kind says why; later ones only count.  (A wrong token and a
+    # request before 'hello' are one kind: whichever came first names its reason.)
+    assert any("token de autenticação inválido" in line
+               or "envie 'hello' antes de qualquer outra mensagem" in line
+               for line in lines), lines
 
 
 def test_producer_sessions_never_take_the_worker_slots(server_factory: Factory) -> None:
@@ -271,3 +274,14 @@ def test_health_of_a_full_server_serving_its_workers_is_healthy(
             raw.close()
     result = health_servidor(server.lock_port)
     assert result.returncode == 0 and "sem vagas" not in result.stdout
+
+
+def test_clients_are_counted_per_ipv4_address_and_per_ipv6_64() -> None:
+    """One IPv6 host usually holds a whole /64: counted per address it could take every
+    handshake place alone; an IPv4-mapped address is that IPv4 client."""
+    from nsj_queue_lib.server.refusals import peer_host
+
+    assert peer_host("127.0.0.2:5555") == "127.0.0.2"
+    assert peer_host("::ffff:10.0.0.1:80") == "10.0.0.1"
+    assert peer_host("2001:db8::1:443") == peer_host("2001:db8::ffff:1:9") == "2001:db8::/64"
+    assert peer_host("2001:db8:0:1::1:443") == "2001:db8:0:1::/64"

@@ -53,6 +53,7 @@ ERR_UNAUTHORIZED = "unauthorized"
 ERR_UNSUPPORTED_VERSION = "unsupported_version"
 ERR_WRONG_QUEUE = "wrong_queue"
 ERR_TOO_MANY_CLIENTS = "too_many_clients"
+ERR_SERVER_RESOURCES = "server_resources"  # (it could not start the client's thread)
 ERR_SERVER_STOPPING = "server_stopping"
 ERR_TOO_MANY_LOCKS = "too_many_locks"
 ERR_TLS_REQUIRED = "tls_required"
