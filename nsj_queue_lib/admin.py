@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD
@@ -39,6 +39,14 @@ REDRIVABLE = ("falha", "cancelada")
 CANCELADA = "cancelada"
 _BOOLEAN_COLUMNS = ("dead", "pub_sub", "reenfileirado", "estouro_tentativas", "pausada",
                     "compat_1_2_2")
+
+
+class Redrive(NamedTuple):
+    """What `QueueAdmin.redrive` did: the attempt's id, and whether it is the attempt
+    that waited after a failure, made due now (else a new attempt)."""
+
+    id: int
+    antecipada: bool
 
 
 def _normalize(row: Optional[dict]) -> Optional[dict]:
@@ -122,19 +130,26 @@ class QueueAdmin:
                    chave_externa: Optional[str] = None, tenant: Optional[int] = None,
                    dead: Optional[bool] = None, all_attempts: bool = False,
                    limit: int = 50, before_id: Optional[int] = None,
-                   failing: Optional[bool] = None) -> List[dict]:
+                   failing: Optional[bool] = None,
+                   after_id: Optional[int] = None) -> List[dict]:
         """Tasks, newest first: the current attempt of each chain, or every attempt.
 
         Filters left as None are not applied; `before_id` pages backwards
-        (pass the smallest id of the previous page); `failing` True: only chains that
-        failed and wait for their next attempt.
+        (pass the smallest id of the previous page); `after_id` bounds the read to ids
+        above it; `failing` True: only chains that failed and wait for their next attempt.
         """
         if not isinstance(limit, int) or limit <= 0:
             raise ValueError("limit deve ser um inteiro maior que zero")
         params = {"status": status, "processo": processo, "chave_externa": chave_externa,
                   "tenant": tenant, "dead": dead, "all_attempts": bool(all_attempts),
-                  "before_id": before_id, "limit": limit, "failing": failing}
+                  "before_id": before_id, "limit": limit, "failing": failing,
+                  "after_id": after_id}
         return [_normalize(r) for r in self.session.fetch_all(self.q["admin_task_list"], params)]
+
+    def max_id(self) -> Optional[int]:
+        """The newest task id of the queue (None: empty)."""
+        value = self.session.fetch_value(self.q["admin_max_id"])
+        return None if value is None else int(value)
 
     def _root(self, task_id: int) -> dict:
         row = _normalize(self.session.fetch_one(self.q["admin_task_root"], {"id": task_id}))
@@ -171,10 +186,14 @@ class QueueAdmin:
 
     # -- redrive and cancel ---------------------------------------------
     def retry(self, task_id: int, por: Optional[str] = None) -> int:
+        """`redrive`, returning only the attempt's id."""
+        return self.redrive(task_id, por).id
+
+    def redrive(self, task_id: int, por: Optional[str] = None) -> Redrive:
         """Redrive a chain that ended in `falha` or `cancelada`: insert a new attempt, due
-        now, with `id_anterior` pointing to the attempt it follows; return its id.  A
-        chain that failed and waits for its next attempt (back-off) has that attempt run
-        now instead; its id is returned.
+        now, with `id_anterior` pointing to the attempt it follows (Redrive(id, False)).
+        A chain that failed and waits for its next attempt (back-off) has that attempt
+        run now instead (Redrive(its id, True)).
 
         `task_id` may be any attempt of the chain.  For a dead-letter chain the
         live chain it came from (`live_id`) is redriven: the task runs `execute`
@@ -198,7 +217,7 @@ class QueueAdmin:
                 self._wake_workers()
                 logger.info("Tarefa %s: tentativa %s antecipada manualmente%s", target,
                             last["id"], self._by(por))
-                return int(last["id"])
+                return Redrive(int(last["id"]), True)
             if last["status"] not in REDRIVABLE or not self._mark_redrive(last["id"]):
                 raise InvalidTaskState(
                     f"Tarefa {target}: a tentativa atual ({last['id']}) está '{last['status']}';"
@@ -209,7 +228,7 @@ class QueueAdmin:
             new_id = self._insert_redrive(last["id"], message)
         logger.info("Tarefa %s reenfileirada manualmente%s: nova tentativa %s", target,
                     self._by(por), new_id)
-        return new_id
+        return Redrive(new_id, False)
 
     def _wake_workers(self) -> None:
         """Tell idle workers that a task is due now (an UPDATE sends no notification; they
@@ -438,4 +457,4 @@ class QueueAdmin:
 
 
 __all__ = ["ControlTableMissing", "InvalidTaskState", "LegacyWorkersSeen", "NotFoundException",
-           "QueueAdmin"]
+           "QueueAdmin", "Redrive"]

@@ -24,12 +24,12 @@ T = TypeVar("T")
 COUNT_CAP = 100_000  # counts stop here ("100000+"): bounded cost on a huge backlog
 DEAD_LIMIT = 50
 FAILURES_LIMIT = 30  # chains in the list of recent failures
+FAILURES_WINDOW = 20000  # ... looked for among this many newest task ids
 PAYLOAD_SLICE = 1024 * 1024  # characters read per query when /payload streams a payload
 # A payload's root and length, and one slice of it: the same text in every dialect
 # (substr and char_length exist in PostgreSQL and MySQL).
 _PAYLOAD_LENGTH = ("SELECT r.id AS raiz, char_length(r.payload) AS n FROM {table} t "
                    "JOIN {table} r ON r.id = coalesce(t.id_inicial, t.id) WHERE t.id = %(id)s")
-_FAILED_MESSAGE = "SELECT mensagem_anterior FROM {table} WHERE id = %(id)s"
 _PAYLOAD_SLICE = "SELECT substr(payload, %(start)s, %(n)s) AS parte FROM {table} WHERE id = %(id)s"
 QUEUES_TTL = 30.0  # seconds the list of queues is cached
 
@@ -133,12 +133,15 @@ class DashboardData:
         Dead-letter chains are listed by `dead_letters`."""
         def read(s: DbSession) -> List[Dict[str, Any]]:
             admin = QueueAdmin(s, table)
-            waiting = admin.list_tasks(failing=True, dead=False, limit=limit)
-            ended = admin.list_tasks(status="falha", dead=False, limit=limit)
+            # Among the newest FAILURES_WINDOW ids only: a bounded range of the primary
+            # key, whatever the size of the table.
+            newest = admin.max_id()
+            after = None if newest is None else newest - FAILURES_WINDOW
+            waiting = admin.list_tasks(failing=True, dead=False, limit=limit, after_id=after)
+            ended = admin.list_tasks(status="falha", dead=False, limit=limit, after_id=after)
             for r in waiting:  # the failure's message is in the waiting attempt's row
                 r["aguardando"] = True
-                r["mensagem"] = s.fetch_value(
-                    _FAILED_MESSAGE.format(table=s.dialect.quote_table(table)), {"id": r["id"]})
+                r["mensagem"] = r["mensagem_anterior"]
             for r in ended:
                 r["aguardando"] = False
             return sorted(waiting + ended, key=lambda r: r["id"], reverse=True)[:limit]
@@ -177,10 +180,8 @@ class DashboardData:
         """QueueAdmin.retry: (attempt id, True for a new attempt, False when the attempt
         that waited after a failure was made due now)."""
         def work(s: DbSession) -> Tuple[int, bool]:
-            # ids only grow: a new attempt's id is above every id visible before it
-            before = s.fetch_value(f"SELECT max(id) FROM {s.dialect.quote_table(table)}")
-            new_id = QueueAdmin(s, table).retry(task_id, por=por)
-            return new_id, before is None or new_id > int(before)
+            done = QueueAdmin(s, table).redrive(task_id, por=por)
+            return done.id, not done.antecipada
 
         return self._run(work)
 

@@ -41,11 +41,8 @@ def register(subparsers: Any) -> None:
 @guarded
 def _retry(args: argparse.Namespace) -> int:
     with open_admin(args) as admin:
-        new_id = admin.retry(args.id, por=operator())
+        new_id, early = admin.redrive(args.id, por=operator())
         chain = admin.show(new_id)
-    # (a waiting retry keeps its id and says so in its message; a redrive is a new attempt)
-    early = any(a["id"] == new_id and str(a.get("mensagem") or "").startswith("Antecipada")
-                for a in chain["tentativas"])
     emit(args, {"id_inicial": chain["id_inicial"], "nova_tentativa": new_id,
                 "status": chain["status"], "antecipada": early},
          f"Tarefa {chain['id_inicial']}: " + (

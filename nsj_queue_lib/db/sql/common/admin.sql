@@ -51,12 +51,14 @@ UPDATE {table}
 -- name: admin_task_list
 -- Newest first.  %(all_attempts)s false: only the current attempt of each chain.
 -- %(failing)s true: only attempts waiting to run again after a failure (retries).
+-- %(after_id)s: only ids above it (a bounded range of the primary key, newest first).
 SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, t.processo,
        t.origem, t.destino, t.chave_externa, t.tenant, t.grupo_empresarial, t.prioridade,
-       t.data_hora_inicial, t.data_hora, t.mensagem, t.dead, t.live_id, t.pub_sub,
-       t.publication_id, t.subscriber_id
+       t.data_hora_inicial, t.data_hora, t.mensagem, t.mensagem_anterior, t.dead, t.live_id,
+       t.pub_sub, t.publication_id, t.subscriber_id
   FROM {table} t
  WHERE (%(all_attempts)s OR NOT t.reenfileirado)
+   AND (%(after_id)s{as_int8} IS NULL OR t.id > %(after_id)s{as_int8})
    AND (%(status)s{as_varchar} IS NULL OR t.status = %(status)s{as_varchar})
    AND (%(processo)s{as_varchar} IS NULL OR t.processo = %(processo)s{as_varchar})
    AND (%(chave_externa)s{as_varchar} IS NULL OR t.chave_externa = %(chave_externa)s{as_varchar})
@@ -76,6 +78,9 @@ SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, 
 UPDATE {table}
    SET data_hora = {now}, mensagem = %(mensagem)s
  WHERE id = %(id)s AND status = 'agendada' AND id_anterior IS NOT NULL
+
+-- name: admin_max_id
+SELECT max(id) AS id FROM {table}
 
 -- name: admin_redrive_mark
 -- Claims the right to redrive: only one caller turns reenfileirado on (the row lock
