@@ -445,7 +445,9 @@ def unknown_variables(env: Mapping[str, str]) -> list[tuple[str, Optional[str]]]
 def _nearest(name: str, known: frozenset) -> Optional[str]:
     """The known name closest to `name` (difflib), ties going to the longer common
     prefix (DB_PASWORD: DB_PASS rather than DB_PORT)."""
-    close = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.6)
+    # (0.7: a typo such as QUEUE_BACH_SIZE or DB_PASWORD; not a name that merely shares
+    # a prefix with one, such as an application's own SERVER_NAME)
+    close = difflib.get_close_matches(name, sorted(known), n=5, cutoff=0.7)
     if not close:
         return None
 
@@ -498,10 +500,13 @@ def _warn_unknown(unknown: list[tuple[str, Optional[str]]], log_format: str) -> 
         handler.setFormatter(JsonFormatter() if log_format == "json"
                              else _TextFormatter(FORMAT))
     for name, nearest in fresh:
+        # A likely typo is a warning; a name like no other (an application's own DB_*
+        # variable) is only noted.
+        level = logging.WARNING if nearest else logging.INFO
         if handler is None:
-            logger.warning("%s", unknown_variable_text(name, nearest))
+            logger.log(level, "%s", unknown_variable_text(name, nearest))
             continue
-        record = logger.makeRecord(logger.name, logging.WARNING, __file__, 0, "%s",
+        record = logger.makeRecord(logger.name, level, __file__, 0, "%s",
                                    (unknown_variable_text(name, nearest),), None)
         handler.handle(record)
 
