@@ -230,8 +230,10 @@ def wait_connected(pg: DevPostgres, procs: int, timeout: float = 30.0,
     conn = pg.connect()
     with conn.cursor() as cur:
         while time.monotonic() < deadline:
-            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'LISTEN%%' "
-                        "AND application_name LIKE %s", (f"nsj_queue_lib:{fila or FILA}",))
+            # (an idle worker's last statement is its LISTEN, or the listener turn's wait)
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE (query ILIKE 'LISTEN%%' "
+                        "OR query LIKE 'DO $turn$%%') AND application_name LIKE %s",
+                        (f"nsj_queue_lib:{fila or FILA}",))
             if cur.fetchone()[0] >= procs:
                 break
             time.sleep(0.05)

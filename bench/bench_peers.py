@@ -8,8 +8,9 @@ one side-effect row (task number, start time) in the task's own transaction; con
 * pgbench (the ceiling): the claim (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP
   LOCKED LIMIT 1) RETURNING), the side-effect INSERT and the finish UPDATE in one
   transaction, on this library's queue table, -c 4 and -c 1;
-* this library (the work tree) with bench/worker_noop.py: QUEUE_COMPAT_1_2_2=false,
-  =true, and batch mode (QUEUE_BATCH_SIZE=32, compat false);
+* this library (the work tree) with bench/worker_noop.py: default settings (a queue the
+  current DDL created: out of mixed-fleet mode), mixed-fleet mode (QUEUE_COMPAT_1_2_2=true),
+  and batch mode (QUEUE_BATCH_SIZE=32);
 * nsj-queue-lib 2.0.0 (commit 8485532, `git archive` installed into its own venv), the
   same worker file, its own queue DDL;
 * PgQueuer 1.6 (PyPI, asyncpg) with bench/peers_pgq.py, its defaults (batch of 10).
@@ -349,21 +350,24 @@ class Nsj(System):
 
 class NsjDefault(Nsj):
     key = "nsj"
-    label = "nsj (COMPAT_1_2_2=false)"
-    env: ClassVar[Dict[str, str]] = {"QUEUE_COMPAT_1_2_2": "false", "QUEUE_BATCH_SIZE": "1"}
+    # Default settings: no QUEUE_COMPAT_1_2_2, on a queue the current DDL created (out of
+    # mixed-fleet mode).
+    label = "nsj (padrão)"
+    env: ClassVar[Dict[str, str]] = {"QUEUE_BATCH_SIZE": "1"}
     latency = True
 
 
 class NsjCompat(Nsj):
     key = "nsj_compat"
-    label = "nsj (COMPAT_1_2_2=true)"
+    # Mixed-fleet mode (1.2.2 workers may join): forced for this worker.
+    label = "nsj (frota mista 1.2.2)"
     env: ClassVar[Dict[str, str]] = {"QUEUE_COMPAT_1_2_2": "true", "QUEUE_BATCH_SIZE": "1"}
 
 
 class NsjBatch(Nsj):
     key = "nsj_batch"
     label = "nsj batch (BATCH_SIZE=32)"
-    env: ClassVar[Dict[str, str]] = {"QUEUE_COMPAT_1_2_2": "false", "QUEUE_BATCH_SIZE": "32"}
+    env: ClassVar[Dict[str, str]] = {"QUEUE_BATCH_SIZE": "32"}
 
 
 class NsjOld(System):
@@ -518,6 +522,8 @@ def print_table(summary: Dict[str, Any], rounds: List[Dict[str, Any]]) -> None:
 
 
 def main() -> int:
+    # The default line runs with default settings, whatever this shell exports.
+    os.environ.pop("QUEUE_COMPAT_1_2_2", None)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=10_000)
