@@ -136,6 +136,7 @@ class TaskRepository:
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
+        self._last_message: Optional[Tuple[str, Any, str]] = None  # (text, encoding, stored)
         self._finish_mark: Dict[int, str] = {}  # task_finish_release_mark's SQL by id count
         # PostgreSQL: the next-due probe answered by the last claim that found nothing
         self._claim_probe: Optional[Tuple[Optional[float]]] = None
@@ -461,7 +462,18 @@ class TaskRepository:
         return _normalize(self.session.fetch_one(self.q["task_get"], {"id": task_id}))
 
     def _message(self, mensagem: str) -> str:
-        return truncate_message(self.session.storable(clean(to_str(mensagem))))
+        # (the last text and its result kept: a worker stores the same success message
+        # task after task; the result depends only on the text and the connection's
+        # encoding (psycopg2's `encoding`), checked at every call)
+        encoding = getattr(self.session.conn, "encoding", None)
+        last = self._last_message
+        if (last is not None and type(mensagem) is str and last[0] == mensagem
+                and last[1] == encoding):
+            return last[2]
+        stored = truncate_message(self.session.storable(clean(to_str(mensagem))))
+        if type(mensagem) is str:
+            self._last_message = (mensagem, encoding, stored)
+        return stored
 
     def task_finish(self, task_id: int, mensagem: str) -> bool:
         params = {"id": task_id, "mensagem": self._message(mensagem)}

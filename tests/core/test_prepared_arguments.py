@@ -48,3 +48,21 @@ def test_execute_text_is_what_psycopg2_makes_of_the_arguments(pg_server):
         assert session.execute_prepared("nsjq_test_none", "SELECT 1", {}) == 1
     finally:
         conn.close()
+
+
+def test_stored_message_follows_the_connection_encoding(pg_server):
+    """The repository keeps the last message it made storable; a change of the
+    connection's encoding (psycopg2's `encoding`) is still seen."""
+    from nsj_queue_lib.db.repository import TaskRepository
+
+    conn = pg_server.connect()
+    try:
+        repo = TaskRepository(DbSession(conn), "public.nsjq_unused")
+        text = "ação ✓"
+        assert repo._message(text) == text
+        assert repo._message(text) == text
+        conn.set_client_encoding("LATIN1")
+        assert repo._message(text) == "a\\xe7\\xe3o \\u2713"
+        assert repo._message("x\x00y") == "xy"
+    finally:
+        conn.close()
