@@ -23,32 +23,14 @@ from nsj_queue_lib.dashboard.pages import PAYLOAD_PREVIEW
 from nsj_queue_lib.dashboard.server import DASHBOARD_LIMITS, DashboardServer
 from nsj_queue_lib.http_guard import Limits
 from tests.dashboard.conftest import start_dashboard
+from tests.fixtures.http import exchange, read_answer
 from tests.fixtures.waiting import eventually
 
 TOKEN = "segredo-de-teste-123"
 
 
-def exchange(port: int, data: bytes, timeout: float = 10.0) -> Tuple[int, bytes, bytes]:
-    """Send `data` on a new connection; (status, head, body) of the whole answer."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(data)
-        return read_answer(sock)
 
 
-def read_answer(sock: socket.socket) -> Tuple[int, bytes, bytes]:
-    chunks: List[bytes] = []
-    while True:
-        try:
-            got = sock.recv(65536)
-        except ConnectionResetError:
-            break
-        if not got:
-            break
-        chunks.append(got)
-    answer = b"".join(chunks)
-    head, _, body = answer.partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
-    return status, head, body
 
 
 def get(port: int, path: str = "/", host: str = "127.0.0.1") -> Tuple[int, bytes, bytes]:

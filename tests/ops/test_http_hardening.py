@@ -17,30 +17,10 @@ import pytest
 
 from nsj_queue_lib.http_guard import Limits
 from nsj_queue_lib.metrics import METRICS_LIMITS, MetricsEndpoint
+from tests.fixtures.http import exchange, read_answer
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import free_port
-
-
-def read_answer(sock: socket.socket) -> Tuple[int, bytes, bytes]:
-    chunks: List[bytes] = []
-    while True:
-        try:
-            got = sock.recv(65536)
-        except ConnectionResetError:
-            break
-        if not got:
-            break
-        chunks.append(got)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1]) if head.startswith(b"HTTP/") else 0
-    return status, head, body
-
-
-def exchange(port: int, data: bytes) -> Tuple[int, bytes, bytes]:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(data)
-        return read_answer(sock)
 
 
 def get(port: int, path: str = "/metrics") -> Tuple[int, bytes, bytes]:
