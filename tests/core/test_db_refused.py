@@ -13,18 +13,7 @@ import pytest
 from nsj_queue_lib.coordination.postgres import PostgresBackend
 from nsj_queue_lib.db.session import DbSession, refusal
 from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService
-
-
-def assert_config_exit(worker, *expected: str) -> str:
-    """The worker exits 2 having logged exactly one ERROR line, holding `expected`."""
-    assert worker.wait_exit(30) == 2, worker.log()
-    log = worker.log()
-    errors = [line for line in log.splitlines() if " ERROR " in line]
-    assert len(errors) == 1, log
-    for text in expected:
-        assert text in errors[0], errors[0]
-    assert "Traceback" not in log and "onexão indisponível" not in log
-    return errors[0]
+from tests.fixtures.processes import assert_config_exit
 
 
 @pytest.mark.parametrize("env,expected", [

@@ -12,7 +12,7 @@ import pytest
 from nsj_queue_lib.config import Settings, default_subscriber_table
 from nsj_queue_lib.db.names import object_name
 from nsj_queue_lib.worker_pub_sub_base import with_subscriber_table
-from tests.fixtures.processes import wait_ready
+from tests.fixtures.processes import assert_config_exit, wait_ready
 from tests.fixtures.waiting import eventually
 
 ENV = {"DB_HOST": "h", "DB_PORT": "5432", "DB_BASE": "b", "DB_USER": "u", "QUEUE_NAME": "f"}
@@ -35,16 +35,6 @@ def test_the_default_is_the_table_schema_apply_creates():
     explicit = settings(QUEUE_TABLE="public.fila", QUEUE_SUBSCRIBER_TABLE="outra.assinaturas")
     assert with_subscriber_table(explicit).queue_subscriber_table == "outra.assinaturas"
 
-
-def assert_exit_2(worker, *expected: str) -> str:
-    assert worker.wait_exit(30) == 2, worker.log()
-    log = worker.log()
-    errors = [line for line in log.splitlines() if " ERROR " in line]
-    assert len(errors) == 1, log
-    for text in expected:
-        assert text in errors[0], errors[0]
-    assert "Traceback" not in log
-    return errors[0]
 
 
 def test_pubsub_worker_without_the_variable_uses_fila_subscriber_and_delivers(dbq):
@@ -80,7 +70,7 @@ def test_webhook_worker_without_the_variable_delivers(queue, http_server):
 def test_missing_default_subscriber_table_exits_2_with_the_command(queue, module):
     queue.sql(f"DROP TABLE {queue.qsub_table}")
     worker = queue.start_worker(module, drop_env=["QUEUE_SUBSCRIBER_TABLE"])
-    line = assert_exit_2(worker, "QUEUE_SUBSCRIBER_TABLE", f"{queue.fila}_subscriber",
+    line = assert_config_exit(worker, "QUEUE_SUBSCRIBER_TABLE", f"{queue.fila}_subscriber",
                          "não existe", "QUEUE_SUBSCRIBER_TABLE não definida",
                          f"nsj-queue schema apply {queue.schema} {queue.fila}")
     assert "<fila>_subscriber" in line
@@ -89,7 +79,7 @@ def test_missing_default_subscriber_table_exits_2_with_the_command(queue, module
 def test_missing_configured_subscriber_table_exits_2(myqueue):
     worker = myqueue.start_worker("tests.workers.pubsub_scripted",
                                   QUEUE_SUBSCRIBER_TABLE=f"{myqueue.schema}.nao_existe")
-    line = assert_exit_2(worker, "QUEUE_SUBSCRIBER_TABLE", "nao_existe", "não existe",
+    line = assert_config_exit(worker, "QUEUE_SUBSCRIBER_TABLE", "nao_existe", "não existe",
                          "--mysql")
     assert "não definida" not in line
 
@@ -98,7 +88,7 @@ def test_subscriber_table_without_its_columns_exits_2(queue):
     queue.sql(f"CREATE TABLE {queue.quote(queue.schema)}.assinaturas (id text)")
     worker = queue.start_worker("tests.workers.pubsub_scripted",
                                 QUEUE_SUBSCRIBER_TABLE=f"{queue.schema}.assinaturas")
-    assert_exit_2(worker, "QUEUE_SUBSCRIBER_TABLE", "assinaturas",
+    assert_config_exit(worker, "QUEUE_SUBSCRIBER_TABLE", "assinaturas",
                   "não tem as colunas de uma tabela de assinaturas", "nsj-queue schema print")
 
 
