@@ -1,5 +1,6 @@
 """QueueAdmin on a task's own bd_conn, in a real worker (PostgreSQL and MySQL native): its
-operation joins the task's transaction, as on any connection in a transaction (README)."""
+operation joins the task's transaction, as on any connection in a transaction
+(docs/referencia/api.md)."""
 
 from __future__ import annotations
 

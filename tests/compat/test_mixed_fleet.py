@@ -1,8 +1,8 @@
 """A live fleet upgrading pod by pod: real 1.2.2 workers and producers beside 2.x ones on
 one queue, SIGKILL of one worker of each kind mid-run; every committed side effect exactly
-once.  Follows the README's "Migrando da 1.2.2" procedure (schema upgrade with 1.2.2
-running, then 2.x workers with no compatibility variable: the upgraded queue is in
-mixed-fleet mode, and that alone keeps them safe)."""
+once.  Follows docs/howto/migrar-1.2.2.md (schema upgrade with 1.2.2 running, then 2.x
+workers with no compatibility variable: the upgraded queue is in mixed-fleet mode, and
+that alone keeps them safe)."""
 
 from __future__ import annotations
 

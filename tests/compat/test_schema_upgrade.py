@@ -1,5 +1,5 @@
 """A table made by the real 1.2.2 db_gen: upgraded in place, idempotently, version recorded;
-the README's migration SQL is exactly what the upgrade prints."""
+the migration guide's SQL (docs/howto/migrar-1.2.2.md) is exactly what the upgrade prints."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
 from tests.fixtures.processes import ROOT
 
-README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "howto" / "migrar-1.2.2.md"
 BEGIN = "<!-- upgrade-1.2.2:inicio -->"
 END = "<!-- upgrade-1.2.2:fim -->"
 
@@ -32,7 +32,7 @@ def legacy_table(pg_server, legacy):
     conn.close()
 
 
-def readme_block(statements):
+def guide_block(statements):
     return schema.format_statements(statements)
 
 
@@ -54,18 +54,18 @@ def test_upgrade_of_a_1_2_2_table_is_in_place_idempotent_and_recorded(legacy_tab
         assert cur.fetchall() == [("p", "abc")]
 
 
-def test_readme_migration_sql_is_the_upgrade_output(legacy_table):
+def test_migration_guide_sql_is_the_upgrade_output(legacy_table):
     conn, s = legacy_table
-    generated = readme_block(schema.upgrade_statements(conn, POSTGRES, s, "fila_teste"))
+    generated = guide_block(schema.upgrade_statements(conn, POSTGRES, s, "fila_teste"))
     generated = generated.replace(f'"{s}".', '"public".')
-    text = README.read_text(encoding="utf-8")
-    if os.environ.get("NSJQ_UPDATE_README"):
+    text = GUIDE.read_text(encoding="utf-8")
+    if os.environ.get("NSJQ_UPDATE_DOCS"):
         new = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END),
                      lambda _: f"{BEGIN}\n```sql\n{generated}```\n{END}", text, flags=re.S)
-        README.write_text(new, encoding="utf-8")
+        GUIDE.write_text(new, encoding="utf-8")
         text = new
     m = re.search(re.escape(BEGIN) + r"\n```sql\n(.*?)```\n" + re.escape(END), text, re.S)
-    assert m, "README sem o bloco de migração gerado"
+    assert m, f"{GUIDE.name} sem o bloco de migração gerado"
     assert m.group(1) == generated, (
-        "README desatualizado: rode NSJQ_UPDATE_README=1 pytest "
+        f"{GUIDE.name} desatualizado: rode NSJQ_UPDATE_DOCS=1 pytest "
         "tests/compat/test_schema_upgrade.py")

@@ -1,8 +1,9 @@
-"""The README's Python and shell examples, run as written, in order, against a real PostgreSQL.
+"""The Python and shell examples of README.md and docs/tutorial.md, run as written, in order,
+against a real PostgreSQL; every other page of docs/ says why its examples are not run.
 
-The examples form one walkthrough, like a terminal session: shell blocks run in bash and
-what they export carries over to the next blocks; Python blocks run with that environment.
-An HTML comment right before a block changes how it is handled, deliberately:
+Each walkthrough is one session, like a terminal: shell blocks run in bash and what they
+export carries over to the next blocks; Python blocks run with that environment. An HTML
+comment right before a block changes how it is handled, deliberately:
 
     <!-- exemplo: arquivo NOME -->            the block is a file the next blocks use
     <!-- exemplo: em segundo plano (...) -->  a long-running command (a worker): started in
@@ -30,6 +31,8 @@ from tests.fixtures.processes import ROOT
 from tests.fixtures.waiting import eventually
 
 README = ROOT / "README.md"
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+WALKTHROUGHS = (README, TUTORIAL)
 RUNNABLE = {"sh", "bash", "python"}
 _BLOCK = re.compile(r"(?:<!-- exemplo: (?P<directive>[^>]*?) -->\n)?```(?P<lang>[\w-]*)\n"
                     r"(?P<body>.*?)\n```", re.DOTALL)
@@ -51,18 +54,46 @@ def examples(text: str) -> List[Example]:
     return out
 
 
-def test_every_example_is_run_or_deliberately_skipped():
-    found = [e for e in examples(README.read_text(encoding="utf-8")) if e.lang in RUNNABLE]
+def doc_pages() -> List[Path]:
+    """README.md, bench/README.md and every page of docs/ (bench.md is a link to
+    bench/README.md, read once)."""
+    pages = [README, ROOT / "bench" / "README.md"]
+    pages += sorted(p for p in (ROOT / "docs").rglob("*.md") if not p.is_symlink())
+    return pages
+
+
+def _check_directive(page: Path, e: Example) -> None:
+    d = e.directive
+    assert d is None or d.startswith("arquivo ") or d.startswith("em segundo plano") or \
+        re.match(r"não executar \(.{10,}\)$", d), f"{page.name} linha {e.line}: {d!r}"
+
+
+@pytest.mark.parametrize("page", WALKTHROUGHS, ids=lambda p: p.name)
+def test_every_example_is_run_or_deliberately_skipped(page):
+    found = [e for e in examples(page.read_text(encoding="utf-8")) if e.lang in RUNNABLE]
     assert len(found) >= 8
     for e in found:
-        d = e.directive
-        if d is None:
-            continue
-        assert (d.startswith("arquivo ") or d.startswith("em segundo plano")
-                or re.match(r"não executar \(.{10,}\)$", d)), f"linha {e.line}: {d!r}"
+        _check_directive(page, e)
     # The two commands for a new user stay at the top of the quick start (.ci/run: make test).
-    quick = README.read_text(encoding="utf-8").split("## Comece aqui", 1)[1].split("\n## ", 1)[0]
-    assert "make demo" in quick and "make test" in quick
+    if page == README:
+        quick = README.read_text(encoding="utf-8").split("## Comece aqui", 1)[1]
+        quick = quick.split("\n## ", 1)[0]
+        assert "make demo" in quick and "make test" in quick
+
+
+def test_examples_outside_the_walkthroughs_say_why_they_are_not_run():
+    pages = [p for p in doc_pages() if p not in WALKTHROUGHS]
+    assert len(pages) >= 20
+    unexplained = []
+    for page in pages:
+        for e in examples(page.read_text(encoding="utf-8")):
+            if e.lang not in RUNNABLE:
+                continue
+            if not (e.directive or "").startswith("não executar"):
+                unexplained.append(f"{page.relative_to(ROOT)} linha {e.line}")
+            _check_directive(page, e)
+    assert not unexplained, ("exemplo sem <!-- exemplo: não executar (motivo) --> fora dos "
+                             f"roteiros: {unexplained}")
 
 
 def _env_after(script: str, env: Dict[str, str], cwd: Path, log: List[str]) -> Dict[str, str]:
@@ -103,7 +134,8 @@ def _path() -> str:
     return os.pathsep.join(parts)
 
 
-def test_readme_walkthrough_runs_as_written(pg_server, readme_db, tmp_path):
+@pytest.mark.parametrize("page", WALKTHROUGHS, ids=lambda p: p.name)
+def test_walkthrough_runs_as_written(page, pg_server, readme_db, tmp_path):
     env = {"PATH": _path(),
            "HOME": os.environ.get("HOME", "/"), "LANG": "C.UTF-8",
            "PGHOST": pg_server.host, "PGPORT": str(pg_server.port), "PGUSER": pg_server.user,
@@ -114,7 +146,7 @@ def test_readme_walkthrough_runs_as_written(pg_server, readme_db, tmp_path):
     background: List[subprocess.Popen] = []
     outputs: List[str] = []
     try:
-        for n, e in enumerate(examples(README.read_text(encoding="utf-8"))):
+        for n, e in enumerate(examples(page.read_text(encoding="utf-8"))):
             if e.lang not in RUNNABLE or (e.directive or "").startswith("não executar"):
                 continue
             if (e.directive or "").startswith("arquivo "):
@@ -155,8 +187,9 @@ def test_readme_walkthrough_runs_as_written(pg_server, readme_db, tmp_path):
             eventually(lambda: cur.execute("SELECT count(*) FROM loja.pedidos WHERE status "
                                            "<> 'sucesso'") or cur.fetchone()[0] == 0,
                        60, interval=0.2, message="todas as tarefas concluídas")
-            cur.execute("SELECT pausada FROM loja.pedidos_controle")
-            assert cur.fetchone()[0] is False  # paused and resumed by the CLI example
+            if page == TUTORIAL:
+                cur.execute("SELECT pausada FROM loja.pedidos_controle")
+                assert cur.fetchone()[0] is False  # paused and resumed by the CLI example
         conn.close()
         produced = next(o for o in outputs if o.startswith("tarefa "))
         task_id = int(produced.split()[1].rstrip(";"))
@@ -167,8 +200,10 @@ def test_readme_walkthrough_runs_as_written(pg_server, readme_db, tmp_path):
                 os.killpg(proc.pid, signal.SIGTERM)
             assert proc.wait(30) == 0, (tmp_path / "segundo-plano.log")
     text = "\n".join(log)
-    if os.environ.get("NSJQ_README_LOG"):  # to refresh the README's sample output
+    if os.environ.get("NSJQ_README_LOG"):  # to refresh the tutorial's sample output
         Path(os.environ["NSJQ_README_LOG"]).write_text(text)
     assert "Fila loja.pedidos (postgres)" in text  # nsj-queue status
-    assert "PAUSADA desde" in text and "deploy da versão 3" in text  # pause, then status
-    assert "Tarefa 1: sucesso após 1 tentativa(s)" in text  # nsj-queue tasks show 1
+    assert "Tarefa 1: " in text  # nsj-queue tasks show 1
+    if page == TUTORIAL:
+        assert "PAUSADA desde" in text and "deploy da versão 3" in text  # pause, then status
+        assert "Tarefa 1: sucesso após 1 tentativa(s)" in text

@@ -40,7 +40,7 @@ def test_views_postgres(queue):
     cadeias = queue.sql(f'SELECT * FROM "{queue.schema}"."{queue.fila}_cadeias"')
     resumo = queue.sql(f'SELECT * FROM "{queue.schema}"."{queue.fila}_resumo"')
     _check(cadeias, resumo, history)
-    # Dashboard queries of the README.
+    # The queries of docs/conceitos/status.md.
     pend = queue.sql(f'SELECT processo, sum(cadeias) AS n FROM "{queue.schema}".'
                      f'"{queue.fila}_resumo" WHERE status IN (\'pendente\', \'agendada\') '
                      "GROUP BY processo ORDER BY processo")
