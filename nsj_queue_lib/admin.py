@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional
 
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD
+from nsj_queue_lib.db.control import ControlRow, atomic
 from nsj_queue_lib.db.names import control_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.repository import truncate_message
@@ -59,13 +60,6 @@ def _normalize(row: Optional[dict]) -> Optional[dict]:
     return row
 
 
-def _autocommit(conn: Any) -> bool:
-    getter = getattr(conn, "get_autocommit", None)  # pymysql (its .autocommit is a setter)
-    if callable(getter):
-        return bool(getter())
-    return bool(getattr(conn, "autocommit", False))  # psycopg2, mysql-connector
-
-
 class QueueAdmin:
     """Operations on one queue table.
 
@@ -91,6 +85,7 @@ class QueueAdmin:
         self.control_table = control_table_name(queue_table)
         self.dialect = self.session.dialect
         self.q = Queries(self.dialect, queue_table, filename="admin.sql")
+        self.control = ControlRow(self.session, queue_table, self.q)
         self._own_session = False
 
     @classmethod
@@ -114,16 +109,8 @@ class QueueAdmin:
 
     @contextlib.contextmanager
     def _atomic(self) -> Iterator[None]:
-        session = self.session
-        # A transaction already open on the connection is the caller's, even in autocommit
-        # mode: the task's own (bd_conn, whose session is the worker's), or a BEGIN the
-        # server reports.  A BEGIN/COMMIT of its own would commit the task's work so far.
-        if (_autocommit(session.conn) and not session.in_transaction
-                and not session.transaction_usable()):
-            with session.transaction():
-                yield
-        else:
-            yield  # the caller's transaction
+        with atomic(self.session):  # the caller's transaction, if one is open
+            yield
 
     # -- reading ----------------------------------------------------------
     def list_tasks(self, status: Optional[str] = None, processo: Optional[str] = None,
@@ -284,10 +271,7 @@ class QueueAdmin:
     # -- pause ------------------------------------------------------------
     def has_control_table(self) -> bool:
         """Whether the queue's control table exists (queues created before 2.1 lack it)."""
-        *schema, table = self.control_table.split(".")
-        return bool(self.session.fetch_value(
-            self.q["control_table_exists"],
-            {"schema": schema[0] if schema else None, "name": table}))
+        return self.control.exists()
 
     def pause_state(self, control_known: bool = False) -> Dict[str, Any]:
         """{"pausada": bool, "motivo", "alterado_por", "alterado_em", "controle": bool}.
@@ -311,13 +295,7 @@ class QueueAdmin:
         return bool(self.pause_state()["pausada"])
 
     def _write_control(self, query: str, params: Dict[str, Any]) -> None:
-        if not self.has_control_table():
-            raise ControlTableMissing(
-                f"A fila {self.queue_table} não tem a tabela de controle {self.control_table}: "
-                "crie-a com `nsj-queue schema upgrade` (ou aplique o CREATE TABLE "
-                f"{self.control_table} da saída do db_gen)")
-        with self._atomic():
-            self.session.execute(self.q[query], params)
+        self.control.write(query, params)
 
     def _set_paused(self, paused: bool, motivo: Optional[str], por: Optional[str]) -> None:
         self._write_control("queue_pause_set", {
@@ -419,8 +397,7 @@ class QueueAdmin:
         workers see it within about a second."""
         mysql = self.dialect.name == "mysql"
         if mysql and not (self.settings is not None and self.settings.client_server_mode):
-            self._write_control("queue_halt_set",
-                                {"por": truncate_message(por, 150) if por else None})
+            self.control.request_halt(truncate_message(por, 150) if por else None)
         elif self.settings is None:
             raise ConfigError("halt() precisa das configurações dos workers (QUEUE_NAME e, no "
                               "modo cliente/servidor, o servidor): use QueueAdmin.from_settings "
@@ -453,7 +430,7 @@ class QueueAdmin:
     def halt_requested_at(self) -> Any:
         """MySQL native mode: the database time of the last HALT request (None: never).
         Needs the control table (`has_control_table()`)."""
-        return self.session.fetch_value(self.q["queue_halt_get"])
+        return self.control.halt_requested_at()
 
 
 __all__ = ["ControlTableMissing", "InvalidTaskState", "LegacyWorkersSeen", "NotFoundException",

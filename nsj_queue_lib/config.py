@@ -493,12 +493,11 @@ def _warn_unknown(unknown: list[tuple[str, Optional[str]]], log_format: str) -> 
         return
     handler: Optional[logging.Handler] = None
     if not logger.hasHandlers():
-        from nsj_queue_lib.log import FORMAT, _TextFormatter
-        from nsj_queue_lib.logfields import JsonFormatter
+        from nsj_queue_lib.logfields import FORMAT, JsonFormatter, TextFormatter
 
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(JsonFormatter() if log_format == "json"
-                             else _TextFormatter(FORMAT))
+                             else TextFormatter(FORMAT))
     for name, nearest in fresh:
         # A likely typo is a warning; a name like no other (an application's own DB_*
         # variable) is only noted.

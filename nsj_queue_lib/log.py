@@ -4,35 +4,13 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
-from typing import Optional, Tuple
+from typing import Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.logfields import ContextFilter, JsonFormatter
+from nsj_queue_lib.logfields import FORMAT, ContextFilter, JsonFormatter, TextFormatter
 from nsj_queue_lib.logsafe import protect_handler
 
-FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
-
 _configured = False
-
-
-class _TextFormatter(logging.Formatter):
-    """logging.Formatter(FORMAT) whose asctime text is made once per second: the same
-    text, without localtime() and strftime() for every record (a line per task)."""
-
-    def __init__(self, fmt: str) -> None:
-        super().__init__(fmt)
-        self._stamp: Tuple[int, str] = (-1, "")  # (second, its strftime text), swapped whole
-
-    def formatTime(self, record: logging.LogRecord, datefmt: Optional[str] = None) -> str:
-        if datefmt or self.converter is not time.localtime or not self.default_msec_format:
-            return super().formatTime(record, datefmt)
-        second = int(record.created)
-        stamp = self._stamp
-        if stamp[0] != second:
-            stamp = (second, time.strftime(self.default_time_format, time.localtime(second)))
-            self._stamp = stamp
-        return self.default_msec_format % (stamp[1], record.msecs)
 
 
 def configure_logging(settings: Optional[Settings] = None) -> None:
@@ -56,7 +34,7 @@ def configure_logging(settings: Optional[Settings] = None) -> None:
     json_lines = settings is not None and settings.log_format == "json"
     if not root.handlers:
         handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(JsonFormatter() if json_lines else _TextFormatter(FORMAT))
+        handler.setFormatter(JsonFormatter() if json_lines else TextFormatter(FORMAT))
         root.addHandler(handler)
     context = ContextFilter(settings.queue_name if settings is not None else None)
     for handler in root.handlers:

@@ -20,11 +20,33 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-from typing import Any, Dict, Optional
+import time
+from typing import Any, Dict, Optional, Tuple
 
 from nsj_queue_lib.observe import task_context, worker_id
 
 FIELDS = ("queue", "task_id", "attempt", "duration", "worker_id")
+
+FORMAT = "%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s"
+
+
+class TextFormatter(logging.Formatter):
+    """logging.Formatter(FORMAT) whose asctime text is made once per second: the same
+    text, without localtime() and strftime() for every record (a line per task)."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__(fmt)
+        self._stamp: Tuple[int, str] = (-1, "")  # (second, its strftime text), swapped whole
+
+    def formatTime(self, record: logging.LogRecord, datefmt: Optional[str] = None) -> str:
+        if datefmt or self.converter is not time.localtime or not self.default_msec_format:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        stamp = self._stamp
+        if stamp[0] != second:
+            stamp = (second, time.strftime(self.default_time_format, time.localtime(second)))
+            self._stamp = stamp
+        return self.default_msec_format % (stamp[1], record.msecs)
 
 
 class ContextFilter(logging.Filter):

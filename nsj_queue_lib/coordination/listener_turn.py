@@ -75,6 +75,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification, admin_lock_key
+from nsj_queue_lib.coordination.pg_locker import PgLocker
 from nsj_queue_lib.db.session import DbSession
 
 logger = logging.getLogger(__name__)
@@ -398,8 +399,6 @@ class ListenerTurn:
         session holds the turn, which is not undone with the statement; left held, no
         other worker would get it until this one reconnects.  Release it; the caller
         sees the error as before."""
-        from nsj_queue_lib.coordination.postgres import PgLocker
-
         try:
             locker = PgLocker(self.session)
             if not self.session.in_transaction and locker.holds(self.key):

@@ -26,8 +26,7 @@ import time
 import zlib
 from typing import Any, Callable, List, Optional, Set
 
-from nsj_queue_lib.admin import QueueAdmin
-from nsj_queue_lib.config import Settings
+from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import (
     HALT_PAYLOAD,
     Capabilities,
@@ -39,6 +38,7 @@ from nsj_queue_lib.coordination.base import (
     task_lock_key,
 )
 from nsj_queue_lib.coordination.mysql_turn import IdleTurn
+from nsj_queue_lib.db.control import ControlRow
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server import (
     MIN_MARIADB,
@@ -317,10 +317,10 @@ class HaltWatch:
         self.control = False
         self._next = 0.0
 
-    def start(self, admin: QueueAdmin) -> None:
+    def start(self, control: ControlRow) -> None:
         if self.baseline is _UNREAD:
-            self.control = admin.has_control_table()
-            self.baseline = admin.halt_requested_at() if self.control else None
+            self.control = control.exists()
+            self.baseline = control.halt_requested_at() if self.control else None
 
     def due(self) -> bool:
         """Time for a read of the request (at most every HALT_CHECK seconds)."""
@@ -332,10 +332,10 @@ class HaltWatch:
         self._next = self.clock() + HALT_CHECK
         return at is not None and (self.baseline is None or at > self.baseline)
 
-    def requested(self, admin: QueueAdmin) -> bool:
+    def requested(self, control: ControlRow) -> bool:
         if not self.due():
             return False
-        return self.seen(admin.halt_requested_at())
+        return self.seen(control.halt_requested_at())
 
 
 class ProbeNotifier(Notifier):
@@ -350,7 +350,8 @@ class ProbeNotifier(Notifier):
     HALT, written to the control table.
     """
 
-    def __init__(self, repo: TaskRepository, admin: QueueAdmin, channel: str, interval: float,
+    def __init__(self, repo: TaskRepository, control: ControlRow, channel: str,
+                 interval: float,
                  clock=time.monotonic, sleep=time.sleep,
                  halt: Optional[HaltWatch] = None, prefix: Optional[str] = None,
                  has_idle: Optional[Callable[[], bool]] = None) -> None:
@@ -360,7 +361,7 @@ class ProbeNotifier(Notifier):
         self.clock = clock
         self.sleep = sleep
         self.halt = halt or HaltWatch(clock)
-        self.admin = admin
+        self.control = control
         self._last_seen = clock()
         self.prefix = prefix  # the named locks' prefix; None: every idle worker polls
         self.turn: Optional[IdleTurn] = None
@@ -391,14 +392,16 @@ class ProbeNotifier(Notifier):
 
     def listen(self) -> None:
         """Note the HALT request already there (it does not stop this worker)."""
-        self.halt.start(self.admin)
+        self.halt.start(self.control)
         if self.prefix is not None and self.turn is None:
-            self.turn = IdleTurn.for_queue(self.repo.session, self.admin.queue_table,
+            self.turn = IdleTurn.for_queue(self.repo.session, self.control.queue_table,
                                            self.prefix, self.repo.q["task_has_due"],
                                            self.halt.control)
 
     def _halted(self) -> List[Notification]:
-        return [Notification(self.channel, HALT_PAYLOAD)] if self.halt.requested(self.admin) else []
+        if self.halt.requested(self.control):
+            return [Notification(self.channel, HALT_PAYLOAD)]
+        return []
 
     def _step(self) -> float:
         fast = self.clock() - self._last_seen < FAST_POLL_FOR
@@ -502,7 +505,7 @@ class ProbeNotifier(Notifier):
 
     def notify(self, payload: str = "") -> None:
         if payload == HALT_PAYLOAD:
-            self.admin.halt()
+            self.control.request_halt()
 
     def close(self) -> None:
         """Hand the turn on (a stop, a reconnection); its lock also dies with the session."""
@@ -560,15 +563,19 @@ class MysqlBackend:
     def notifier(self, session: DbSession,
                  has_idle: Optional[Callable[[], bool]] = None) -> ProbeNotifier:
         repo = TaskRepository(session, self.settings.queue_table)
-        return ProbeNotifier(repo, QueueAdmin(session, self.settings.queue_table),
+        return ProbeNotifier(repo, self._control(session),
                              self.settings.queue_name, self.settings.queue_poll_interval,
                              halt=self._halt, prefix=self.prefix, has_idle=has_idle)
+
+    def _control(self, session: DbSession) -> ControlRow:
+        return ControlRow(session, validate_table_name(self.settings.queue_table, "QUEUE_TABLE",
+                                                       session.dialect.name))
 
     def admin_locker(self, session: DbSession) -> MysqlLocker:
         return MysqlLocker(session, self.prefix)
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         if payload == HALT_PAYLOAD:
-            QueueAdmin(session, self.settings.queue_table).halt()
+            self._control(session).request_halt()
         # Idle workers poll the probe: nothing to send.
 

@@ -16,7 +16,6 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import (
     Capabilities,
-    LockKey,
     Notification,
     Notifier,
     TaskGuard,
@@ -24,6 +23,7 @@ from nsj_queue_lib.coordination.base import (
 )
 from nsj_queue_lib.coordination.keys import legacy_task_key
 from nsj_queue_lib.coordination.listener_turn import ListenerTurn
+from nsj_queue_lib.coordination.pg_locker import PgLocker
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, is_connection_error
@@ -96,44 +96,6 @@ class PgNotifier(Notifier):
 
     def close(self) -> None:
         self._listening = False
-
-
-class PgLocker:
-    """Session advisory locks on a given session: two-int32 keys, or one-bigint keys
-    (1.2.2's form, see coordination/keys.py)."""
-
-    def __init__(self, session: DbSession) -> None:
-        self.session = session
-
-    def try_lock(self, key: LockKey) -> bool:
-        if len(key) == 1:
-            return bool(self.session.fetch_value("SELECT pg_try_advisory_lock(%(a)s::int8)",
-                                                 {"a": key[0]}))
-        return bool(self.session.fetch_value("SELECT pg_try_advisory_lock(%(a)s, %(b)s)",
-                                             {"a": key[0], "b": key[1]}))
-
-    def unlock(self, key: LockKey) -> bool:
-        if len(key) == 1:
-            return bool(self.session.fetch_value("SELECT pg_advisory_unlock(%(a)s::int8)",
-                                                 {"a": key[0]}))
-        return bool(self.session.fetch_value("SELECT pg_advisory_unlock(%(a)s, %(b)s)",
-                                             {"a": key[0], "b": key[1]}))
-
-    def close(self) -> None:
-        """Locks end with the session; the session's owner closes it."""
-
-    def holds(self, key: LockKey) -> bool:
-        """Whether this session holds `key` now (pg_locks: no unlock attempt, so no
-        server WARNING when it does not)."""
-        if len(key) == 1:
-            k = int(key[0]) & 0xFFFFFFFFFFFFFFFF
-            ids = {"c": k >> 32, "o": k & 0xFFFFFFFF, "s": 1}
-        else:
-            ids = {"c": int(key[0]) & 0xFFFFFFFF, "o": int(key[1]) & 0xFFFFFFFF, "s": 2}
-        return bool(self.session.fetch_value(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' "
-            "AND pid = pg_backend_pid() AND granted AND classid::int8 = %(c)s "
-            "AND objid::int8 = %(o)s AND objsubid = %(s)s)", ids))
 
 
 # Runs of task_locks_release_stale after a failed claim, at most (one per nesting level

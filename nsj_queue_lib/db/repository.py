@@ -9,8 +9,8 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import LockKey
 from nsj_queue_lib.coordination.fleet_mode import FleetMode, fleet_mode
+from nsj_queue_lib.coordination.keys import LockKey
 from nsj_queue_lib.db.claim_position import ClaimPosition
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries
 from nsj_queue_lib.db.server import (

@@ -74,33 +74,33 @@ def test_halt_is_a_control_row_obeyed_only_by_workers_started_before_it(nq):
     try:
         admin = QueueAdmin(session, settings.queue_table)
         old = watch()
-        old.start(admin)
-        assert old.requested(admin) is False
+        old.start(admin.control)
+        assert old.requested(admin.control) is False
         MysqlBackend(settings).wake_workers(session, "HALT")
-        assert old.requested(admin) is False  # read at most every HALT_CHECK seconds
+        assert old.requested(admin.control) is False  # read at most every HALT_CHECK seconds
         now[0] += 1
-        assert old.requested(admin) is True
+        assert old.requested(admin.control) is True
         control = f"{nq.quote(nq.schema)}.{nq.quote(nq.fila + '_controle')}"
         assert nq.sql(f"SELECT id, pausada, motivo FROM {control}") == [
             {"id": 2, "pausada": 0, "motivo": "HALT"}]
         assert admin.is_paused() is False
 
         later = watch()
-        later.start(admin)
+        later.start(admin.control)
         now[0] += 1
-        assert later.requested(admin) is False  # started after the request
+        assert later.requested(admin.control) is False  # started after the request
         admin.halt(por="dba")
         now[0] += 1
-        assert later.requested(admin) is True
+        assert later.requested(admin.control) is True
         assert nq.value(f"SELECT alterado_por FROM {control} WHERE id = 2") == "dba"
 
         nq.sql(f"DROP TABLE {control}")  # a queue created before 2.1
         with pytest.raises(ControlTableMissing, match="schema upgrade"):
             admin.halt()
         legacy = watch()
-        legacy.start(admin)
+        legacy.start(admin.control)
         now[0] += 1
-        assert legacy.requested(admin) is False
+        assert legacy.requested(admin.control) is False
     finally:
         session.close()
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from nsj_queue_lib import observe
-from nsj_queue_lib.log import FORMAT, _TextFormatter
-from nsj_queue_lib.logfields import ContextFilter, JsonFormatter
+from nsj_queue_lib.logfields import FORMAT, ContextFilter, JsonFormatter, TextFormatter
 from nsj_queue_lib.logsafe import protect_handler
 
 
@@ -81,7 +80,7 @@ def test_configured_handlers_write_the_same_text(captured):
                                ("created", "msecs", "relativeCreated", "thread",
                                 "threadName", "process", "processName", "duration",
                                 "outcome", "task_id", "attempt")})
-    for formatter in (_TextFormatter(FORMAT), JsonFormatter()):
+    for formatter in (TextFormatter(FORMAT), JsonFormatter()):
         texts = []
         for record in (made, reference):
             stream = io.StringIO()
@@ -95,7 +94,7 @@ def test_configured_handlers_write_the_same_text(captured):
         # and what the standard Formatter itself writes for the text format
         plain = logging.Formatter(FORMAT).format(logging.makeLogRecord(
             {**vars(reference), "args": reference.args}))
-        if isinstance(formatter, _TextFormatter):
+        if isinstance(formatter, TextFormatter):
             assert texts[0] == plain + "\n"
             assert re.search(r" INFO \[\w+\] nsj_queue_lib\.observe: Tarefa 7 terminou: "
                              r"sucesso em 0\.500 s\n$", texts[0])
