@@ -281,14 +281,7 @@ class QueueAdmin:
         `control_known`: the caller saw the table before, so its existence is not
         checked again (one statement instead of two; a dropped table raises).
         """
-        if not control_known and not self.has_control_table():
-            return {"pausada": False, "motivo": None, "alterado_por": None,
-                    "alterado_em": None, "controle": False}
-        row = _normalize(self.session.fetch_one(self.q["queue_pause_get"]))
-        state = row or {"pausada": False, "motivo": None, "alterado_por": None,
-                        "alterado_em": None}
-        state["controle"] = True
-        return state
+        return self.control.pause_state(control_known)
 
     def is_paused(self) -> bool:
         """True while the queue is paused (its workers claim nothing)."""

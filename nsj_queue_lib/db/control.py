@@ -56,6 +56,27 @@ class ControlRow:
             self.q["control_table_exists"],
             {"schema": schema[0] if schema else None, "name": table}))
 
+    def pause_state(self, control_known: bool = False) -> Dict[str, Any]:
+        """{"pausada": bool, "motivo", "alterado_por", "alterado_em", "compat_1_2_2",
+        "controle": bool}.
+
+        "controle" is False when the queue has no control table yet (created by
+        db_gen from version 2.1, or by `nsj-queue schema upgrade`): never paused then.
+        `control_known`: the caller saw the table before, so its existence is not
+        checked again (one statement instead of two; a dropped table raises).
+        """
+        if not control_known and not self.exists():
+            return {"pausada": False, "motivo": None, "alterado_por": None,
+                    "alterado_em": None, "controle": False}
+        row = self.session.fetch_one(self.q["queue_pause_get"])
+        state = dict(row) if row else {"pausada": False, "motivo": None,
+                                       "alterado_por": None, "alterado_em": None}
+        for key in ("pausada", "compat_1_2_2"):  # MySQL returns booleans as 0/1
+            if state.get(key) is not None:
+                state[key] = bool(state[key])
+        state["controle"] = True
+        return state
+
     def write(self, query: str, params: Dict[str, Any]) -> None:
         """Run the named write of admin.sql on the row, in a transaction (see atomic)."""
         if not self.exists():

@@ -6,7 +6,9 @@ import logging
 import time
 from typing import Callable, Optional
 
+from nsj_queue_lib.config import validate_table_name
 from nsj_queue_lib.coordination.fleet_mode import FleetMode
+from nsj_queue_lib.db.control import ControlRow
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
@@ -30,9 +32,8 @@ class PauseGate:
     def __init__(self, session: DbSession, queue_table: str,
                  clock: Callable[[], float] = time.monotonic,
                  fleet: Optional[FleetMode] = None) -> None:
-        from nsj_queue_lib.admin import QueueAdmin
-
-        self.admin = QueueAdmin(session, queue_table)
+        self.control = ControlRow(session, validate_table_name(
+            queue_table, "QUEUE_TABLE", session.dialect.name))
         self.fleet = fleet
         self.clock = clock
         self.paused = False
@@ -49,7 +50,7 @@ class PauseGate:
         self._checked_at = now
         try:
             # Once the control table was seen, only the flag is read (one statement).
-            state = self.admin.pause_state(control_known=self._seen)
+            state = self.control.pause_state(control_known=self._seen)
         except DatabaseUnavailable:
             raise
         except Exception as exc:  # no privilege on the table, odd schema: never block work
@@ -67,7 +68,7 @@ class PauseGate:
     def flag_sql(self) -> str:
         """The SELECT of the flag (columns pausada, motivo, compat_1_2_2), for a statement
         that reads it together with other things."""
-        return self.admin.q["queue_pause_get"]
+        return self.control.q["queue_pause_get"]
 
     @property
     def control_seen(self) -> bool:
@@ -85,8 +86,8 @@ class PauseGate:
     def _update(self, paused: bool, reason: Optional[str]) -> None:
         if paused and not self.paused:
             logger.warning("Fila %s pausada%s: o worker não pega novas tarefas até o resume",
-                           self.admin.queue_table, f" ({reason})" if reason else "")
+                           self.control.queue_table, f" ({reason})" if reason else "")
         elif self.paused and not paused:
             logger.info("Fila %s retomada: o worker volta a pegar tarefas",
-                        self.admin.queue_table)
+                        self.control.queue_table)
         self.paused, self.reason = paused, reason

@@ -56,9 +56,8 @@ KNOWN_UPWARD = {
     ("nsj_queue_lib.db.repository", "nsj_queue_lib.coordination"),
     ("nsj_queue_lib.db.repository", "nsj_queue_lib.coordination.fleet_mode"),
     ("nsj_queue_lib.db.repository", "nsj_queue_lib.coordination.keys"),
-    # the runtime reads pause through the admin API, and the supervisor wires
+    # the supervisor wires
     # observability and the 1.2.2 watch
-    ("nsj_queue_lib.runtime.pause", "nsj_queue_lib.admin"),
     ("nsj_queue_lib.runtime.router", "nsj_queue_lib.multidb"),
     ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.compat"),
     ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.health"),
