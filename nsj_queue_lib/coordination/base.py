@@ -134,6 +134,9 @@ class Capabilities:
     # too (MySQL native's idle turn polls the probe): the idle wait needs no next-due
     # probe of its own, nor a retry loop while due rows are held by other workers.
     wakes_when_due: bool = False
+    # Real 1.2.2 workers may share the queue with this backend's workers (mixed-fleet
+    # mode: 1.2.2's task keys honoured).  PostgreSQL only.
+    legacy_fleet: bool = False
 
 
 class TaskGuard(Protocol):

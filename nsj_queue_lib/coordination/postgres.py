@@ -313,7 +313,8 @@ class PostgresBackend:
 
     name = "postgres"
     capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=True,
-                                batch_claim=True, lock_on_task_session=True)
+                                batch_claim=True, lock_on_task_session=True,
+                                legacy_fleet=True)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

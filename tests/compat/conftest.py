@@ -1,4 +1,4 @@
-"""Fixtures of the compatibility suite: the real 1.2.2 (fails, never skips, under CI)."""
+"""Fixtures of the compatibility suite (the real 1.2.2 itself: tests/fixtures/legacy.py)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.legacy import Legacy, install
 from tests.compat.mixed import Fleet
 
 LOG_DIR = Path(os.environ.get("NSJQ_TEST_LOG_DIR", "/tmp/nsjq-test-logs"))
-
-
-@pytest.fixture(scope="session")
-def legacy() -> Legacy:
-    try:
-        return install()
-    except Exception as exc:  # network, index or build failure
-        message = f"nsj-queue-lib==1.2.2 não pôde ser instalado: {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI definido: os testes de compatibilidade não podem ser "
-                        "pulados)")
-        pytest.skip(message)
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import PurgeService, RetryService
 from tests.chaos.proxy import ChaosProxy
 from tests.fixtures.processes import wait_ready
-from tests.fixtures.queue import Queue
+from tests.fixtures.queue import Queue, held_payload
 from tests.fixtures.waiting import eventually
 from tests.server.socket_server_helpers import HOST, TOKEN, RawClient, spawn_lock_holder
 
@@ -48,13 +48,6 @@ ALL_MINUTES = frozenset(range(60))
 def _far_minute() -> str:
     """A clock minute ~30 min away: the minute-slot admin jobs do not run in a test."""
     return str((dt.datetime.now().minute + 30) % 60)
-
-
-def _crash_payload(tmp_path, efeito: str) -> tuple:
-    started = tmp_path / f"{efeito}.started"
-    release = tmp_path / f"{efeito}.release"
-    payload = {"efeito": efeito, "started_file": str(started), "wait_file": str(release)}
-    return payload, started, release
 
 
 def _cs_env(server, notify_port: int = 0, lock_port: int = 0) -> dict:
@@ -208,7 +201,7 @@ def test_defect_05_lost_connection_during_a_long_task_never_runs_it_twice(queue,
     # PostgreSQL: the task's lock lives on the task's own session, so losing that
     # connection rolls the work back; the task is rescued and runs once more, and the
     # effect of the lost attempt never commits.
-    payload, started, release = _crash_payload(tmp_path, "uma-vez")
+    payload, started, release = held_payload(tmp_path, "uma-vez")
     worker = queue.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD=_far_minute())
     task_id = queue.insert(payload)
     eventually(started.exists, message="tarefa iniciada")
@@ -234,7 +227,7 @@ def test_defect_05_client_server_lock_lost_mid_task_is_not_rescued_while_it_runs
     try:
         env = _cs_env(socket_server, notify_port=proxy.port)
         worker = queue.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD=_far_minute(), **env)
-        payload, started, release = _crash_payload(tmp_path, "cs-uma-vez")
+        payload, started, release = held_payload(tmp_path, "cs-uma-vez")
         task_id = queue.insert(payload)
         eventually(started.exists, 20, message="tarefa iniciada")
         key = task_lock_key(queue.table, task_id)
@@ -367,7 +360,7 @@ def test_defect_11_mixed_case_queue_name_is_woken_by_inserts(pg_server):
 
 
 def test_defect_12_sigterm_finishes_the_running_task_then_exits(queue, tmp_path):
-    payload, started, release = _crash_payload(tmp_path, "termina")
+    payload, started, release = held_payload(tmp_path, "termina")
     worker = queue.start_ready_worker()
     running = queue.insert(payload)
     eventually(started.exists, message="tarefa iniciada")

@@ -1,0 +1,238 @@
+"""Contract, a worker's life, with worker processes on every backend (`lq`): success with
+the 26 keys, several workers exactly once, kill -9 rescue, purge and its admin lock,
+SIGTERM, HALT (running workers stop, later ones not) and pause/resume."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import time
+
+from nsj_queue_lib.admin import QueueAdmin
+from nsj_queue_lib.config import parse_minutes
+from nsj_queue_lib.coordination.backend import make_backend
+from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.runtime.failure import WORKER_STOPPED
+from nsj_queue_lib.runtime.maintenance import PurgeService
+from tests.fixtures.processes import wait_all_ready
+from tests.fixtures.queue import Queue, effects_by_key, held_payload
+from tests.fixtures.waiting import eventually, holds
+
+TAREFA_KEYS = sorted([
+    "id", "id_inicial", "data_hora_inicial", "data_hora", "origem", "destino", "processo",
+    "chave_externa", "proxima_tentativa", "tentativa", "status", "mensagem", "id_anterior",
+    "data_hora_anterior", "status_anterior", "mensagem_anterior", "tenant",
+    "grupo_empresarial", "payload", "payload_hash", "pub_sub", "publication_id",
+    "subscriber_id", "dead", "live_id", "prioridade",
+])
+
+
+def test_success_commits_effect_with_status_and_passes_26_keys(lq):
+    payload = json.dumps({"efeito": "s", "report": True})
+    task_id = lq.insert(payload, processo="proc", chave_externa="ch-1", tenant=7,
+                           grupo_empresarial="GE")
+    lq.start_worker()
+    row = lq.wait_status(task_id, "sucesso")
+
+    assert row["mensagem"] == f"ok {task_id}"
+    assert row["tentativa"] == 1
+    assert lq.count() == 1  # no retry row
+    effects = lq.effects()
+    assert [(e["tarefa_id"], e["tipo"]) for e in effects] == [(task_id, "execute"),
+                                                              (task_id, "report")]
+    report = json.loads(effects[1]["chave"])
+    assert report["keys"] == TAREFA_KEYS
+    assert len(report["keys"]) == 26
+    assert report["payload_type"] == "str"
+    assert report["payload"] == payload
+
+
+def test_three_workers_run_300_tasks_exactly_once(lq):
+    workers = [lq.start_worker() for _ in range(3)]
+    wait_all_ready(workers)
+    keys = [f"e{i}" for i in range(300)]
+    ids = lq.insert_many([{"efeito": k, "sleep": 0.003} for k in keys])
+    assert len(ids) == 300
+    lq.wait_idle(timeout=60)
+
+    effects = lq.effects()
+    assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)
+    assert effects_by_key(lq) == {k: 1 for k in keys}
+    assert lq.count("status = 'sucesso' AND tentativa = 1") == 300
+    assert lq.count() == 300  # no retry, no dead letter
+    assert len({e["pid"] for e in effects}) >= 2, "only one worker took tasks"
+    assert all(w.proc.poll() is None for w in workers)
+
+
+def test_kill9_mid_task_frees_its_lock_and_the_next_worker_rescues_it(lq, tmp_path):
+    victim = lq.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD="0")
+    started, release = tmp_path / "started", tmp_path / "release"
+    first = lq.insert({"efeito": "resgatada", "started_file": str(started),
+                       "wait_file": str(release)})
+    eventually(started.exists, 10, message="tarefa iniciada")
+    assert lq.row(first)["status"] == "processando"
+    probe = lq.probe_locker()
+    key = lq.task_key(first)
+    assert probe.try_lock(key) is False  # the worker holds it
+
+    killed_at = time.monotonic()
+    victim.kill9()
+    # The dead session's lock (advisory, named, or the socket client's) ends with its
+    # connection: the database or the server sees the socket close.
+    eventually(lambda: probe.try_lock(key), 5, interval=0.01, message="lock liberado")
+    if lq.mode == "cs":  # not by the heartbeat (2 x TIMEOUT_SOCKET_MESSAGE = 4 s)
+        assert time.monotonic() - killed_at < 1.5
+    assert probe.unlock(key) is True
+    assert lq.row(first)["status"] == "processando"  # nobody ran cleanup
+    assert lq.effects() == []  # the killed attempt's writes were rolled back
+
+    release.write_text("ok")
+    rescuer = lq.start_worker()  # the runtime runs a rescue pass when it connects
+    lq.wait_chain_done(first)
+    lq.wait_idle()
+    old, retry = lq.chain(first)
+    assert [(r["tentativa"], r["status"]) for r in (old, retry)] == [(1, "falha"), (2, "sucesso")]
+    assert old["mensagem"].startswith(WORKER_STOPPED)
+    assert old["reenfileirado"] is True and "reenfileirada" in old["mensagem"]
+    assert (retry["id_anterior"], retry["status_anterior"], retry["mensagem_anterior"]) == \
+        (first, "falha", old["mensagem"])
+    [effect] = lq.effects()
+    assert (effect["tarefa_id"], effect["chave"], effect["pid"]) == \
+        (retry["id"], "resgatada", rescuer.pid)
+    assert lq.count() == 2
+
+
+def _age(q: Queue, task_id: int, days: int) -> None:
+    expr = (f"UTC_TIMESTAMP(6) - INTERVAL {days} DAY" if q.is_mysql
+            else f"now() - interval '{days} days'")
+    q.sql(f"UPDATE {q.qtable} SET data_hora = {expr}, data_hora_inicial = {expr} "
+          "WHERE id = %s", (task_id,))
+
+
+def test_purge_takes_the_admin_lock_and_keeps_waiting_chains(lq):
+    worker = lq.start_ready_worker()
+    old_done = lq.insert({"efeito": "velha"})
+    recent_done = lq.insert({"efeito": "recente"})
+    old_retry = lq.insert({"efeito": "velha_com_retry", "fail_until": 2})
+    for task_id in (old_done, recent_done, old_retry):
+        lq.wait_chain_done(task_id)
+    worker.stop()
+    _age(lq, old_done, 3)
+    for r in lq.chain(old_retry):
+        _age(lq, r["id"], 3)
+    # An old task still waiting keeps its whole chain.
+    waiting = lq.insert({"efeito": "esperando"},
+                        data_hora=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=3))
+
+    settings = lq.settings(QUEUE_PURGE_MAX_AGE="1")
+    backend = make_backend(settings)
+    service = PurgeService(settings, backend, parse_minutes("*"))
+    key = admin_lock_key(lq.table, ADMIN_PURGE)
+    holder_session = DbSession.open(settings)
+    holder = backend.admin_locker(holder_session)
+    try:  # another session (socket client) holds the purge's admin lock: skipped
+        assert holder.try_lock(key)
+        result = service.run_once()
+        assert result.skipped and result.count == 0
+        assert lq.count() == 5
+    finally:  # no unlock: the lock ends with its session (or socket connection)
+        holder.close()
+        holder_session.close()
+
+    result = eventually(lambda: (lambda r: None if r.skipped else r)(service.run_once()), 5,
+                        interval=0.02, message="lock administrativo liberado")
+    assert result.count == 3
+    assert {r["id"] for r in lq.rows()} == {recent_done, waiting}
+
+
+def test_sigterm_finishes_running_task_and_takes_no_other(lq, tmp_path):
+    payload, started, release = held_payload(tmp_path, "term")
+    first = lq.insert(payload)
+    w = lq.start_worker()
+    eventually(started.exists, message="task started")
+    second = lq.insert({"efeito": "second"})
+
+    w.signal(signal.SIGTERM)
+    eventually(lambda: "SIGTERM recebido" in w.log(), message="SIGTERM handled")
+    assert w.proc.poll() is None  # still finishing the task
+    release.touch()
+    assert w.wait_exit(20) == 0
+
+    assert lq.row(first)["status"] == "sucesso"
+    assert lq.row(second)["status"] == "pendente"
+    assert [(e["tarefa_id"], e["chave"]) for e in lq.effects()] == [(first, "term")]
+    if lq.mode == "cs":  # the worker left the server holding nothing
+        eventually(lambda: lq.server_status()["locks"] == 0, 5, message="locks liberados")
+
+
+def test_halt_finishes_running_task_and_spares_later_workers(lq, tmp_path):
+    payload, started, release = held_payload(tmp_path, "halt")
+    first = lq.insert(payload)
+    w = lq.start_ready_worker()
+    eventually(started.exists, message="task started")
+    with QueueAdmin.from_settings(lq.settings()) as admin:
+        admin.halt(por="teste")
+    release.touch()
+    assert w.wait_exit(20) == 0
+    assert "HALT recebido no canal" in w.log()
+    assert lq.row(first)["status"] == "sucesso"
+    later = lq.insert({"efeito": "after"})
+    assert lq.row(later)["status"] == "pendente"
+    assert [(e["tarefa_id"], e["chave"]) for e in lq.effects()] == [(first, "halt")]
+
+    # A worker started after the HALT is not stopped by it (on MySQL native the
+    # request stays in the control table).
+    w2 = lq.start_ready_worker()
+    lq.wait_status(later, "sucesso")
+    assert w2.proc.poll() is None
+    assert "HALT" not in w2.log()
+
+
+def test_halt_stops_every_thread_of_a_concurrent_worker(lq):
+    w = lq.start_ready_worker(QUEUE_CONCURRENCY="3")
+    ids = lq.insert_many([{"efeito": f"c{i}"} for i in range(6)])
+    for task_id in ids:
+        lq.wait_status(task_id, "sucesso")
+    with QueueAdmin.from_settings(lq.settings()) as admin:
+        admin.halt()
+    assert w.wait_exit(20) == 0, w.log()
+    assert "HALT recebido no canal" in w.log()
+    later = lq.insert({"efeito": "after"})
+    assert lq.row(later)["status"] == "pendente"
+    assert sorted(e["tarefa_id"] for e in lq.effects()) == sorted(ids)
+
+
+def test_pause_stops_claims_of_a_running_worker_and_resume_restarts_them(lq):
+    worker = lq.start_ready_worker()
+    before = lq.insert({"efeito": "antes"})
+    lq.wait_status(before, "sucesso")
+    with QueueAdmin.from_settings(lq.settings()) as admin:
+        admin.pause(motivo="manutenção", por="contrato")
+        assert admin.is_paused()
+        # The worker reads the pause at most a second late, when a task wakes it: keep
+        # inserting until it says it is paused.
+        inserted = []
+
+        def paused() -> bool:
+            inserted.append(lq.insert({"efeito": f"p{len(inserted)}"}))
+            return "pausada (manutenção)" in worker.log()
+
+        eventually(paused, 10, interval=0.2, message="worker pausado")
+        eventually(lambda: lq.count("status = 'processando'") == 0, 5,
+                   message="tarefa em curso concluída")
+        done = lq.count("status = 'sucesso'")
+        holds(lambda: lq.count("status IN ('processando', 'sucesso')") == done, 1.5,
+              interval=0.1, message="nada é pego com a fila pausada")
+        waiting = [i for i in inserted if lq.row(i)["status"] == "pendente"]
+        assert waiting and lq.count("status = 'pendente'") == len(waiting)
+
+        admin.resume(por="contrato")
+        assert not admin.is_paused()
+    for task_id in waiting:
+        lq.wait_status(task_id, "sucesso", timeout=10)
+    eventually(lambda: "retomada" in worker.log(), 5, message="worker retomado")
+    assert sorted(e["tarefa_id"] for e in lq.effects()) == sorted([before, *inserted])
+    assert lq.count() == len(inserted) + 1  # each once, no retry
+    assert worker.proc.poll() is None
