@@ -72,13 +72,13 @@ tests_webhook: ## [docker] testes de webhook em container
 
 tests_server: ## [docker] testes do modo cliente/servidor em container
 	docker compose run --rm tests pytest tests/server tests/client_server
-	docker compose run --rm tests pytest tests/core/test_lifecycle.py tests/core/test_workers_processes.py -k socket
+	docker compose run --rm tests pytest tests/contract -k socket
 
 tests_pubsub_server: ## [docker] pub/sub no modo cliente/servidor
-	docker compose run --rm -e CLIENT_SERVER_MODE=true tests pytest tests/core/test_lifecycle.py -k "socket and fanout"
+	docker compose run --rm -e CLIENT_SERVER_MODE=true tests pytest tests/contract/test_contract_pubsub.py -k "socket and fanout"
 
 tests_webhook_server: ## [docker] webhook no modo cliente/servidor
-	docker compose run --rm -e CLIENT_SERVER_MODE=true tests pytest tests/core/test_lifecycle.py -k "socket and webhook"
+	docker compose run --rm -e CLIENT_SERVER_MODE=true tests pytest tests/contract/test_contract_pubsub.py -k "socket and webhook"
 
 stop: ## [docker] para os containers
 	docker compose stop

@@ -4,8 +4,8 @@ session holds, SIGNAL and lock wait timeouts in user code, a killed connection, 
 microsecond clock) and what the admin services do there (rescue next to a live task,
 promotion, with their wake-ups).  The task's life itself (success, priority and age,
 retries, dead letters, rescue after kill -9, purge and its admin lock) runs with worker
-processes on every backend in tests/core/test_lifecycle.py; claim, locks and wake-ups
-in tests/contract; the SQL in test_mysql_repository.py."""
+processes on every backend in tests/contract, with claim, locks and wake-ups; the SQL
+in test_mysql_repository.py."""
 
 from __future__ import annotations
 

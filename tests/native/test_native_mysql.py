@@ -31,8 +31,8 @@ from tests.fixtures.waiting import eventually
 
 
 def test_every_named_lock_is_released_with_its_task_while_the_worker_stays_connected(nq):
-    # (Success, retry, dead letter and priority order themselves: tests/core/test_lifecycle
-    # on every backend.)  A named lock not released would only end with the session.
+    # (Success, retry, dead letter and priority order themselves: tests/contract on
+    # every backend.)  A named lock not released would only end with the session.
     worker = nq.start_ready_worker(QUEUE_MAX_RETRY="2")
     ok = nq.insert({"efeito": "ok"})
     retry = nq.insert({"efeito": "retry", "fail_until": 2})
