@@ -3,64 +3,19 @@
 the socket server on PostgreSQL and on MariaDB (real databases, real server process).
 A difference between backends is skipped or shaped only through its `Capabilities` flags
 (each of them is read here: wakes_on_insert, notify_is_transactional, batch_claim,
-lock_on_task_session)."""
+lock_on_task_session).  The harness (`h`, over the `lq` queue of each backend) is in
+tests/contract/harness.py and conftest.py."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, List
-
-import pytest
+from typing import Any
 
 from nsj_queue_lib.coordination.backend import make_backend
-from nsj_queue_lib.coordination.base import Backend, task_lock_key
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.runtime.batch import BatchClaimer
-from tests.fixtures.queue import BACKENDS, Queue
+from tests.contract.harness import Harness, listening, wait_for
 from tests.fixtures.waiting import eventually
-
-
-class Harness:
-    """A queue, its backend and the sessions/guards a test opens (closed at the end)."""
-
-    def __init__(self, q: Queue) -> None:
-        self.q = q
-        self.settings = q.settings()
-        self.backend: Backend = make_backend(self.settings)
-        self.sessions: List[DbSession] = []
-        self.closers: List[Any] = []
-
-    def session(self) -> DbSession:
-        s = DbSession.open(self.settings)
-        self.backend.check(s)
-        self.sessions.append(s)
-        return s
-
-    def guard(self) -> Any:
-        s = self.session()
-        guard = self.backend.guard(s, TaskRepository(s, self.settings.queue_table))
-        self.closers.append(guard)
-        return guard
-
-    def close(self) -> None:
-        for obj in self.closers:
-            obj.close()
-        for s in self.sessions:
-            s.close()
-
-
-@pytest.fixture(params=BACKENDS)
-def h(request, tmp_path) -> Iterator[Harness]:
-    kind, mode = request.param
-    server = request.getfixturevalue("mysql_server" if kind == "mariadb" else "pg_server")
-    q = Queue.create(server, mode=mode, log_dir=tmp_path)
-    if mode == "cs":
-        q.start_server(CHECK_TASKS_INTERVAL="15")
-    harness = Harness(q)
-    yield harness
-    harness.close()
-    q.destroy()
 
 
 def _run(h: Harness, guard: Any, tarefa: dict, message: str = "ok") -> bool:
@@ -97,8 +52,7 @@ def test_claim_with_a_limit_returns_several_tasks_in_claim_order(h):
 
 
 def test_batch_claim_takes_tasks_in_claim_order_inside_the_callers_transaction(h):
-    if not h.backend.capabilities.batch_claim:
-        pytest.skip("backend sem modo lote")
+    h.require("batch_claim")
     ids = [h.q.insert({"n": i}, prioridade=50 + i) for i in range(4)]
     one, two = h.guard(), h.guard()
     claimer = BatchClaimer(one, h.backend.capabilities, 3)  # (its transaction, its session)
@@ -151,8 +105,7 @@ def test_admin_locks_are_owned_by_their_session(h):
 
 
 def test_an_idle_worker_is_woken_by_an_insert_without_producer_notify(h):
-    if not h.backend.capabilities.wakes_on_insert:
-        pytest.skip("backend sem aviso de inserção")
+    h.require("wakes_on_insert")
     notifier = h.backend.notifier(h.session())
     h.closers.append(notifier)
     notifier.listen()
@@ -167,27 +120,8 @@ def test_an_idle_worker_is_woken_by_an_insert_without_producer_notify(h):
     assert time.monotonic() - started < 1.0
 
 
-def _listening(h: Harness, backend: Any = None) -> Any:
-    """A notifier listening on a session of its own, with any stale wake-up drained."""
-    notifier = (backend or h.backend).notifier(h.session())
-    h.closers.append(notifier)
-    notifier.listen()
-    notifier.wait(0.3)
-    return notifier
-
-
-def _wait_for(notifier: Any, payload: str, timeout: float = 5.0) -> List[Any]:
-    """Everything received until a wake-up with `payload` came (fails at the deadline)."""
-    got: List[Any] = []
-    deadline = time.monotonic() + timeout
-    while not any(n.payload == payload for n in got):
-        assert time.monotonic() < deadline, f"nenhum aviso {payload!r}: {got}"
-        got += notifier.wait(0.5)
-    return got
-
-
 def test_notify_wakes_a_listening_worker_and_a_transactional_one_only_at_commit(h):
-    listener = _listening(h)
+    listener = listening(h)
     producer = h.session()
     sender = h.backend.notifier(producer)
     h.closers.append(sender)
@@ -197,24 +131,24 @@ def test_notify_wakes_a_listening_worker_and_a_transactional_one_only_at_commit(
     if h.backend.capabilities.notify_is_transactional:
         assert listener.wait(0.5) == []  # held with the transaction
     producer.commit()
-    assert [n.payload for n in _wait_for(listener, "")][-1] == ""
+    assert [n.payload for n in wait_for(listener, "")][-1] == ""
 
 
 def test_wake_workers_wakes_a_listening_worker(h):
-    listener = _listening(h)
+    listener = listening(h)
     h.q.insert({"n": "novo"})
-    _wait_for(listener, "")  # (the insert's own wake-up, where there is one)
+    wait_for(listener, "")  # (the insert's own wake-up, where there is one)
     listener.wait(0.3)
     h.backend.wake_workers(h.session(), "")  # a due task is waiting: work to announce
-    _wait_for(listener, "")
+    wait_for(listener, "")
 
 
 def test_halt_reaches_every_listener_listening_then_and_no_later_one(h):
-    first, second = _listening(h), _listening(h)
+    first, second = listening(h), listening(h)
     h.backend.wake_workers(h.session(), "HALT")
     for notifier in (first, second):
-        _wait_for(notifier, "HALT")
-    later = _listening(h, make_backend(h.settings))  # a worker process started later
+        wait_for(notifier, "HALT")
+    later = listening(h, make_backend(h.settings))  # a worker process started later
     deadline = time.monotonic() + 1.5
     while time.monotonic() < deadline:
         assert all(n.payload != "HALT" for n in later.wait(0.5))

@@ -1,4 +1,6 @@
-"""The admin services run in-process against real rows: purge, rescue (retry) and notify."""
+"""The admin services run in-process against real rows on PostgreSQL: purge in rounds and
+its limits, the re-wake of lost pending tasks.  The rescue (retry) and the promotion of
+scheduled tasks on every backend: tests/contract/test_contract_maintenance.py."""
 
 from __future__ import annotations
 
@@ -6,9 +8,8 @@ import datetime as dt
 
 import pytest
 
-from nsj_queue_lib.coordination.base import ADMIN_RETRY, admin_lock_key, task_lock_key
 from nsj_queue_lib.coordination.postgres import PostgresBackend
-from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService, RetryService
+from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService
 from tests.fixtures.waiting import eventually
 
 EVERY_MINUTE = frozenset(range(60))
@@ -45,13 +46,6 @@ def listener(queue, pg_server):
         return payloads[:payloads.index(marker)]
 
     yield until_marker
-    conn.close()
-
-
-@pytest.fixture
-def other_conn(pg_server):
-    conn = pg_server.connect()
-    yield conn
     conn.close()
 
 
@@ -97,78 +91,6 @@ def test_purge_whole_backlog_in_rounds(queue):
     purge = _service(PurgeService, queue, QUEUE_PURGE_LIMIT="2")  # default age: 60 days
     assert purge.run_once().count == 7
     assert queue.count() == 0
-
-
-def test_rescue_requeues_unlocked_processing_and_leaves_locked(queue, other_conn, listener):
-    q1 = _raw(queue, status="falha", payload="payload-q", tentativa=1)
-    dying = _raw(queue, status="processando", id_inicial=q1, tentativa=2, prioridade=60)
-    free = queue.insert({"x": 1}, prioridade=70)
-    held = queue.insert({"x": 2})
-    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" SET status = \'processando\' '
-              "WHERE id IN (%s, %s)", (free, held))
-    with other_conn.cursor() as cur:
-        cur.execute("SELECT pg_try_advisory_lock(%s, %s)", task_lock_key(queue.table, held))
-        assert cur.fetchone()[0] is True
-
-    listener("before")
-    rescue = _service(RetryService, queue, QUEUE_MAX_RETRY="2")
-    assert rescue.run_once().count == 2
-    # Woken: by the rescue itself and by the trigger of the rows it inserted.
-    assert "" in listener("after")
-
-    old = queue.row(free)
-    assert old["status"] == "falha"
-    assert "worker parou" in old["mensagem"]
-    assert old["reenfileirado"] is True
-    nxt = queue.rows("id_anterior = %s", (free,))
-    assert len(nxt) == 1
-    assert nxt[0]["status"] == "agendada"
-    assert nxt[0]["tentativa"] == 2
-    assert nxt[0]["id_inicial"] == free
-    assert nxt[0]["prioridade"] == 70
-    assert nxt[0]["status_anterior"] == "falha"
-
-    # Last attempt of its chain: goes to the dead letters with the first attempt's payload.
-    assert queue.row(dying)["status"] == "falha"
-    assert queue.row(dying)["estouro_tentativas"] is True
-    dead = queue.rows("dead")
-    assert len(dead) == 1
-    assert dead[0]["live_id"] == q1
-    assert dead[0]["payload"] == "payload-q"
-    assert dead[0]["prioridade"] == 60
-
-    assert queue.row(held)["status"] == "processando"
-    assert queue.rows("id_anterior = %s", (held,)) == []
-
-    with other_conn.cursor() as cur:
-        cur.execute("SELECT pg_advisory_unlock(%s, %s)", task_lock_key(queue.table, held))
-    assert rescue.run_once().count == 1
-    assert queue.row(held)["status"] == "falha"
-
-
-def test_rescue_skips_when_another_worker_holds_the_admin_lock(queue, other_conn):
-    task_id = queue.insert({"x": 1})
-    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" SET status = \'processando\'')
-    with other_conn.cursor() as cur:
-        cur.execute("SELECT pg_try_advisory_lock(%s, %s)",
-                    admin_lock_key(queue.table, ADMIN_RETRY))
-    result = _service(RetryService, queue).run_once()
-    assert result.skipped
-    assert queue.row(task_id)["status"] == "processando"
-    assert queue.count() == 1
-
-
-def test_notify_service_promotes_due_agendada_and_wakes_workers(queue, listener):
-    now = queue.db_now()
-    due = _raw(queue, status="agendada", data_hora=now - dt.timedelta(seconds=5))
-    future = _raw(queue, status="agendada", data_hora=now + dt.timedelta(hours=1))
-    listener("before")  # drop the notifications of the inserts above
-
-    result = _service(NotifyService, queue).run_once()
-    assert result.count == 1
-    assert queue.row(due)["status"] == "pendente"
-    assert queue.row(future)["status"] == "agendada"
-    assert listener("after") == [""]
 
 
 def test_notify_service_rewakes_for_lost_pending_only(queue, listener):

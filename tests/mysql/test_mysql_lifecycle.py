@@ -1,11 +1,9 @@
 """MySQL native mode on MariaDB, in process: MysqlGuard (SKIP LOCKED + real named locks) +
-TaskRunner + the admin services, for what only MySQL has (a row whose named lock another
-session holds, SIGNAL and lock wait timeouts in user code, a killed connection, the
-microsecond clock) and what the admin services do there (rescue next to a live task,
-promotion, with their wake-ups).  The task's life itself (success, priority and age,
-retries, dead letters, rescue after kill -9, purge and its admin lock) runs with worker
-processes on every backend in tests/contract, with claim, locks and wake-ups; the SQL
-in test_mysql_repository.py."""
+TaskRunner, for what only MySQL has (a row whose named lock another session holds, SIGNAL
+and lock wait timeouts in user code, a killed connection, the microsecond clock).  The
+task's life itself (success, priority and age, retries, dead letters, rescue, promotion
+of scheduled tasks, purge and its admin lock) runs on every backend in tests/contract;
+the SQL in test_mysql_repository.py."""
 
 from __future__ import annotations
 
@@ -15,16 +13,13 @@ from typing import Any, List
 import pytest
 
 from nsj_queue_lib.coordination.base import task_lock_key
-from nsj_queue_lib.coordination.mysql import MysqlBackend, lock_name, lock_prefix
+from nsj_queue_lib.coordination.mysql import MysqlBackend
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.queue_client import QueueClient
-from nsj_queue_lib.runtime.failure import WORKER_STOPPED
-from nsj_queue_lib.runtime.maintenance import NotifyService, RetryService
 from nsj_queue_lib.runtime.runner import TaskRunner
 from tests.fixtures.routers import FunctionRouter
-from tests.fixtures.waiting import eventually
 from tests.mysql.conftest import make_settings
 
 
@@ -65,12 +60,6 @@ class Worker:
     def close(self) -> None:
         self.guard.close()
         self.session.close()
-
-
-def lock_holder(q, task_id: int):
-    """CONNECTION_ID() of the session holding the task's named lock (None when free)."""
-    name = lock_name(lock_prefix(make_settings(q)), task_lock_key(q.table, task_id))
-    return q.sql("SELECT IS_USED_LOCK(%s) AS c", (name,))[0]["c"]
 
 
 @pytest.fixture
@@ -181,33 +170,5 @@ def test_task_inserted_now_is_due_immediately(myqueue, workers):
 
 
 # -- admin services on MySQL ---------------------------------------------------------
-def test_retry_service_rescues_a_task_whose_worker_died(myqueue, workers, backend):
-    task_id = _enqueue(myqueue, "resgatar")
-    alive_id = _enqueue(myqueue, "em execução")
-    crashed = workers(handler_ok(myqueue))
-    assert crashed.claim()["id"] == task_id
-    running = workers(handler_ok(myqueue))
-    alive = running.claim()
-    assert alive["id"] == alive_id
-    crashed.session.close()  # the worker's session ends: it died, its named lock too
-    eventually(lambda: lock_holder(myqueue, task_id) is None, 5, interval=0.02,
-               message="lock da sessão morta liberado")
-    settings = make_settings(myqueue)
-    result = RetryService(settings, backend, frozenset(range(60))).run_once()
-    assert (result.skipped, result.count) == (False, 1)
-    row = myqueue.row(task_id)
-    assert row["status"] == "falha" and row["mensagem"].startswith(WORKER_STOPPED)
-    assert myqueue.row(alive_id)["status"] == "processando"
-    (retry,) = myqueue.rows("id_inicial = %s", (task_id,))
-    assert retry["status"] == "agendada"
-    assert backend.wakes == [""]
-    assert running.runner.run(alive) is True  # the live worker was left alone
 
 
-def test_notify_service_promotes_due_scheduled_tasks(myqueue, backend):
-    task_id = _enqueue(myqueue)
-    myqueue.sql(f"UPDATE {myqueue.table} SET status = 'agendada'")
-    result = NotifyService(make_settings(myqueue), backend, frozenset({0})).run_once()
-    assert result.count == 1
-    assert myqueue.row(task_id)["status"] == "pendente"
-    assert backend.wakes == [""]
