@@ -9,6 +9,8 @@ import json
 import signal
 import time
 
+import pytest
+
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.config import parse_minutes
 from nsj_queue_lib.coordination.backend import make_backend
@@ -236,3 +238,47 @@ def test_pause_stops_claims_of_a_running_worker_and_resume_restarts_them(lq):
     assert sorted(e["tarefa_id"] for e in lq.effects()) == sorted([before, *inserted])
     assert lq.count() == len(inserted) + 1  # each once, no retry
     assert worker.proc.poll() is None
+
+
+def test_concurrency_runs_tasks_at_once_in_one_process(lq):
+    """QUEUE_CONCURRENCY=3: three task threads of one worker run three slow tasks at once."""
+    ids = lq.insert_many([{"efeito": f"c{i}", "sleep": 1.0} for i in range(6)])
+    worker = lq.start_ready_worker(QUEUE_CONCURRENCY="3")
+    eventually(lambda: lq.count("status = 'processando'") >= 3, 15,
+               message="3 tasks running at once")
+    lq.wait_idle()
+    effects = lq.effects()
+    assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)  # once each
+    assert {e["pid"] for e in effects} == {worker.pid}
+    assert lq.count("status = 'sucesso' AND tentativa = 1") == 6 and lq.count() == 6
+    assert worker.proc.poll() is None
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "halt"])
+def test_a_stop_with_concurrency_finishes_every_running_task_and_takes_no_other(
+        lq, tmp_path, stop):
+    release = tmp_path / "release"
+    started = [tmp_path / f"started{i}" for i in range(3)]
+    ids = lq.insert_many([{"efeito": f"r{i}", "started_file": str(started[i]),
+                           "wait_file": str(release)} for i in range(3)])
+    worker = lq.start_worker(QUEUE_CONCURRENCY="3")
+    eventually(lambda: all(f.exists() for f in started), 30, message="3 tasks running")
+    waiting = lq.insert({"efeito": "espera"})
+    if stop == "sigterm":
+        worker.signal(signal.SIGTERM)
+        eventually(lambda: "SIGTERM recebido" in worker.log(), 15, message="SIGTERM lido")
+    else:
+        with QueueAdmin.from_settings(lq.settings()) as admin:
+            admin.halt(por="contrato")
+        # MySQL native's HALT is a control row read every 0.5 s: a task ending before it
+        # is read may let its thread take the next task (documented), so wait for it.
+        eventually(lambda: "HALT recebido" in worker.log(), 15, message="HALT lido")
+    release.touch()
+    assert worker.wait_exit(30) == 0, worker.log()
+    assert [lq.row(i)["status"] for i in ids] == ["sucesso"] * 3
+    assert sorted(e["tarefa_id"] for e in lq.effects()) == sorted(ids)  # once each
+    # Claimed ahead with a success, perhaps, but handed back when the threads stopped.
+    assert lq.row(waiting)["status"] == "pendente", worker.log()
+    assert lq.count() == 4  # no failed attempt, no retry
+    probe = lq.probe_locker()  # and no lock of it left behind
+    assert probe.try_lock(lq.task_key(waiting)) and probe.unlock(lq.task_key(waiting))

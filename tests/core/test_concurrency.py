@@ -1,9 +1,10 @@
-"""QUEUE_CONCURRENCY > 1: task threads in one real worker process, on PostgreSQL."""
+"""QUEUE_CONCURRENCY > 1: task threads in one real worker process, on PostgreSQL (its
+sessions, the listener turn, kill -9).  Parallel threads and SIGTERM/HALT with concurrency
+on every backend: tests/contract/test_contract_lifecycle.py."""
 
 from __future__ import annotations
 
 import json
-import signal
 import time
 
 from tests.core.test_listener_turn import _sessions_of
@@ -44,28 +45,6 @@ def test_tasks_run_in_parallel_threads_with_one_connection_each_plus_a_listener(
     eventually(lambda: json.loads(health.read_text()).get("tarefas_executadas") == 8,
                timeout=15, message="health counts every thread's tasks")
     assert json.loads(health.read_text())["ok"] is True
-
-
-def test_sigterm_finishes_every_running_task_and_halt_stops_all_threads(
-        queue, pg_server, tmp_path):
-    worker = queue.start_worker(QUEUE_CONCURRENCY="3")
-    wait_ready(worker)
-    running = _insert_many(queue, pg_server, [{"efeito": f"r{i}", "sleep": 1.5}
-                                              for i in range(3)])
-    eventually(lambda: _running(queue) == 3, timeout=10, message="3 tasks running")
-    waiting = queue.insert({"efeito": "espera"})
-    worker.signal(signal.SIGTERM)
-    assert worker.wait_exit(20) == 0, worker.log()
-    assert all(queue.row(i)["status"] == "sucesso" for i in running)
-    assert queue.row(waiting)["status"] == "pendente"
-
-    other = queue.start_worker(QUEUE_CONCURRENCY="3")
-    wait_ready(other)
-    queue.wait_status(waiting, "sucesso")
-    t0 = time.monotonic()
-    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
-    assert other.wait_exit(20) == 0, other.log()
-    assert time.monotonic() - t0 < 10
 
 
 def test_kill9_with_concurrency_rescues_every_running_task_once(queue, pg_server, tmp_path):

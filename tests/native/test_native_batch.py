@@ -1,17 +1,12 @@
-"""Batch mode (QUEUE_BATCH_SIZE) and QUEUE_CONCURRENCY in MySQL native mode on MariaDB,
-with real workers: what only MariaDB has (its joint mark, deadlocks, statement counts).
-Claim order, a failure in a batch, kill -9 and stops mid-batch on every backend:
-tests/contract/test_contract_batch.py."""
+"""Batch mode (QUEUE_BATCH_SIZE) in MySQL native mode on MariaDB, with real workers: what
+only MariaDB has (its joint success mark, deadlocks, statement counts, a producer beside a
+running batch).  Batch mode and QUEUE_CONCURRENCY on every backend: tests/contract."""
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 
-from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.coordination.backend import make_backend
-from nsj_queue_lib.coordination.mysql import lock_name, lock_prefix
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.runtime.batch import BatchClaimer, BatchRunner
@@ -19,18 +14,6 @@ from tests.fixtures.database import statements_per_task
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.routers import FunctionRouter, insert_effect
 from tests.fixtures.waiting import eventually
-
-
-def test_concurrency_threads_on_mysql_native(nq):
-    """QUEUE_CONCURRENCY on MySQL native mode: 3 task threads run 3 slow tasks at once."""
-    ids = nq.insert_many([{"efeito": f"c{i}", "sleep": 1.0} for i in range(6)])
-    worker = nq.start_worker(QUEUE_CONCURRENCY="3")
-    wait_ready(worker)
-    eventually(lambda: nq.count("status = 'processando'") == 3, 15,
-               message="3 tasks running at once")
-    nq.wait_idle()
-    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)
-    assert worker.proc.poll() is None
 
 
 def test_joint_success_mark_on_mariadb_and_a_refused_one_redoes_the_batch(nq):
@@ -94,43 +77,6 @@ def test_a_producer_inserts_while_a_batch_runs(nq, tmp_path):
     nq.wait_idle(timeout=30)
     assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted([*ids, late])
     assert worker.proc.poll() is None
-
-
-def _three_held_tasks(nq, tmp_path):
-    """3 tasks running at once in a QUEUE_CONCURRENCY=3 worker, each held until
-    `release` exists; returns (worker, ids, release, a waiting task inserted after)."""
-    release = tmp_path / "release"
-    started = [tmp_path / f"started{i}" for i in range(3)]
-    ids = nq.insert_many([{"efeito": f"r{i}", "started_file": str(started[i]),
-                           "wait_file": str(release)} for i in range(3)])
-    worker = nq.start_worker(QUEUE_CONCURRENCY="3")
-    eventually(lambda: all(f.exists() for f in started), 30, message="3 tasks running")
-    waiting = nq.insert({"efeito": "espera"})
-    return worker, ids, release, waiting
-
-
-@pytest.mark.parametrize("stop", ["sigterm", "halt"])
-def test_stop_with_concurrency_finishes_every_running_task_and_takes_no_other(
-        nq, tmp_path, stop):
-    worker, ids, release, waiting = _three_held_tasks(nq, tmp_path)
-    if stop == "sigterm":
-        worker.signal(signal.SIGTERM)
-    else:
-        with QueueAdmin.from_settings(nq.settings()) as admin:
-            admin.halt(por="teste")
-        # Native HALT is a control row the listener reads every 0.5 s: a task that ends
-        # before it is read may let its thread take the next task, as documented.
-        eventually(lambda: "HALT recebido" in worker.log(), 15, message="HALT lido")
-    release.touch()
-    assert worker.wait_exit(30) == 0, worker.log()
-    assert [nq.row(i)["status"] for i in ids] == ["sucesso"] * 3
-    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)  # once each
-    # Claimed ahead with a success, perhaps, but handed back when the threads stopped.
-    assert nq.row(waiting)["status"] == "pendente", worker.log()
-    assert nq.count() == 4  # no failed attempt, no retry
-    prefix = lock_prefix(nq.settings())
-    assert nq.value("SELECT IS_USED_LOCK(%s)", (lock_name(prefix, nq.task_key(waiting)),)) \
-        is None
 
 
 def test_a_batch_on_mariadb_costs_two_statements_per_task_and_six_per_batch(nq):
