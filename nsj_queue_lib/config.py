@@ -113,6 +113,14 @@ def _concurrency(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    accepted = "use um número inteiro maior ou igual a zero (ex.: 5; 0 desliga)"
+    value = _number(text, int, accepted)
+    if value < 0:
+        raise ValueError(accepted)
+    return value
+
+
 def _positive_float(text: str) -> float:
     accepted = "use um número maior que zero (ex.: 30 ou 0.5)"
     value = _number(text, float, accepted)
@@ -256,6 +264,22 @@ class Settings:
             "vale o modo gravado na fila (nsj-queue compat)")
     default_webhook_timeout: float = _v("DEFAULT_WEBHOOK_TIMEOUT", parse=_positive_float,
                                         default=20.0, doc="segundos")
+    webhook_secrets_key: Optional[str] = _v(
+        "WEBHOOK_SECRETS_KEY", parse=_opt_str, secret=True,
+        doc="chaves Fernet (separadas por vírgula, a mais nova primeiro) que cifram os "
+            "segredos das assinaturas; requer o extra webhook-crypto")
+    webhook_breaker_failures: int = _v(
+        "WEBHOOK_BREAKER_FAILURES", parse=_non_negative_int, default=5,
+        doc="falhas seguidas que abrem o disjuntor de um endpoint (0 desliga)")
+    webhook_breaker_cooldown: float = _v(
+        "WEBHOOK_BREAKER_COOLDOWN", parse=_positive_float, default=30.0,
+        doc="segundos da primeira pausa do disjuntor (dobra a cada sonda que falha)")
+    webhook_breaker_max_cooldown: float = _v(
+        "WEBHOOK_BREAKER_MAX_COOLDOWN", parse=_positive_float, default=600.0,
+        doc="segundos, teto da pausa do disjuntor")
+    webhook_rate_limit: float = _v(
+        "WEBHOOK_RATE_LIMIT", parse=_non_negative_float, default=0.0,
+        doc="entregas por segundo por endpoint em cada processo worker (0: sem limite)")
     shutdown_timeout: float = _v("QUEUE_SHUTDOWN_TIMEOUT", parse=_positive_float, default=300.0,
                                  doc="segundos que o SIGTERM espera a tarefa em curso")
     queue_health_file: Optional[str] = _v("QUEUE_HEALTH_FILE", parse=_opt_str,

@@ -57,3 +57,12 @@ class ControlTableMissing(NsjQueueError):
 
 class LegacyWorkersSeen(InvalidTaskState):
     """`compat off` refused: signs of nsj-queue-lib 1.2.2 workers on the queue."""
+
+
+class TaskDeferred(NsjQueueError):
+    """The task cannot run now and is put back, due in `delay` seconds, without spending
+    an attempt (a webhook endpoint whose circuit breaker is open)."""
+
+    def __init__(self, message: str, delay: float) -> None:
+        super().__init__(message)
+        self.delay = max(0.0, float(delay))

@@ -214,17 +214,22 @@ def _first_line(exc: BaseException) -> str:
 
 class _SubscriberTableCheck:
     """Runs `check_subscriber_table` on a consumer's connection before its on_connect,
-    until it passes once (at start; after that a reconnect does not repeat it)."""
+    until it passes once (at start; after that a reconnect does not repeat it); then
+    `on_pass(session)` (the webhook worker's start checks)."""
 
-    def __init__(self, settings: Settings, defaulted: bool) -> None:
+    def __init__(self, settings: Settings, defaulted: bool,
+                 on_pass: Optional[Callable[[Any], None]] = None) -> None:
         self.settings = settings
         self.defaulted = defaulted
+        self.on_pass = on_pass
         self.passed = False
 
     def before(self, on_connect: Optional[Callable[[Any], None]]) -> Callable[[Any], None]:
         def checked(session: Any) -> None:
             if not self.passed:
                 check_subscriber_table(session, self.settings, self.defaulted)
+                if self.on_pass is not None:
+                    self.on_pass(session)
                 self.passed = True
             if on_connect is not None:
                 on_connect(session)
@@ -268,7 +273,11 @@ class WorkerPubSubBase(WorkerBase):
         defaulted = not settings.queue_subscriber_table
         settings = with_subscriber_table(settings)
         runtime = super().build_runtime(settings)
-        check = _SubscriberTableCheck(settings, defaulted)
+        on_pass = None
+        if self.delivers_webhooks():
+            def on_pass(session: Any) -> None:
+                self._webhook_start(session, settings)
+        check = _SubscriberTableCheck(settings, defaulted, on_pass)
         for consumer in getattr(runtime, "consumers", ()):
             consumer.on_connect = check.before(consumer.on_connect)
         return runtime
@@ -292,6 +301,13 @@ class WorkerPubSubBase(WorkerBase):
     def is_webhook_subscriber(self, subscriber_id: str) -> bool:
         """True when tasks of `subscriber_id` without a handler are delivered as webhooks."""
         return subscriber_id in self._webhook_subscriber_ids
+
+    def delivers_webhooks(self) -> bool:
+        """Whether this worker may deliver webhooks (`@SubscriberWebhook` ids, or a class
+        that redefines `is_webhook_subscriber`, as the webhook worker does)."""
+        redefined = (type(self).is_webhook_subscriber
+                     is not WorkerPubSubBase.is_webhook_subscriber)
+        return bool(self._webhook_subscriber_ids) or redefined
 
     def subscriber_handler(self, subscriber_id: str, dead: bool = False) -> Optional[Callable]:
         """The bound handler of `subscriber_id` (None when not registered)."""
@@ -348,7 +364,7 @@ class WorkerPubSubBase(WorkerBase):
                                       ctx)
         if self.is_webhook_subscriber(subscriber_id):
             return self.deliver_webhook(payload, self.read_subscription(ctx, subscriber_id),
-                                        ctx.tarefa)
+                                        ctx.tarefa, ctx=ctx)
         raise SubscriberNotRegistered(
             f"Subscriber '{subscriber_id}' não registrado no worker {type(self).__name__}: "
             f"nenhum método com @Subscriber('{subscriber_id}') nem "
@@ -433,14 +449,48 @@ class WorkerPubSubBase(WorkerBase):
             session = local.session = new_session()
         return session
 
+    def _webhook_start(self, session: Any, settings: Settings) -> None:
+        """At start: which webhook features the queue's schema has, the secrets key
+        (ConfigError when set without the webhook-crypto extra), and a warning naming the
+        active subscriptions delivered unsigned."""
+        from nsj_queue_lib.pubsub.delivery import WebhookDelivery
+        from nsj_queue_lib.pubsub.secret_store import SecretBox
+        from nsj_queue_lib.pubsub.webhook_store import WebhookFeatures, WebhookStore
+
+        box = SecretBox.from_settings(settings)
+        store = WebhookStore.for_settings(session, settings)
+        features = WebhookFeatures.probe(store)
+        self.__dict__["_webhook_delivery"] = WebhookDelivery(settings, features, box)
+        if not (features.secrets and features.breaker and features.deliveries):
+            logger.warning("A fila não tem os objetos de webhook da versão 5 do esquema "
+                           "(segredos: %s, disjuntor: %s, registro de entregas: %s): o que "
+                           "falta segue o comportamento anterior; rode nsj-queue schema "
+                           "upgrade", *("sim" if f else "não" for f in (
+                               features.secrets, features.breaker, features.deliveries)))
+        if features.secrets:
+            try:
+                unsigned = store.unsigned_list()
+            finally:
+                session.rollback()
+            if unsigned:
+                logger.warning("Assinaturas de webhook sem segredo, entregues SEM assinatura "
+                               "(nsj-queue subscriber rotate-secret ID): %s",
+                               ", ".join(unsigned))
+
     def deliver_webhook(self, payload: Optional[str], subscription: Dict[str, Any],
-                        tarefa: Dict[str, Any]) -> str:
-        """Call the subscription's webhook with the publication; return the success message."""
+                        tarefa: Dict[str, Any], ctx: Optional[TaskContext] = None) -> str:
+        """Call the subscription's webhook with the publication; return the success message.
+        With the task's context (the worker's runtime), signed, behind the endpoint's
+        circuit breaker and logged (nsj_queue_lib.pubsub.delivery)."""
         from nsj_queue_lib.pubsub.webhook import build_request, deliver
 
         request = build_request(subscription, payload)
-        timeout = getattr(self.settings, "default_webhook_timeout", None)
-        return deliver(request, timeout or DEFAULT_WEBHOOK_TIMEOUT, self._http_session())
+        timeout = getattr(self.settings, "default_webhook_timeout", None) \
+            or DEFAULT_WEBHOOK_TIMEOUT
+        delivery = self.__dict__.get("_webhook_delivery")
+        if ctx is not None and ctx.session is not None and delivery is not None:
+            return delivery.run(ctx, request, subscription, timeout, self._http_session())
+        return deliver(request, timeout, self._http_session())
 
 
 __all__ = [

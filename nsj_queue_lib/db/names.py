@@ -26,3 +26,15 @@ def admin_table_name(queue_table: str) -> str:
     """The admin jobs' last runs of a queue table: 'schema.fila' -> 'schema.fila_rotinas'."""
     *schema, table = queue_table.split(".")
     return ".".join([*schema, object_name(table, "rotinas")])
+
+
+def endpoint_table_name(queue_table: str) -> str:
+    """Circuit breakers of a queue's webhook endpoints: 'schema.fila' -> 'schema.fila_endpoints'."""
+    *schema, table = queue_table.split(".")
+    return ".".join([*schema, object_name(table, "endpoints")])
+
+
+def delivery_table_name(queue_table: str) -> str:
+    """Webhook delivery log of a queue: 'schema.fila' -> 'schema.fila_entregas'."""
+    *schema, table = queue_table.split(".")
+    return ".".join([*schema, object_name(table, "entregas")])

@@ -9,7 +9,12 @@ from string import Formatter
 from typing import Dict, Optional
 
 from nsj_queue_lib.db.dialect import Dialect
-from nsj_queue_lib.db.names import admin_table_name, control_table_name
+from nsj_queue_lib.db.names import (
+    admin_table_name,
+    control_table_name,
+    delivery_table_name,
+    endpoint_table_name,
+)
 
 # The 26 columns of the `tarefa` dict handed to user code (payload resolved from
 # the first attempt, since retries do not repeat it).
@@ -162,6 +167,8 @@ class Queries:
                  "tarefa_json_items": _tarefa_json_items(table),
                  "control_table": dialect.quote_table(control_table_name(queue_table)),
                  "admin_table": dialect.quote_table(admin_table_name(queue_table)),
+                 "endpoint_table": dialect.quote_table(endpoint_table_name(queue_table)),
+                 "delivery_table": dialect.quote_table(delivery_table_name(queue_table)),
                  **DIALECT_WORDS[dialect.name]}
         # the rendered pieces (the repository swaps one for another: see task_claim_locked)
         self.parts = _render_parts(raw_parts(dialect, filename), names)

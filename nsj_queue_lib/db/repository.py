@@ -508,6 +508,11 @@ class TaskRepository:
                   "requeue": requeue, "delay": delay_seconds}
         return self.session.execute(self.q["task_fail"], params) == 1
 
+    def task_defer(self, task_id: int, mensagem: str, delay_seconds: float) -> bool:
+        """Put a running attempt back, due in `delay_seconds`, keeping its `tentativa`."""
+        params = {"id": task_id, "mensagem": self._message(mensagem), "delay": delay_seconds}
+        return self.session.execute(self.q["task_defer"], params) == 1
+
     def _insert_select(self, name: str, task_id: int) -> int:
         if self.dialect.returning:
             return int(self.session.fetch_value(self.q[name], {"id": task_id}))

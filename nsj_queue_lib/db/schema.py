@@ -36,7 +36,7 @@ from nsj_queue_lib.db.queries import raw_queries, read_sql
 
 # Bumped when the declared objects change meaning; the stamp also carries a digest of
 # the source text, so any edit of schema.sql/views.sql is seen by verify.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 VERSION_PREFIX = "nsj_queue_lib schema "
 # Indexes the original 1.2.2 db_gen created (idx_<fila>_...): replaced by the
 # current ones and dropped by upgrade.
@@ -88,6 +88,8 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
         "sub_table": qualified(object_name(fila, "subscriber")),
         "control_table": qualified(object_name(fila, "controle")),
         "admin_table": qualified(object_name(fila, "rotinas")),
+        "endpoint_table": qualified(object_name(fila, "endpoints")),
+        "delivery_table": qualified(object_name(fila, "entregas")),
         "function": qualified(object_name("notify", fila, "insert")),
         "trigger": q(object_name("trigger_insert", fila)),
         "view_cadeias": qualified(object_name(fila, "cadeias")),
@@ -95,7 +97,7 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
         "version_comment": version_stamp(dialect),
     }
     for ix in ("claim", "due", "running", "data_hora", "chain", "equivalent", "publication",
-               "live", "sub"):
+               "live", "sub", "delivery_sub", "delivery_chain", "delivery_data_hora"):
         names[f"ix_{ix}"] = q(object_name("ix", fila, ix))
     return _template(dialect).format(**names)
 

@@ -31,7 +31,7 @@ from typing import Any, Dict, Mapping, Optional
 from urllib.parse import urlsplit
 
 from nsj_queue_lib.exceptions import NsjQueueError
-from nsj_queue_lib.text import one_line, redact_url, redact_urls_in_text
+from nsj_queue_lib.text import one_line, redact_url, redact_urls_in_text, truncate
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ SUPPORTED_METHODS = ("GET", "POST", "PUT", "DELETE")
 METHODS_WITH_BODY = ("POST", "PUT")
 JSON_CONTENT_TYPE = "application/json"
 BODY_PREVIEW = 200  # characters of the response body kept in the task message
+LOG_PREVIEW = 512  # characters of the response body kept in the delivery log
 URL_PREVIEW = 150  # characters of the URL kept in the task message (fits the 500-char column)
 _FULL_READ_LIMIT = 1 << 20  # responses up to this size are read whole (connection reused)
 _PARTIAL_READ = 4096
@@ -161,7 +162,7 @@ def build_request(subscription: Mapping[str, Any], publication: Optional[str]) -
     return WebhookRequest(method=method, url=url, headers=headers, body=body)
 
 
-def _read_body_start(response: Any) -> str:
+def _read_body_start(response: Any, limit: int = BODY_PREVIEW) -> str:
     """Start of the response body, reading a large or unsized body only partly."""
     length = response.headers.get("Content-Length")
     try:
@@ -177,10 +178,10 @@ def _read_body_start(response: Any) -> str:
         return f"<corpo ilegível: {type(exc).__name__}>"
     encoding = response.encoding or "utf-8"
     try:
-        text = data[: BODY_PREVIEW * 4].decode(encoding, errors="replace")
+        text = data[: limit * 4].decode(encoding, errors="replace")
     except LookupError:
-        text = data[: BODY_PREVIEW * 4].decode("utf-8", errors="replace")
-    return one_line(text, BODY_PREVIEW)
+        text = data[: limit * 4].decode("utf-8", errors="replace")
+    return one_line(text, limit)
 
 
 def _network_error_text(exc: BaseException) -> str:
@@ -239,8 +240,24 @@ def new_session() -> Any:
     return _Session()
 
 
-def deliver(request: WebhookRequest, timeout: float, session: Any = None) -> str:
-    """Perform the call; return the success message or raise WebhookError."""
+@dataclasses.dataclass
+class Attempt:
+    """One call's outcome: `status` (None without an answer), the start of the answer
+    (LOG_PREVIEW characters, on one line), the duration, and `error` when it failed."""
+
+    status: Optional[int]
+    body_start: str
+    seconds: float
+    message: str = ""
+    error: Optional[WebhookError] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def attempt(request: WebhookRequest, timeout: float, session: Any = None) -> Attempt:
+    """Perform the call and describe it (never raises WebhookError: see `error`)."""
     import requests
 
     sender = session if session is not None else requests
@@ -252,42 +269,60 @@ def deliver(request: WebhookRequest, timeout: float, session: Any = None) -> str
                                   allow_redirects=False)
     except requests.Timeout as exc:
         logger.warning("Webhook %s %s: tempo esgotado (%.3g s)", request.method, shown, timeout)
-        raise WebhookError(
+        error = WebhookError(
             f"Webhook {request.method} {shown}: tempo esgotado após {timeout:g} s "
-            f"(timeout): {_network_error_text(exc)}",
-            method=request.method, url=shown) from exc
+            f"(timeout): {_network_error_text(exc)}", method=request.method, url=shown)
+        error.__cause__ = exc
+        return Attempt(None, "", time.monotonic() - started, str(error), error)
     except requests.ConnectionError as exc:
         logger.warning("Webhook %s %s: falha de conexão", request.method, shown)
-        raise WebhookError(
+        error = WebhookError(
             f"Webhook {request.method} {shown}: falha de conexão: {_network_error_text(exc)}",
-            method=request.method, url=shown) from exc
+            method=request.method, url=shown)
+        error.__cause__ = exc
+        return Attempt(None, "", time.monotonic() - started, str(error), error)
     except requests.RequestException as exc:
         logger.warning("Webhook %s %s: requisição inválida", request.method, shown)
-        raise WebhookError(
+        error = WebhookError(
             f"Webhook {request.method} {shown}: requisição inválida: "
             f"{type(exc).__name__}: {_network_error_text(exc)}",
-            method=request.method, url=shown) from exc
+            method=request.method, url=shown)
+        error.__cause__ = exc
+        return Attempt(None, "", time.monotonic() - started, str(error), error)
     try:
         status = response.status_code
-        body_start = _read_body_start(response)
+        body_log = _read_body_start(response, LOG_PREVIEW)
     finally:
         response.close()
     elapsed = time.monotonic() - started
+    body_start = truncate(body_log, BODY_PREVIEW)
     if 200 <= status < 300:
         logger.info("Webhook %s %s: HTTP %s em %.3f s", request.method, shown, status, elapsed)
-        return (f"Webhook disparado com sucesso. Método HTTP: {request.method}. URL: {shown}. "
-                f"Status Resposta: {status}. Resposta: {body_start}")
+        return Attempt(status, body_log, elapsed,
+                       f"Webhook disparado com sucesso. Método HTTP: {request.method}. "
+                       f"URL: {shown}. Status Resposta: {status}. Resposta: {body_start}")
     logger.warning("Webhook %s %s: HTTP %s em %.3f s", request.method, shown, status, elapsed)
-    raise WebhookError(
+    error = WebhookError(
         f"Webhook {request.method} {shown} respondeu HTTP {status}. Resposta: {body_start}",
         method=request.method, url=shown, status=status, body_start=body_start)
+    return Attempt(status, body_log, elapsed, str(error), error)
+
+
+def deliver(request: WebhookRequest, timeout: float, session: Any = None) -> str:
+    """Perform the call; return the success message or raise WebhookError."""
+    result = attempt(request, timeout, session)
+    if result.error is not None:
+        raise result.error
+    return result.message
 
 
 __all__ = [
     "SUPPORTED_METHODS",
+    "Attempt",
     "WebhookConfigError",
     "WebhookError",
     "WebhookRequest",
+    "attempt",
     "build_request",
     "deliver",
     "new_session",

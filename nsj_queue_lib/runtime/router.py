@@ -72,6 +72,15 @@ class TaskContext:
     multi_db_conn: Any = None
     kind: TaskKind = field(init=False)
     tenant_raw: Any = None  # the pooled tenant connection behind multi_db_conn
+    # Callables(repo) run by the runner after the task's outcome is recorded, each in its
+    # own transaction (what must survive the task's rollback: a webhook's breaker state).
+    followups: Optional[list] = None
+
+    def after(self, followup: Any) -> None:
+        """Run `followup(repo)` once the task is over (see `followups`)."""
+        if self.followups is None:
+            self.followups = []
+        self.followups.append(followup)
 
     def __post_init__(self) -> None:
         self.kind = task_kind(self.tarefa)

@@ -9,7 +9,7 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import TaskGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import is_connection_error
-from nsj_queue_lib.exceptions import DatabaseUnavailable, NsjQueueError
+from nsj_queue_lib.exceptions import DatabaseUnavailable, NsjQueueError, TaskDeferred
 from nsj_queue_lib.runtime.failure import error_text, record_failure
 from nsj_queue_lib.runtime.router import Router, TaskContext
 from nsj_queue_lib.text import bounded, to_str
@@ -77,6 +77,8 @@ class TaskRunner:
             outcome = self._run(ctx)
             return outcome
         finally:
+            if ctx.followups:
+                self._run_followups(ctx)
             try:
                 self.router.after_task(ctx, outcome is True)
             except Exception:
@@ -110,6 +112,9 @@ class TaskRunner:
             if self._connection_lost(exc):
                 raise DatabaseUnavailable(
                     f"Conexão perdida durante a tarefa {task_id}: {exc}") from exc
+            if isinstance(exc, TaskDeferred):
+                self._defer(tarefa, exc)
+                return None
             error = error_text(exc)
             logger.error("Tarefa %s falhou: %s", task_id, bounded(error, LOG_ERROR_MAX),
                          exc_info=_wants_traceback(exc))
@@ -141,6 +146,28 @@ class TaskRunner:
         # Decided by the queue session itself: an error of the task's own SQL (statement
         # timeout, deadlock) or of its tenant connection is a task failure.
         return is_connection_error(exc, self.session.conn) and not self.session.is_alive()
+
+    def _defer(self, tarefa: dict, exc: TaskDeferred) -> None:
+        """Put the attempt back (same `tentativa`), due in exc.delay seconds."""
+        with self.session.transaction():
+            done = self.repo.task_defer(tarefa["id"], error_text(exc), exc.delay)
+        logger.info("Tarefa %s adiada %.1f s sem gastar tentativa: %s", tarefa["id"],
+                    exc.delay, bounded(str(exc), LOG_ERROR_MAX))
+        if not done:
+            logger.warning("Tarefa %s já não estava 'processando'; adiamento não registrado",
+                           tarefa["id"])
+
+    def _run_followups(self, ctx: TaskContext) -> None:
+        """Writes a handler asked for once the task is over, whatever its outcome (a
+        webhook's breaker state and delivery log), each in a transaction of its own."""
+        followups, ctx.followups = ctx.followups, None
+        for followup in followups or ():
+            try:
+                with self.session.transaction():
+                    followup(self.repo)
+            except Exception:
+                logger.exception("Tarefa %s: falha ao gravar o registro pós-tarefa",
+                                 ctx.tarefa["id"])
 
     def _record_failure(self, tarefa: dict, error: str) -> None:
         with self.session.transaction():

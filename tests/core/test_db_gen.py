@@ -35,6 +35,8 @@ def test_db_gen_output_applies_cleanly_to_an_empty_schema(pg_server):
                         "WHERE table_schema = %s AND table_type = 'BASE TABLE' ORDER BY 1",
                         (schema,))
             assert [r[0] for r in cur.fetchall()] == ["fila_gerada", "fila_gerada_controle",
+                                                   "fila_gerada_endpoints",
+                                                   "fila_gerada_entregas",
                                                    "fila_gerada_rotinas",
                                                    "fila_gerada_subscriber"]
             cur.execute("SELECT count(*) FROM information_schema.columns "

@@ -112,6 +112,15 @@ UPDATE {table}
        proxima_tentativa = CASE WHEN %(requeue)s THEN {delay_from_now} END
  WHERE id = %(id)s AND status = 'processando'
 
+-- name: task_defer
+-- A running attempt put back, due again in %(delay)s seconds, without spending an attempt
+-- (a webhook whose endpoint's circuit breaker is open): same row, same `tentativa`.
+UPDATE {table}
+   SET status = 'agendada',
+       data_hora = {delay_from_now},
+       mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'processando'
+
 -- name: part_fanout_source
 -- The publication (its first attempt's payload) and each matching active subscriber, in
 -- subscriber order: written into subscriber_fanout and sql/postgres subscriber_fanout_compat.

@@ -80,6 +80,49 @@ CREATE TABLE IF NOT EXISTS {sub_table} (
 
 CREATE INDEX IF NOT EXISTS {ix_sub} ON {sub_table} (processo, tenant, grupo_empresarial);
 
+-- Webhook signing secrets (Standard Webhooks; nsj-queue subscriber add/rotate-secret):
+-- `segredo` signs every delivery; after a rotation `segredo_anterior` signs beside it
+-- until `segredo_anterior_expira`.  Clear text (whsec_...) or, with WEBHOOK_SECRETS_KEY,
+-- enc:fernet:<token>.  Added by ALTER so that a queue of an earlier version gets them
+-- too; a subscriber table without them (1.2.2's, QUEUE_SUBSCRIBER_TABLE) is unsigned.
+ALTER TABLE {sub_table}
+    ADD COLUMN IF NOT EXISTS segredo varchar(500),
+    ADD COLUMN IF NOT EXISTS segredo_anterior varchar(500),
+    ADD COLUMN IF NOT EXISTS segredo_anterior_expira timestamptz;
+
+-- Circuit breaker of each webhook endpoint (scheme://host:port), shared by the fleet:
+-- `falhas` consecutive failures; while `aberto_ate` is in the future its deliveries wait
+-- without spending attempts; then one probe (`sonda_ate`: its lease) closes it or doubles
+-- `pausa` (seconds).
+CREATE TABLE IF NOT EXISTS {endpoint_table} (
+    endpoint varchar(300) NOT NULL PRIMARY KEY,
+    falhas int NOT NULL DEFAULT 0,
+    aberto_ate timestamptz,
+    pausa int NOT NULL DEFAULT 0,
+    sonda_ate timestamptz,
+    ultimo_erro varchar(500),
+    alterado_em timestamptz NOT NULL DEFAULT now()
+);
+
+-- Delivery log: one row per webhook attempt (HTTP status, duration, start of the answer).
+CREATE TABLE IF NOT EXISTS {delivery_table} (
+    id bigserial NOT NULL PRIMARY KEY,
+    tarefa_id int8 NOT NULL,
+    id_inicial int8 NOT NULL,
+    subscriber_id varchar(100) NOT NULL,
+    endpoint varchar(300),
+    tentativa int NOT NULL,
+    sucesso boolean NOT NULL,
+    status_http int,
+    duracao_ms int,
+    resposta varchar(600),
+    erro varchar(500),
+    data_hora timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS {ix_delivery_sub} ON {delivery_table} (subscriber_id, id);
+CREATE INDEX IF NOT EXISTS {ix_delivery_chain} ON {delivery_table} (id_inicial);
+CREATE INDEX IF NOT EXISTS {ix_delivery_data_hora} ON {delivery_table} USING brin (data_hora);
+
 -- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
 -- Workers read it before claiming (at most every half second) and stop claiming while
 -- pausada is true; no row means not paused.

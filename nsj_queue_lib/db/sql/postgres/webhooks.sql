@@ -1,0 +1,42 @@
+-- PostgreSQL bodies of the webhook queries that differ by dialect (see common/webhooks.sql).
+
+-- name: endpoint_get
+SELECT endpoint, falhas, pausa,
+       aberto_ate IS NOT NULL AS aberto,
+       greatest(extract(epoch FROM (aberto_ate - now())), 0)::float8 AS restante
+  FROM {endpoint_table}
+ WHERE endpoint = %(endpoint)s
+
+-- name: endpoint_take_probe
+-- The probe of a half-open breaker: its row lock, held by the probing task's transaction;
+-- another worker's delivery finds it locked and waits (no second probe).
+SELECT endpoint FROM {endpoint_table}
+ WHERE endpoint = %(endpoint)s AND aberto_ate <= now()
+   FOR UPDATE SKIP LOCKED
+
+-- name: endpoint_failure
+-- One more consecutive failure; the %(limite)s-th opens the breaker for %(pausa)s s.
+INSERT INTO {endpoint_table} AS e (endpoint, falhas, ultimo_erro, aberto_ate, pausa,
+                                   alterado_em)
+VALUES (%(endpoint)s, 1, %(erro)s,
+        CASE WHEN 1 >= %(limite)s THEN now() + %(pausa)s * interval '1 second' END,
+        CASE WHEN 1 >= %(limite)s THEN %(pausa)s ELSE 0 END, now())
+ON CONFLICT (endpoint) DO UPDATE
+   SET falhas = e.falhas + 1,
+       ultimo_erro = excluded.ultimo_erro,
+       aberto_ate = CASE WHEN e.aberto_ate IS NULL AND e.falhas + 1 >= %(limite)s
+                         THEN now() + %(pausa)s * interval '1 second' ELSE e.aberto_ate END,
+       pausa = CASE WHEN e.aberto_ate IS NULL AND e.falhas + 1 >= %(limite)s
+                    THEN %(pausa)s ELSE e.pausa END,
+       alterado_em = now()
+
+-- name: endpoint_probe_failed
+-- The probe failed: open again for twice the last pause (at most %(maximo)s s).
+UPDATE {endpoint_table}
+   SET falhas = falhas + 1,
+       ultimo_erro = %(erro)s,
+       pausa = least(greatest(pausa, 1) * 2, %(maximo)s),
+       aberto_ate = now() + least(greatest(pausa, 1) * 2, %(maximo)s) * interval '1 second',
+       sonda_ate = NULL,
+       alterado_em = now()
+ WHERE endpoint = %(endpoint)s

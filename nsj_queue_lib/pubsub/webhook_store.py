@@ -1,0 +1,160 @@
+"""Database side of webhooks: subscription secrets, circuit breakers, delivery log.
+
+One method per named query of ``sql/<dialect>/webhooks.sql`` (+ ``sql/common``).  It
+never commits: callers run it inside their transaction.  `WebhookFeatures.probe` tells
+which of the schema-5 objects a queue has (a 1.2.2 subscriber table has no secret
+columns; a queue not yet upgraded has no breaker or delivery tables): what is absent
+keeps the old behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, List, Optional
+
+from nsj_queue_lib.db.dialect import Dialect
+from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.exceptions import DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
+
+# Undefined table / column: PostgreSQL SQLSTATE, MySQL error numbers.
+_MISSING_PG = ("42P01", "42703")
+_MISSING_MYSQL = (1146, 1054)
+
+
+@lru_cache(maxsize=32)
+def _queries(dialect: Dialect, queue_table: str, sub_table: Optional[str]) -> Queries:
+    return Queries(dialect, queue_table, sub_table, "webhooks.sql")
+
+
+def is_missing_object(exc: BaseException) -> bool:
+    """Whether `exc` says a table or column does not exist."""
+    from nsj_queue_lib.db.mysql_driver import error_code
+
+    return getattr(exc, "pgcode", None) in _MISSING_PG or error_code(exc) in _MISSING_MYSQL
+
+
+@dataclass(frozen=True)
+class WebhookFeatures:
+    """Which webhook objects of schema 5 the queue has."""
+
+    secrets: bool = False
+    breaker: bool = False
+    deliveries: bool = False
+
+    @classmethod
+    def probe(cls, store: WebhookStore) -> WebhookFeatures:
+        """Probe each object on `store`'s session (outside a task; rolled back after)."""
+        found = {}
+        for name, query in (("secrets", "webhook_probe_secrets"),
+                            ("breaker", "webhook_probe_endpoints"),
+                            ("deliveries", "webhook_probe_deliveries")):
+            try:
+                store.session.fetch_all(store.q[query])
+                found[name] = True
+            except DatabaseUnavailable:
+                raise
+            except Exception as exc:
+                if not is_missing_object(exc):
+                    raise
+                found[name] = False
+            finally:
+                store.session.rollback()
+        return cls(**found)
+
+
+class WebhookStore:
+    """Webhook tables of one queue on one session (no commits here)."""
+
+    def __init__(self, session: Any, queue_table: str, sub_table: Optional[str]) -> None:
+        self.session = session
+        self.q = _queries(session.dialect, queue_table, sub_table)
+
+    @classmethod
+    def for_settings(cls, session: Any, settings: Any) -> WebhookStore:
+        return cls(session, settings.queue_table, settings.queue_subscriber_table)
+
+    # -- subscriptions ---------------------------------------------------------------
+    def secrets_get(self, sub_id: str) -> Optional[dict]:
+        return self.session.fetch_one(self.q["subscriber_secrets_get"], {"id": sub_id})
+
+    def unsigned_list(self) -> List[str]:
+        return [r["id"] for r in self.session.fetch_all(self.q["subscriber_unsigned_list"])]
+
+    def subscriber_list(self) -> List[dict]:
+        return self.session.fetch_all(self.q["subscriber_list"])
+
+    def subscriber_signing(self) -> List[dict]:
+        return self.session.fetch_all(self.q["subscriber_list_signing"])
+
+    def subscriber_insert(self, **row: Any) -> int:
+        return self.session.execute(self.q["subscriber_insert"], row)
+
+    def secret_set(self, sub_id: str, segredo: Optional[str],
+                   segredo_anterior: Optional[str]) -> int:
+        return self.session.execute(self.q["subscriber_secret_set"], {
+            "id": sub_id, "segredo": segredo, "segredo_anterior": segredo_anterior})
+
+    def secret_rotate(self, sub_id: str, segredo: str, overlap_seconds: float) -> int:
+        return self.session.execute(self.q["subscriber_secret_rotate"], {
+            "id": sub_id, "segredo": segredo, "delay": overlap_seconds})
+
+    def secret_rows(self) -> List[dict]:
+        return self.session.fetch_all(self.q["subscriber_secret_rows"])
+
+    def set_active(self, sub_id: str, ativo: bool) -> int:
+        return self.session.execute(self.q["subscriber_set_active"],
+                                    {"id": sub_id, "ativo": ativo})
+
+    def subscriber_delete(self, sub_id: str) -> int:
+        return self.session.execute(self.q["subscriber_delete"], {"id": sub_id})
+
+    # -- circuit breakers --------------------------------------------------------------
+    def endpoint_get(self, endpoint: str) -> Optional[dict]:
+        return self.session.fetch_one(self.q["endpoint_get"], {"endpoint": endpoint})
+
+    def endpoint_take_probe(self, endpoint: str) -> bool:
+        return self.session.fetch_one(self.q["endpoint_take_probe"],
+                                      {"endpoint": endpoint}) is not None
+
+    def endpoint_failure(self, endpoint: str, erro: str, limite: int, pausa: float) -> None:
+        self.session.execute(self.q["endpoint_failure"], {
+            "endpoint": endpoint, "erro": erro[:500], "limite": limite, "pausa": int(pausa)})
+
+    def endpoint_probe_failed(self, endpoint: str, erro: str, maximo: float) -> None:
+        self.session.execute(self.q["endpoint_probe_failed"], {
+            "endpoint": endpoint, "erro": erro[:500], "maximo": int(maximo)})
+
+    def endpoint_reset(self, endpoint: str) -> None:
+        self.session.execute(self.q["endpoint_reset"], {"endpoint": endpoint})
+
+    def endpoint_list(self) -> List[dict]:
+        return self.session.fetch_all(self.q["endpoint_list"])
+
+    # -- delivery log --------------------------------------------------------------------
+    def delivery_insert(self, **row: Any) -> None:
+        self.session.execute(self.q["delivery_insert"], row)
+
+    def delivery_list(self, sub_id: str, limit: int = 20) -> List[dict]:
+        return self.session.fetch_all(self.q["delivery_list"],
+                                      {"subscriber_id": sub_id, "limit": int(limit)})
+
+    def delivery_get(self, delivery_id: int) -> Optional[dict]:
+        return self.session.fetch_one(self.q["delivery_get"], {"id": int(delivery_id)})
+
+    def delivery_purge(self, days: int) -> int:
+        return self.session.execute(self.q["delivery_purge"], {"hours": int(days) * 24})
+
+    def task_insert_redelivery(self, task_id: int, mensagem: str) -> int:
+        params = {"id": int(task_id), "mensagem": mensagem}
+        if self.session.dialect.name == "postgres":
+            return int(self.session.fetch_value(self.q["task_insert_redelivery"], params) or 0)
+        if self.session.execute(self.q["task_insert_redelivery"], params) != 1:
+            return 0
+        return int(self.session.fetch_value("SELECT LAST_INSERT_ID()"))
+
+
+__all__ = ["WebhookFeatures", "WebhookStore", "is_missing_object"]
