@@ -420,6 +420,88 @@ class QueueAdmin:
             return True
         return configured != self.queue_table
 
+    # -- subscriptions (nsj_queue_lib.pubsub.subscribers) ---------------------------------
+    @property
+    def subscriber_table(self) -> str:
+        """QUEUE_SUBSCRIBER_TABLE of the settings when they are this queue's, else the
+        table `schema apply` creates (<fila>_subscriber)."""
+        from nsj_queue_lib.config import default_subscriber_table
+
+        configured = self.settings.queue_subscriber_table if self.settings else None
+        if configured and not self._other_queue():
+            return validate_table_name(configured, "QUEUE_SUBSCRIBER_TABLE", self.dialect.name)
+        return default_subscriber_table(self.queue_table)
+
+    def _subscribers(self) -> Any:
+        from nsj_queue_lib.pubsub.subscribers import SubscriberAdmin
+
+        own = (_autocommit(self.session.conn) and not self.session.in_transaction
+               and not self.session.transaction_usable())
+        return SubscriberAdmin(self.session, self.queue_table, self.subscriber_table,
+                               self.settings, can_probe=own)
+
+    def subscriber_add(self, sub_id: str, processo: str, url: Optional[str] = None,
+                       method: str = "POST", headers: Optional[Dict[str, str]] = None,
+                       secret: Optional[str] = None, generate_secret: bool = False,
+                       tenant: Optional[int] = None,
+                       grupo_empresarial: Optional[str] = None) -> Optional[str]:
+        """Create a subscription (a webhook with `url`, else a @Subscriber method); return
+        the generated secret when `generate_secret` (shown once, never stored in clear
+        with WEBHOOK_SECRETS_KEY)."""
+        subs = self._subscribers()
+        subs.features  # noqa: B018 - probe before the transaction opens
+        with self._atomic():
+            return subs.add(sub_id, processo, url, method, headers, secret, generate_secret,
+                            tenant, grupo_empresarial)
+
+    def subscriber_list(self) -> List[Dict[str, Any]]:
+        """Subscriptions (header values that look secret masked; never the secret)."""
+        return self._subscribers().list()
+
+    def subscriber_enable(self, sub_id: str) -> None:
+        with self._atomic():
+            self._subscribers().set_active(sub_id, True)
+
+    def subscriber_disable(self, sub_id: str) -> None:
+        with self._atomic():
+            self._subscribers().set_active(sub_id, False)
+
+    def subscriber_remove(self, sub_id: str) -> None:
+        with self._atomic():
+            self._subscribers().remove(sub_id)
+
+    def subscriber_rotate_secret(self, sub_id: str, overlap_seconds: float = 24 * 3600.0,
+                                 secret: Optional[str] = None) -> str:
+        """New secret (returned); the old one signs beside it for `overlap_seconds`."""
+        subs = self._subscribers()
+        subs.features  # noqa: B018
+        with self._atomic():
+            return subs.rotate_secret(sub_id, overlap_seconds, secret)
+
+    def subscriber_reencrypt(self) -> int:
+        """Re-encrypt stored secrets with the first key of WEBHOOK_SECRETS_KEY."""
+        subs = self._subscribers()
+        subs.features  # noqa: B018
+        with self._atomic():
+            return subs.reencrypt()
+
+    def subscriber_deliveries(self, sub_id: str, limit: int = 20) -> List[Dict[str, Any]]:
+        """The last `limit` delivery attempts of a subscription, newest first."""
+        return self._subscribers().deliveries(sub_id, limit)
+
+    def subscriber_redeliver(self, delivery_id: int, por: Optional[str] = None) -> int:
+        """Deliver again the publication of one delivery-log row; the new task's id."""
+        subs = self._subscribers()
+        subs.features  # noqa: B018
+        with self._atomic():
+            new_id, _ = subs.redeliver(delivery_id, por)
+            self._wake_workers()
+        return new_id
+
+    def webhook_endpoints(self) -> List[Dict[str, Any]]:
+        """Circuit breaker of each endpoint that failed at least once."""
+        return self._subscribers().endpoints()
+
     def halt_requested_at(self) -> Any:
         """MySQL native mode: the database time of the last HALT request (None: never).
         Needs the control table (`has_control_table()`)."""

@@ -81,6 +81,9 @@ class WebhookStore:
     def secrets_get(self, sub_id: str) -> Optional[dict]:
         return self.session.fetch_one(self.q["subscriber_secrets_get"], {"id": sub_id})
 
+    def subscriber_exists(self, sub_id: str) -> bool:
+        return self.session.fetch_one(self.q["subscriber_exists"], {"id": sub_id}) is not None
+
     def unsigned_list(self) -> List[str]:
         return [r["id"] for r in self.session.fetch_all(self.q["subscriber_unsigned_list"])]
 
@@ -152,9 +155,7 @@ class WebhookStore:
         params = {"id": int(task_id), "mensagem": mensagem}
         if self.session.dialect.name == "postgres":
             return int(self.session.fetch_value(self.q["task_insert_redelivery"], params) or 0)
-        if self.session.execute(self.q["task_insert_redelivery"], params) != 1:
-            return 0
-        return int(self.session.fetch_value("SELECT LAST_INSERT_ID()"))
+        return int(self.session.insert_lastrowid(self.q["task_insert_redelivery"], params) or 0)
 
 
 __all__ = ["WebhookFeatures", "WebhookStore", "is_missing_object"]

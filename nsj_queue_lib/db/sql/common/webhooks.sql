@@ -19,6 +19,9 @@ SELECT segredo,
   FROM {sub_table}
  WHERE id = %(id)s
 
+-- name: subscriber_exists
+SELECT id FROM {sub_table} WHERE id = %(id)s
+
 -- name: subscriber_unsigned_list
 -- Active webhook subscriptions without a secret (warned about at worker start).
 SELECT id FROM {sub_table}
