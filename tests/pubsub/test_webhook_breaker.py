@@ -1,0 +1,102 @@
+"""Circuit breaker per endpoint and delivery log, with real webhook workers and a real
+local HTTP server (PostgreSQL and MariaDB native)."""
+
+from __future__ import annotations
+
+import time
+
+from nsj_queue_lib.admin import QueueAdmin
+from tests.fixtures.http import RecordingServer
+from tests.fixtures.waiting import eventually
+
+WEBHOOK = "nsj_queue_lib.worker_webhook"
+BREAKER_ENV = {"WEBHOOK_BREAKER_FAILURES": "3", "WEBHOOK_BREAKER_COOLDOWN": "2",
+               "QUEUE_MAX_RETRY": "5"}
+
+
+def endpoint_state(queue):
+    with QueueAdmin.from_settings(queue.settings()) as admin:
+        return {r["endpoint"]: r for r in admin.webhook_endpoints()}
+
+
+def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recovery(
+        dbq, http_server):
+    queue = dbq
+    healthy = RecordingServer().start()  # another endpoint (another port)
+    try:
+        http_server.script("/down", statuses=[503])
+        queue.add_subscriber("down", url=http_server.url + "/down", method="POST")
+        queue.add_subscriber("up", url=healthy.url + "/up", method="POST")
+        down_ep = f"http://127.0.0.1:{http_server.httpd.server_address[1]}"
+        worker = queue.start_worker(WEBHOOK, QUEUE_CONCURRENCY="2", **BREAKER_ENV)
+        pubs = [queue.publish({"n": n}) for n in range(8)]
+
+        # Open after 3 consecutive failures, then the probe fails too: pause doubled.
+        eventually(lambda: endpoint_state(queue).get(down_ep, {}).get("pausa", 0) >= 4,
+                   timeout=30, message="disjuntor aberto e sonda falhou")
+        state = endpoint_state(queue)[down_ep]
+        assert state["estado"] in ("aberto", "meio-aberto") and state["falhas"] >= 4
+        assert len(http_server.received("/down")) >= 4
+
+        # Meanwhile the healthy endpoint got every delivery.
+        eventually(lambda: len(healthy.received("/up")) == 8, timeout=20)
+        http_server.script("/down", statuses=[200])
+        recovered_at = time.monotonic()
+
+        for pub in pubs:  # every delivery to the endpoint that was down arrives
+            eventually(lambda pub=pub: any(
+                r["status"] == "sucesso" for r in queue.rows(
+                    "publication_id = %s AND subscriber_id = 'down'", (pub,))), timeout=40)
+        queue.wait_idle()
+        assert all(r.at < recovered_at for r in healthy.received("/up"))
+        rows = queue.rows("subscriber_id = 'down'")
+        assert not [r for r in rows if r["dead"]]  # no dead letter: attempts not spent
+        failed = [r for r in rows if r["status"] == "falha"]
+        # Only real calls cost attempts: every failed attempt is one 503 answer (the 8
+        # other calls are the successes), and there are fewer of them than deliveries:
+        # without the breaker each of the 8 would have failed until the recovery.
+        failing_calls = len(http_server.received("/down")) - 8
+        assert len(failed) == failing_calls < len(pubs)
+        assert max(r["tentativa"] for r in rows) <= 3
+        assert endpoint_state(queue)[down_ep]["estado"] == "fechado"
+        assert "adiada" in worker.log() and "disjuntor" in worker.log()
+
+        # Delivery log: one row per HTTP attempt, with status, duration and answer.
+        with QueueAdmin.from_settings(queue.settings()) as admin:
+            log = admin.subscriber_deliveries("down", limit=100)
+            up_log = admin.subscriber_deliveries("up", limit=100)
+        assert len(log) == failing_calls + 8 and len(up_log) == 8
+        assert sorted({(r["status_http"], r["sucesso"]) for r in log}) == [
+            (200, True), (503, False)]
+        assert all(r["duracao_ms"] is not None for r in log)
+        assert {r["resposta"] for r in log} == {"resposta 503 de /down",
+                                               "resposta 200 de /down"}
+    finally:
+        healthy.close()
+
+
+def test_delivery_log_bounds_the_answer_and_redelivery_keeps_the_webhook_id(queue,
+                                                                            http_server):
+    long_answer = "<b>x</b>\n" * 200
+    http_server.script("/log", statuses=[201], body=long_answer)
+    with QueueAdmin.from_settings(queue.settings()) as admin:
+        secret = admin.subscriber_add("logado", "proc", http_server.url + "/log",
+                                      generate_secret=True)
+    queue.start_worker(WEBHOOK)
+    pub = queue.publish({"a": 1})
+    eventually(lambda: http_server.received("/log"))
+    queue.wait_idle()
+    with QueueAdmin.from_settings(queue.settings()) as admin:
+        [row] = admin.subscriber_deliveries("logado")
+        assert row["status_http"] == 201 and row["sucesso"] is True
+        assert len(row["resposta"]) <= 512 and "\n" not in row["resposta"]
+        new_id = admin.subscriber_redeliver(row["id"], por="teste")
+    eventually(lambda: len(http_server.received("/log")) == 2)
+    queue.wait_idle()
+    first, again = http_server.received("/log")
+    assert first.headers["webhook-id"] == again.headers["webhook-id"]
+    from standardwebhooks.webhooks import Webhook
+
+    assert Webhook(secret).verify(again.body, again.headers) == {"a": 1}
+    assert queue.row(new_id)["status"] == "sucesso"
+    assert queue.row(new_id)["publication_id"] == pub
