@@ -161,6 +161,7 @@ class QueueGauges:
         self._session: Any = None
         self._queries: Dict[str, Any] = {}  # by dialect
         self._job: Optional[GaugeJob] = None  # set when a worker reads them (worker_job)
+        self._no_breakers = False  # the queue has no breaker table (schema before 5)
         self._value: Dict[str, Any] = {}
         self._read_at = 0.0  # monotonic
         self.reads = 0
@@ -234,7 +235,14 @@ class QueueGauges:
             # claim: an idle worker's mode (and so this gauge and its heartbeat) follows a
             # change at the next scrape-driven read, not only at its next wake-up.
             self.fleet.note(pause.get("compat_1_2_2"))
+        breakers = None
+        if not self._no_breakers:
+            from nsj_queue_lib.pubsub.webhook_store import breaker_summary
+
+            breakers = breaker_summary(s, self.settings.queue_table)
+            self._no_breakers = breakers is None  # schema before 5: not asked again
         return {
+            "breakers": breakers,
             "paused": bool(pause["pausada"]),
             # (the same row: None when the queue keeps no value, i.e. mixed-fleet)
             "compat": (pause.get("compat_1_2_2") is not False
@@ -289,6 +297,22 @@ class QueueGauges:
              "Cadeias da fila de mortos não resolvidas (sem sucesso e não reenfileiradas)",
              [(labels, g["dead_waiting"])]),
         ]
+        breakers = g.get("breakers")
+        if breakers is not None:
+            # Per-endpoint series only for the (at most 20) endpoints failing or not closed.
+            out += [
+                ("nsj_queue_webhook_breakers_open", "gauge",
+                 "Endpoints de webhook com o disjuntor aberto ou meio-aberto",
+                 [(labels, breakers["abertos"])]),
+                ("nsj_queue_webhook_breaker_open", "gauge",
+                 "1 se o disjuntor do endpoint está aberto ou meio-aberto (endpoints com falhas)",
+                 [({**labels, "endpoint": b["endpoint"]}, 0 if b["estado"] == "fechado" else 1)
+                  for b in breakers["endpoints"]]),
+                ("nsj_queue_webhook_endpoint_failures", "gauge",
+                 "Falhas seguidas do endpoint de webhook",
+                 [({**labels, "endpoint": b["endpoint"]}, b["falhas"])
+                  for b in breakers["endpoints"]]),
+            ]
         return out
 
 

@@ -113,6 +113,12 @@ class StatusReader:
         from nsj_queue_lib.admin import QueueAdmin
 
         pause = QueueAdmin(s, self.queue_table).pause_state()
+        from nsj_queue_lib.pubsub.webhook_store import breaker_summary
+
+        breakers = breaker_summary(s, self.queue_table)
+        if breakers is not None:
+            for b in breakers["endpoints"]:
+                b["aberto_ate"] = _iso(b["aberto_ate"])
         return {
             "fila": self.queue_table,
             "banco": self.dialect.name,
@@ -132,6 +138,7 @@ class StatusReader:
             },
             "em_execucao": self._running(),
             "em_execucao_total": int(s.fetch_value(q["status_running_count"]) or 0),
+            "disjuntores": breakers,
             "mortas_24h": {
                 "total": sum(dead_counts.values()),
                 "por_status": dead_counts,
@@ -205,6 +212,13 @@ def render_text(status: Dict[str, Any]) -> str:
         who = f" em {r['sessao']}" if r.get("sessao") else ""
         lines.append(f"    #{r['id']} {r['processo']} tentativa {r['tentativa']}: há "
                      f"{duration(r['segundos'])}{approx}{who}")
+    breakers = status.get("disjuntores")
+    if breakers and breakers["endpoints"]:
+        lines.append(f"  Webhooks, disjuntores:      {breakers['abertos']} aberto(s)")
+        for b in breakers["endpoints"]:
+            pause = f", pausa {duration(b['pausa_segundos'])}" if b["estado"] != "fechado" else ""
+            lines.append(f"    {b['endpoint']} {b['estado']} ({b['falhas']} falha(s) "
+                         f"seguida(s){pause})")
     dead = status["mortas_24h"]
     lines.append(f"  Mortas nas últimas {DEAD_WINDOW_HOURS} h:    {dead['total']}"
                  + (f" ({_fmt_counts(dead['por_status'])})" if dead["total"] else ""))

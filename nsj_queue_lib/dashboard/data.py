@@ -193,3 +193,37 @@ class DashboardData:
 
     def resume(self, table: str, por: str) -> None:
         self._run(lambda s: QueueAdmin(s, table).resume(por=por))
+
+    # -- webhooks (nsj_queue_lib.pubsub.subscribers, shared with the command line) --------
+    def webhooks(self, table: str, per_subscriber: int = 5) -> Dict[str, Any]:
+        """Subscriptions (never a secret), breakers and the last deliveries of each."""
+        def read(s: DbSession) -> Dict[str, Any]:
+            from nsj_queue_lib.pubsub.subscribers import SubscriberError
+            from nsj_queue_lib.pubsub.webhook_store import is_missing_object
+
+            admin = QueueAdmin(s, table, self.settings)
+            try:
+                subs = admin.subscriber_list()
+                deliveries = {}
+                for sub in subs[:50]:
+                    try:
+                        deliveries[sub["id"]] = admin.subscriber_deliveries(sub["id"],
+                                                                            per_subscriber)
+                    except SubscriberError:
+                        break
+                return {"assinaturas": subs, "entregas": deliveries,
+                        "disjuntores": admin.webhook_endpoints(), "erro": None}
+            except DatabaseUnavailable:
+                raise
+            except Exception as exc:
+                if not is_missing_object(exc):
+                    raise
+                s.rollback()
+                return {"assinaturas": [], "entregas": {}, "disjuntores": [],
+                        "erro": f"Sem tabela de assinaturas {admin.subscriber_table}."}
+
+        return self._run(read)
+
+    def redeliver(self, table: str, delivery_id: int, por: str) -> int:
+        return self._run(lambda s: QueueAdmin(s, table, self.settings).subscriber_redeliver(
+            delivery_id, por=por))

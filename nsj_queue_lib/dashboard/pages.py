@@ -276,6 +276,8 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
                  '<tr><td colspan="6">Nenhuma tarefa morta aguardando.</td></tr>')
     return (
         f'<section><h2>Fila {e(t)}</h2>{state}<div class="grade">{cards}</div>{oldest_html}'
+        f'<p><a data-campo="webhooks" href="{e(url("/webhooks", f=t))}">Assinaturas e '
+        'webhooks</a></p>'
         f'<form method="get" action="/cadeia"><input type="hidden" name="f" value="{e(t)}">'
         '<label>Ver tarefa <input name="id" inputmode="numeric" size="10" required></label> '
         '<button type="submit">Abrir</button></form></section>'

@@ -61,6 +61,7 @@ NOTICES = {
     "cancelada": "Tarefa cancelada (tentativa #{novo}).",
     "pausada": "Fila pausada: os workers param de pegar tarefas em até um segundo.",
     "retomada": "Fila retomada.",
+    "reentregue": "Entrega reenfileirada: nova tarefa #{novo}.",
     "entrou": "Ações habilitadas neste navegador.",
 }
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
@@ -349,6 +350,13 @@ class _Handler(GuardedHandler):
             self._page(200, f"Tarefa {task_id}",
                        pages.chain_page(table, data.chain(table, task_id), self._csrf()),
                        notice or None)
+        elif path == "/webhooks":
+            from nsj_queue_lib.dashboard.webhooks_page import webhooks_page
+
+            table = data.check_queue(p.get("f", ""))
+            self._page(200, f"Webhooks {table}",
+                       webhooks_page(table, data.webhooks(table), self._csrf()),
+                       notice or None)
         elif path == "/payload":
             table = data.check_queue(p.get("f", ""))
             self._stream_payload(table, _int(p.get("id")))
@@ -451,6 +459,9 @@ class _Handler(GuardedHandler):
             done = data.cancel(table, _int(form.get("id")), who)
             target = pages.url("/cadeia", f=table, id=_int(form.get("id")),
                                      aviso="cancelada", novo=done)
+        elif op == "redeliver":
+            new_id = data.redeliver(table, _int(form.get("id")), who)
+            target = pages.url("/webhooks", f=table, aviso="reentregue", novo=new_id)
         elif op == "pause":
             data.pause(table, who)
             target = pages.url("/fila", f=table, aviso="pausada")

@@ -137,6 +137,12 @@ class WebhookStore:
     def endpoint_list(self) -> List[dict]:
         return self.session.fetch_all(self.q["endpoint_list"])
 
+    def endpoint_list_troubled(self, limit: int) -> List[dict]:
+        return self.session.fetch_all(self.q["endpoint_list_troubled"], {"limit": int(limit)})
+
+    def endpoint_count_open(self) -> int:
+        return int(self.session.fetch_value(self.q["endpoint_count_open"]) or 0)
+
     # -- delivery log --------------------------------------------------------------------
     def delivery_insert(self, **row: Any) -> None:
         self.session.execute(self.q["delivery_insert"], row)
@@ -158,4 +164,30 @@ class WebhookStore:
         return int(self.session.insert_lastrowid(self.q["task_insert_redelivery"], params) or 0)
 
 
-__all__ = ["WebhookFeatures", "WebhookStore", "is_missing_object"]
+BREAKER_LIMIT = 20  # endpoints listed by status/metrics/dashboard (bounded label set)
+
+
+def breaker_summary(session: Any, queue_table: str, limit: int = BREAKER_LIMIT
+                    ) -> Optional[dict]:
+    """{"abertos": n, "endpoints": [...]} of the queue's circuit breakers (failing or
+    not closed; at most `limit`), or None when the queue has no breaker table (schema
+    before 5: the failed read is rolled back)."""
+    store = WebhookStore(session, queue_table, None)
+    try:
+        rows = store.endpoint_list_troubled(limit)
+        open_count = store.endpoint_count_open()
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        if not is_missing_object(exc):
+            raise
+        session.rollback()
+        return None
+    return {"abertos": open_count, "endpoints": [
+        {"endpoint": r["endpoint"], "estado": r["estado"], "falhas": int(r["falhas"]),
+         "pausa_segundos": int(r["pausa"] or 0), "aberto_ate": r["aberto_ate"]}
+        for r in rows]}
+
+
+__all__ = ["BREAKER_LIMIT", "WebhookFeatures", "WebhookStore", "breaker_summary",
+           "is_missing_object"]

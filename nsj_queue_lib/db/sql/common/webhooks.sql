@@ -84,6 +84,21 @@ SELECT endpoint, falhas, aberto_ate, pausa, ultimo_erro, alterado_em,
   FROM {endpoint_table}
  ORDER BY endpoint
 
+-- name: endpoint_list_troubled
+-- Endpoints failing or with the breaker not closed, the open ones first (status, metrics,
+-- dashboard: bounded by %(limit)s).
+SELECT endpoint, falhas, aberto_ate, pausa, alterado_em,
+       CASE WHEN aberto_ate IS NULL THEN 'fechado'
+            WHEN aberto_ate > {now} THEN 'aberto'
+            ELSE 'meio-aberto' END AS estado
+  FROM {endpoint_table}
+ WHERE falhas > 0 OR aberto_ate IS NOT NULL
+ ORDER BY CASE WHEN aberto_ate IS NULL THEN 1 ELSE 0 END, falhas DESC, endpoint
+ LIMIT %(limit)s
+
+-- name: endpoint_count_open
+SELECT count(*) FROM {endpoint_table} WHERE aberto_ate IS NOT NULL
+
 -- name: delivery_insert
 INSERT INTO {delivery_table} (tarefa_id, id_inicial, subscriber_id, endpoint, tentativa,
                               sucesso, status_http, duracao_ms, resposta, erro)
