@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 from nsj_queue_lib.admin import QueueAdmin
+from nsj_queue_lib.metrics import QueueGauges, render
+from nsj_queue_lib.status import read_status, render_text
 from tests.fixtures.http import RecordingServer
 from tests.fixtures.waiting import eventually
 
@@ -37,6 +39,17 @@ def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recover
         state = endpoint_state(queue)[down_ep]
         assert state["estado"] in ("aberto", "meio-aberto") and state["falhas"] >= 4
         assert len(http_server.received("/down")) >= 4
+        shown = read_status(queue.settings())
+        [b] = [b for b in shown["disjuntores"]["endpoints"] if b["endpoint"] == down_ep]
+        assert b["estado"] != "fechado" and shown["disjuntores"]["abertos"] == 1
+        assert f"{down_ep} " in render_text(shown)
+        gauges = QueueGauges(queue.settings(), interval=0)
+        try:
+            text = render(gauges.families({"fila": "f"}))
+        finally:
+            gauges.close_session()
+        assert f'endpoint="{down_ep}"}} 1' in text
+        assert 'nsj_queue_webhook_breakers_open{fila="f"} 1' in text
 
         # Meanwhile the healthy endpoint got every delivery.
         eventually(lambda: len(healthy.received("/up")) == 8, timeout=20)
