@@ -154,8 +154,9 @@ class WebhookStore:
     def delivery_get(self, delivery_id: int) -> Optional[dict]:
         return self.session.fetch_one(self.q["delivery_get"], {"id": int(delivery_id)})
 
-    def delivery_purge(self, days: int) -> int:
-        return self.session.execute(self.q["delivery_purge"], {"hours": int(days) * 24})
+    def delivery_purge(self, days: int, limit: int) -> int:
+        return self.session.execute(self.q["delivery_purge"],
+                                    {"days": int(days), "limit": int(limit)})
 
     def task_insert_redelivery(self, task_id: int, mensagem: str) -> int:
         params = {"id": int(task_id), "mensagem": mensagem}

@@ -416,8 +416,30 @@ class PurgeService(AdminService):
             total += max(deleted, 0)
             if deleted < self.settings.queue_purge_limit or self.stopped:
                 break
+        total += self._purge_deliveries(repo)
         if total:
             logger.info("Purge: %s registros antigos excluídos", total)
+        return total
+
+    def _purge_deliveries(self, repo: TaskRepository) -> int:
+        """The webhook delivery log ages like the tasks (schema 5; none before it)."""
+        if getattr(self, "_no_deliveries", False):
+            return 0
+        from nsj_queue_lib.pubsub.webhook_store import WebhookStore, is_missing_object
+
+        store = WebhookStore(repo.session, repo.queue_table, None)
+        total = 0
+        try:
+            for _ in range(self.settings.queue_purge_round_limit):
+                deleted = store.delivery_purge(self.settings.queue_purge_max_age,
+                                               self.settings.queue_purge_limit)
+                total += max(deleted, 0)
+                if deleted < self.settings.queue_purge_limit or self.stopped:
+                    break
+        except Exception as exc:
+            if not is_missing_object(exc):
+                raise
+            self._no_deliveries = True
         return total
 
 

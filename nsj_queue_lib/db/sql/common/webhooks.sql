@@ -119,9 +119,6 @@ SELECT id, tarefa_id, id_inicial, subscriber_id, endpoint, tentativa, sucesso, s
   FROM {delivery_table}
  WHERE id = %(id)s
 
--- name: delivery_purge
-DELETE FROM {delivery_table} WHERE data_hora < {hours_ago}
-
 -- name: task_insert_redelivery
 -- A new first attempt of a delivery's chain (same id_inicial, so the same webhook-id),
 -- due now; its payload is resolved from the chain's first attempt like a retry's.

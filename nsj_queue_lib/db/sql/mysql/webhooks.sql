@@ -39,3 +39,8 @@ UPDATE {endpoint_table}
        sonda_ate = NULL,
        alterado_em = UTC_TIMESTAMP(6)
  WHERE endpoint = %(endpoint)s
+
+-- name: delivery_purge
+DELETE FROM {delivery_table}
+ WHERE data_hora < UTC_TIMESTAMP(6) - INTERVAL %(days)s DAY
+ LIMIT %(limit)s

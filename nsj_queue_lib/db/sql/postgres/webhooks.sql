@@ -40,3 +40,10 @@ UPDATE {endpoint_table}
        sonda_ate = NULL,
        alterado_em = now()
  WHERE endpoint = %(endpoint)s
+
+-- name: delivery_purge
+-- Delivery-log rows older than %(days)s days, at most %(limit)s per statement.
+DELETE FROM {delivery_table}
+ WHERE id IN (SELECT id FROM {delivery_table}
+               WHERE data_hora < now() - %(days)s * interval '1 day'
+               LIMIT %(limit)s)
