@@ -165,6 +165,10 @@ class TaskRunner:
             try:
                 with self.session.transaction():
                     followup(self.repo)
+            except DatabaseUnavailable as exc:  # the consumer reconnects; nothing to add
+                logger.warning("Tarefa %s: registro pós-tarefa não gravado: %s",
+                               ctx.tarefa["id"], exc)
+                return
             except Exception:
                 logger.exception("Tarefa %s: falha ao gravar o registro pós-tarefa",
                                  ctx.tarefa["id"])
