@@ -46,7 +46,7 @@ def test_signature_headers_verify_with_the_reference_library_for_each_secret():
 def test_invalid_secrets_are_refused_without_echoing_them(bad):
     with pytest.raises(InvalidSecret) as info:
         secret_key(bad)
-    assert "whsec_" in str(info.value)
+    assert str(info.value).startswith("segredo inválido")
     if len(bad) > len("whsec_"):
         assert bad not in str(info.value)
 
