@@ -38,13 +38,21 @@ def endpoint_of(url: str) -> str:
     host = (parts.hostname or "").lower()
     if ":" in host:
         host = f"[{host}]"
-    port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    try:
+        port: object = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:  # a port out of range: the call fails on its own, keep its text
+        text = parts.netloc.rpartition("@")[2].rpartition(":")[2]
+        port = "".join(c for c in text if c.isalnum())[:10] or "?"
     return f"{scheme}://{host}:{port}"[:300]
 
 
-def counts_against(status: Optional[int]) -> bool:
-    """Whether a failed call (status None: no answer) counts against its endpoint."""
-    return status is None or status >= 500 or status in (408, 429)
+def counts_against(status: Optional[int], no_answer: bool = True) -> bool:
+    """Whether a failed call counts against its endpoint: no answer (timeout, connection
+    failure), HTTP 5xx, 408 or 429.  A request that could not be made (invalid URL:
+    status None, `no_answer` False) does not: the subscription is wrong, not the host."""
+    if status is None:
+        return no_answer
+    return status >= 500 or status in (408, 429)
 
 
 def spread(seconds: float) -> float:

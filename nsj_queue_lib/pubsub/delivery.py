@@ -117,8 +117,9 @@ class WebhookDelivery:
 
     def _record(self, store: WebhookStore, state: Optional[_Breaker], result: Attempt,
                 row: Optional[dict]) -> None:
-        if state is not None:
-            if result.ok or not counts_against(result.status):
+        if state is not None and (result.status is not None or result.no_answer):
+            # (a request that could not be made says nothing about the endpoint)
+            if result.ok or not counts_against(result.status, result.no_answer):
                 if state.failures or state.probe:
                     store.endpoint_reset(state.endpoint)
                     logger.info("Endpoint %s: disjuntor fechado (respondeu HTTP %s)",

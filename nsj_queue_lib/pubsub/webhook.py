@@ -250,6 +250,7 @@ class Attempt:
     seconds: float
     message: str = ""
     error: Optional[WebhookError] = None
+    no_answer: bool = False  # timeout or connection failure (not an invalid request)
 
     @property
     def ok(self) -> bool:
@@ -273,14 +274,14 @@ def attempt(request: WebhookRequest, timeout: float, session: Any = None) -> Att
             f"Webhook {request.method} {shown}: tempo esgotado após {timeout:g} s "
             f"(timeout): {_network_error_text(exc)}", method=request.method, url=shown)
         error.__cause__ = exc
-        return Attempt(None, "", time.monotonic() - started, str(error), error)
+        return Attempt(None, "", time.monotonic() - started, str(error), error, True)
     except requests.ConnectionError as exc:
         logger.warning("Webhook %s %s: falha de conexão", request.method, shown)
         error = WebhookError(
             f"Webhook {request.method} {shown}: falha de conexão: {_network_error_text(exc)}",
             method=request.method, url=shown)
         error.__cause__ = exc
-        return Attempt(None, "", time.monotonic() - started, str(error), error)
+        return Attempt(None, "", time.monotonic() - started, str(error), error, True)
     except requests.RequestException as exc:
         logger.warning("Webhook %s %s: requisição inválida", request.method, shown)
         error = WebhookError(

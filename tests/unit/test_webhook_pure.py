@@ -55,11 +55,13 @@ def test_endpoint_is_scheme_host_and_port():
     assert endpoint_of("https://u:p@API.example.com/x?t=1") == "https://api.example.com:443"
     assert endpoint_of("http://h:8080/a") == "http://h:8080"
     assert endpoint_of("http://[::1]/a") == "http://[::1]:80"
+    assert endpoint_of("http://u:p@127.0.0.1:99999/x") == "http://127.0.0.1:99999"
 
 
 def test_what_counts_against_an_endpoint():
     assert counts_against(None) and counts_against(500) and counts_against(503)
     assert counts_against(429) and counts_against(408)
+    assert not counts_against(None, no_answer=False)  # an invalid URL: the subscription's fault
     assert not counts_against(404) and not counts_against(400) and not counts_against(301)
 
 
