@@ -363,8 +363,10 @@ class WorkerPubSubBase(WorkerBase):
             return self._call_handler(handler, payload, self.read_subscription(ctx, subscriber_id),
                                       ctx)
         if self.is_webhook_subscriber(subscriber_id):
-            return self.deliver_webhook(payload, self.read_subscription(ctx, subscriber_id),
-                                        ctx.tarefa, ctx=ctx)
+            subscription = self.read_subscription(ctx, subscriber_id)
+            if self._redefines("deliver_webhook"):  # a subclass's, written for 3 arguments
+                return self.deliver_webhook(payload, subscription, ctx.tarefa)
+            return self.deliver_webhook(payload, subscription, ctx.tarefa, ctx=ctx)
         raise SubscriberNotRegistered(
             f"Subscriber '{subscriber_id}' não registrado no worker {type(self).__name__}: "
             f"nenhum método com @Subscriber('{subscriber_id}') nem "
