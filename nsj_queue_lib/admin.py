@@ -433,9 +433,10 @@ class QueueAdmin:
         return default_subscriber_table(self.queue_table)
 
     def _subscribers(self) -> Any:
+        from nsj_queue_lib.db.control import autocommit
         from nsj_queue_lib.pubsub.subscribers import SubscriberAdmin
 
-        own = (_autocommit(self.session.conn) and not self.session.in_transaction
+        own = (autocommit(self.session.conn) and not self.session.in_transaction
                and not self.session.transaction_usable())
         return SubscriberAdmin(self.session, self.queue_table, self.subscriber_table,
                                self.settings, can_probe=own)
