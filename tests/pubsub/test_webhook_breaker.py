@@ -3,12 +3,14 @@ local HTTP server (PostgreSQL and MariaDB native)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.metrics import QueueGauges, render
 from nsj_queue_lib.status import read_status, render_text
 from tests.fixtures.http import RecordingServer
+from tests.fixtures.processes import run_python
 from tests.fixtures.waiting import eventually
 
 WEBHOOK = "nsj_queue_lib.worker_webhook"
@@ -99,11 +101,20 @@ def test_delivery_log_bounds_the_answer_and_redelivery_keeps_the_webhook_id(queu
     pub = queue.publish({"a": 1})
     eventually(lambda: http_server.received("/log"))
     queue.wait_idle()
-    with QueueAdmin.from_settings(queue.settings()) as admin:
-        [row] = admin.subscriber_deliveries("logado")
-        assert row["status_http"] == 201 and row["sucesso"] is True
-        assert len(row["resposta"]) <= 512 and "\n" not in row["resposta"]
-        new_id = admin.subscriber_redeliver(row["id"], por="teste")
+    env = queue.env()
+    listed = run_python(["-m", "nsj_queue_lib", "subscriber", "deliveries", "logado",
+                         "--json"], env=env, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    [row] = json.loads(listed.stdout)
+    assert row["status_http"] == 201 and row["sucesso"] is True
+    assert len(row["resposta"]) <= 512 and "\n" not in row["resposta"]
+    text = run_python(["-m", "nsj_queue_lib", "subscriber", "deliveries", "logado"],
+                      env=env, timeout=60)
+    assert f"{row['id']:>8}" in text.stdout and "201" in text.stdout
+    again_cli = run_python(["-m", "nsj_queue_lib", "subscriber", "redeliver", str(row["id"]),
+                            "--json"], env=env, timeout=60)
+    assert again_cli.returncode == 0, again_cli.stderr
+    new_id = json.loads(again_cli.stdout)["id"]
     eventually(lambda: len(http_server.received("/log")) == 2)
     queue.wait_idle()
     first, again = http_server.received("/log")
