@@ -95,9 +95,8 @@ class SecretBox:
                 "segredo (chave antiga removida antes do reencrypt?)") from None
 
     def reseal(self, stored: Optional[str], sub_id: Any = "?") -> Optional[str]:
-        """`stored` re-encrypted with the first key (clear text gets encrypted); None when
-        nothing changes (no keys, or already sealed by the first key... re-sealing is
-        cheap, so any encrypted text is rotated)."""
+        """`stored` re-encrypted with the first key (a secret in clear gets encrypted);
+        None when there is nothing to seal (no stored text, or no keys)."""
         if not stored or self._multi is None:
             return None
         return self.seal(self.open(stored, sub_id))
