@@ -6,9 +6,20 @@ environment variable and opens no connection.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nsj_queue_lib.version import __version__
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports on first use
+    from nsj_queue_lib.config import Settings
+    from nsj_queue_lib.queue_client import QueueClient
+    from nsj_queue_lib.worker_base import WorkerBase
+    from nsj_queue_lib.worker_pub_sub_base import (
+        DeadSubscriber,
+        Subscriber,
+        SubscriberWebhook,
+        WorkerPubSubBase,
+    )
 
 __all__ = [
     "DeadSubscriber",

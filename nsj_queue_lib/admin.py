@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, overload
 
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.coordination.base import HALT_PAYLOAD
@@ -50,7 +50,11 @@ class Redrive(NamedTuple):
     antecipada: bool
 
 
-def _normalize(row: Optional[dict]) -> Optional[dict]:
+@overload
+def _normalize(row: Dict[str, Any]) -> Dict[str, Any]: ...
+@overload
+def _normalize(row: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]: ...
+def _normalize(row: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """MySQL returns booleans as 0/1: make them bool."""
     if row is None:
         return None
@@ -118,7 +122,7 @@ class QueueAdmin:
                    dead: Optional[bool] = None, all_attempts: bool = False,
                    limit: int = 50, before_id: Optional[int] = None,
                    failing: Optional[bool] = None,
-                   after_id: Optional[int] = None) -> List[dict]:
+                   after_id: Optional[int] = None) -> List[Dict[str, Any]]:
         """Tasks, newest first: the current attempt of each chain, or every attempt.
 
         Filters left as None are not applied; `before_id` pages backwards
@@ -138,7 +142,7 @@ class QueueAdmin:
         value = self.session.fetch_value(self.q["admin_max_id"])
         return None if value is None else int(value)
 
-    def _root(self, task_id: int) -> dict:
+    def _root(self, task_id: int) -> Dict[str, Any]:
         row = _normalize(self.session.fetch_one(self.q["admin_task_root"], {"id": task_id}))
         if row is None:
             raise NotFoundException(f"Tarefa {task_id} não encontrada em {self.queue_table}")
@@ -261,6 +265,7 @@ class QueueAdmin:
                 f"Tarefa {root}: está '{status}'; só uma tarefa pendente ou agendada pode ser "
                 "cancelada" + (" (uma tarefa em execução termina no seu worker)"
                                if status == RUNNING else ""))
+        assert last is not None  # (done)
         logger.info("Tarefa %s cancelada%s (tentativa %s)", root, self._by(por), last["id"])
         return int(last["id"])
 

@@ -15,7 +15,7 @@ import re
 import sys
 import threading
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Mapping, Optional, Tuple
+from typing import Any, Callable, FrozenSet, Mapping, Optional, Set, Tuple
 
 from nsj_queue_lib.db.names import object_name
 from nsj_queue_lib.exceptions import ConfigError
@@ -237,12 +237,12 @@ class Settings:
     queue_max_retry: int = _v("QUEUE_MAX_RETRY", parse=_positive_int, default=100)
     queue_base_interval_retry: float = _v("QUEUE_BASE_INTERVAL_RETRY",
                                           parse=_non_negative_float, default=5.0, doc="minutos")
-    queue_minute_retry_thread: frozenset = _v("QUEUE_MINUTE_RETRY_THREAD", parse=parse_minutes,
-                                              default=parse_minutes(_EVERY_5))
-    queue_minute_purge_thread: frozenset = _v("QUEUE_MINUTE_PURGE_THREAD", parse=parse_minutes,
-                                              default=parse_minutes("0"))
-    queue_minute_notify_thread: frozenset = _v("QUEUE_MINUTE_NOTIFY_THREAD", parse=parse_minutes,
-                                               default=parse_minutes(_EVERY_5))
+    queue_minute_retry_thread: FrozenSet[int] = _v(
+        "QUEUE_MINUTE_RETRY_THREAD", parse=parse_minutes, default=parse_minutes(_EVERY_5))
+    queue_minute_purge_thread: FrozenSet[int] = _v(
+        "QUEUE_MINUTE_PURGE_THREAD", parse=parse_minutes, default=parse_minutes("0"))
+    queue_minute_notify_thread: FrozenSet[int] = _v(
+        "QUEUE_MINUTE_NOTIFY_THREAD", parse=parse_minutes, default=parse_minutes(_EVERY_5))
     queue_purge_max_age: int = _v("QUEUE_PURGE_MAX_AGE", parse=_positive_int, default=60,
                                   doc="dias")
     queue_purge_limit: int = _v("QUEUE_PURGE_LIMIT", parse=_positive_int, default=1000)
@@ -405,7 +405,7 @@ class Settings:
         return cls(**values)
 
     @classmethod
-    def known_variables(cls) -> frozenset:
+    def known_variables(cls) -> FrozenSet[str]:
         """Every variable name (aliases included) `from_env` reads."""
         return frozenset(name for f in fields(cls) for name in f.metadata["var"].names)
 
@@ -441,7 +441,7 @@ CHECKED_PREFIXES = ("DB_", "QUEUE_", "SERVER_", "WEBHOOK_")
 # DB_SERVICE_HOST, DB_PORT_5432_TCP_ADDR, ... (never typos of the library's names).
 _SERVICE_LINK = re.compile(r"^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|"
                            r"PORT_\d+_(TCP|UDP|SCTP)(_(ADDR|PORT|PROTO))?)$")
-_warned: set = set()
+_warned: Set[str] = set()
 _warned_lock = threading.Lock()
 
 
@@ -466,7 +466,7 @@ def unknown_variables(env: Mapping[str, str]) -> list[tuple[str, Optional[str]]]
     return out
 
 
-def _nearest(name: str, known: frozenset) -> Optional[str]:
+def _nearest(name: str, known: FrozenSet[str]) -> Optional[str]:
     """The known name closest to `name` (difflib), ties going to the longer common
     prefix (DB_PASWORD: DB_PASS rather than DB_PORT)."""
     # (0.7: a typo such as QUEUE_BACH_SIZE or DB_PASWORD; not a name that merely shares

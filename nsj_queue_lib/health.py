@@ -180,8 +180,8 @@ def process_alive(pid: Any, start: Optional[int] = None) -> bool:
         return _pid_alive(pid)
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read()
-        fields = fields[fields.rindex(b")") + 2:].split()
+            stat = fh.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
     except (OSError, ValueError):
         return False
     if fields and fields[0] in (b"Z", b"X"):

@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Type
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +48,10 @@ class ClientGone(ConnectionAbortedError):
 
 
 # What a client going away looks like (logged at DEBUG).
-DISCONNECTS: Tuple[type, ...] = (BrokenPipeError, ConnectionResetError,
-                                 ConnectionAbortedError)
-_LEFT = (*DISCONNECTS, TimeoutError)  # also a write that timed out: the client stopped reading
+DISCONNECTS: Tuple[Type[BaseException], ...] = (BrokenPipeError, ConnectionResetError,
+                                                 ConnectionAbortedError)
+# ... and a write that timed out: the client stopped reading.
+_LEFT: Tuple[Type[BaseException], ...] = (*DISCONNECTS, TimeoutError)
 
 ERROR_TEXTS: Dict[int, str] = {
     400: "Requisição malformada.",
@@ -262,7 +263,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
     _read_whole = False  # the request was read to its end (nothing left to drain)
 
     def setup(self) -> None:
-        self.timeout = self.server.limits.read_timeout
+        # A per-connection value (the class attribute is the default setup() reads).
+        self.timeout = self.server.limits.read_timeout  # type: ignore[misc]
         super().setup()
         self.wfile = _Writer(self.connection)
 

@@ -33,9 +33,9 @@ def configure_logging(settings: Optional[Settings] = None) -> None:
     root = logging.getLogger()
     json_lines = settings is not None and settings.log_format == "json"
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(JsonFormatter() if json_lines else TextFormatter(FORMAT))
-        root.addHandler(handler)
+        stream = logging.StreamHandler(sys.stdout)
+        stream.setFormatter(JsonFormatter() if json_lines else TextFormatter(FORMAT))
+        root.addHandler(stream)
     context = ContextFilter(settings.queue_name if settings is not None else None)
     for handler in root.handlers:
         protect_handler(handler)

@@ -63,9 +63,9 @@ class ContextFilter(logging.Filter):
             if getattr(record, name, None) is None:
                 setattr(record, name, context.get(name))
         if record.queue is None:  # type: ignore[attr-defined]
-            record.queue = self.queue  # type: ignore[attr-defined]
+            record.queue = self.queue
         if record.worker_id is None:  # type: ignore[attr-defined]
-            record.worker_id = self.worker_id  # type: ignore[attr-defined]
+            record.worker_id = self.worker_id
         return True
 
 

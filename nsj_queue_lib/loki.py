@@ -150,7 +150,7 @@ class LokiHandler(logging.Handler):
                       "ao Loki (buffer cheio ou Loki indisponível)")
             streams.setdefault("warning", []).append([str(time.time_ns()), notice])
         body = {"streams": [
-            {"stream": {**self.labels, "level": level},
+            {"stream": dict(self.labels, level=level),
              "values": sorted(values, key=lambda v: int(v[0]))}
             for level, values in streams.items()]}
         return json.dumps(body, ensure_ascii=False).encode("utf-8")

@@ -8,7 +8,7 @@ commits.  Importing this module needs no environment variable.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.config import validate_table_name
 from nsj_queue_lib.db.payload import legacy_text, payload_hash
@@ -70,14 +70,15 @@ class QueueClient:
     def _row(self, origem: Optional[str], destino: Optional[str], processo: Optional[str],
              chave_externa: Optional[str], payload: Any, tenant: Optional[int],
              grupo_empresarial: Optional[str], data_hora: Optional[_dt.datetime],
-             prioridade: Optional[int], pub_sub: bool, where: str = "") -> Tuple[dict, int]:
+             prioridade: Optional[int], pub_sub: bool,
+             where: str = "") -> Tuple[Dict[str, Any], int]:
         """The row to insert and its size estimate, checked by the rule of
         nsj_queue_lib/task_input.py (InvalidTaskInput, a ValueError, or PayloadTooLarge,
         before the database sees anything)."""
         codec = self._codec()
         try:
             text = payload_text(payload, codec)
-            row = {"origem": origem, "destino": destino, "processo": processo,
+            row: Dict[str, Any] = {"origem": origem, "destino": destino, "processo": processo,
                    "chave_externa": chave_externa, "grupo_empresarial": grupo_empresarial}
             for name in TEXT_FIELDS:
                 check_text(name, row[name], codec)
@@ -138,7 +139,7 @@ class QueueClient:
         return self.insert_task_pub_sub(origem, destino, processo, chave_externa, payload,
                                         tenant, grupo_empresarial, data_hora, prioridade)
 
-    def insert_tasks(self, tasks: Iterable[dict], pub_sub: bool = False) -> List[int]:
+    def insert_tasks(self, tasks: Iterable[Dict[str, Any]], pub_sub: bool = False) -> List[int]:
         """Enqueue many tasks in one round trip; return their ids in order.
 
         Each dict takes the keyword arguments of `insert_task` (`origem`,
@@ -169,7 +170,8 @@ class QueueClient:
                              processo: Optional[str], chave_externa: Optional[str],
                              payload: Any, tenant: Optional[int] = None,
                              grupo_empresarial: Optional[str] = None,
-                             status: Sequence[str] = DEFAULT_EQUIVALENT_STATUS) -> List[dict]:
+                             status: Sequence[str] = DEFAULT_EQUIVALENT_STATUS
+                             ) -> List[Dict[str, Any]]:
         """Tasks already queued with the same payload, chave_externa, origem, destino,
         processo, tenant and grupo_empresarial, in one of `status`.
 
@@ -181,7 +183,7 @@ class QueueClient:
         legacy = payload_hash(legacy_text(payload))
         if legacy not in hashes:
             hashes.append(legacy)
-        found: dict = {}
+        found: Dict[Any, Dict[str, Any]] = {}
         for digest in hashes:
             for row in self._repo.task_list_equivalent(
                     payload_hash=digest, chave_externa=chave_externa, status=list(status),

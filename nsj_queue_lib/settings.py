@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
-from typing import Any
+from typing import Any, List
 
 logger = logging.getLogger("nsj_queue_lib.worker")
 log_format = logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s")
@@ -66,5 +66,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def __dir__() -> list:
+def __dir__() -> List[str]:
     return sorted([*globals(), *_FIELDS, "WORKER_NAME"])

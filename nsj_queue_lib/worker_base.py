@@ -7,7 +7,7 @@ import functools
 import inspect
 import logging
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
@@ -77,7 +77,7 @@ class WorkerBase(abc.ABC):
         logger.warning(message)
         return message
 
-    def _call(self, name: str, base_args: tuple, multi_db_conn: Any) -> Any:
+    def _call(self, name: str, base_args: Tuple[Any, ...], multi_db_conn: Any) -> Any:
         method = getattr(self, name)
         if multi_db_conn is not None and accepts_extra_arg(method, len(base_args)):
             return method(*base_args, multi_db_conn)

@@ -51,7 +51,18 @@ from __future__ import annotations
 import logging
 import threading
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Mapping, Optional, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Mapping,
+    Optional,
+    Set,
+    TypeVar,
+    cast,
+)
 
 from nsj_queue_lib.config import Settings, default_subscriber_table
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable, SubscriberNotRegistered
@@ -253,7 +264,7 @@ class WorkerPubSubBase(WorkerBase):
         super().__init_subclass__(**kwargs)
         subs: Dict[str, str] = {}
         dead: Dict[str, str] = {}
-        hooks: set = set()
+        hooks: Set[str] = set()
         for base in reversed(cls.__mro__[1:]):
             if isinstance(base, type) and issubclass(base, WorkerPubSubBase):
                 subs.update(base._subscriber_methods)
@@ -309,7 +320,8 @@ class WorkerPubSubBase(WorkerBase):
                      is not WorkerPubSubBase.is_webhook_subscriber)
         return bool(self._webhook_subscriber_ids) or redefined
 
-    def subscriber_handler(self, subscriber_id: str, dead: bool = False) -> Optional[Callable]:
+    def subscriber_handler(self, subscriber_id: str,
+                           dead: bool = False) -> Optional[Callable[..., Any]]:
         """The bound handler of `subscriber_id` (None when not registered)."""
         table = self._dead_subscriber_methods if dead else self._subscriber_methods
         name = table.get(subscriber_id)
@@ -372,11 +384,12 @@ class WorkerPubSubBase(WorkerBase):
             f"nenhum método com @Subscriber('{subscriber_id}') nem "
             f"@SubscriberWebhook('{subscriber_id}').")
 
-    def _dead_handler(self, tarefa: Dict[str, Any]) -> Optional[Callable]:
+    def _dead_handler(self, tarefa: Dict[str, Any]) -> Optional[Callable[..., Any]]:
         subscriber_id = tarefa.get("subscriber_id")
         return self.subscriber_handler(str(subscriber_id), dead=True) if subscriber_id else None
 
-    def _run_dead(self, ctx: TaskContext, handler: Callable, payload: Optional[str]) -> Any:
+    def _run_dead(self, ctx: TaskContext, handler: Callable[..., Any],
+                  payload: Optional[str]) -> Any:
         subscriber_id = str(ctx.tarefa["subscriber_id"])
         payload = unwrap_legacy_envelope(payload, ctx.tarefa)
         return self._call_handler(handler, payload, self.read_subscription(ctx, subscriber_id),
@@ -393,8 +406,9 @@ class WorkerPubSubBase(WorkerBase):
         """Run the `@DeadSubscriber` handler, or `WorkerBase.execute_dead` when there is none."""
         handler = self._dead_handler(tarefa)
         if handler is None:
-            return super().execute_dead(unwrap_legacy_envelope(payload, tarefa), tarefa,
-                                        bd_conn, multi_db_conn)
+            # (None only for a null publication in a 1.2.2 envelope: passed on as it is)
+            publication = cast(str, unwrap_legacy_envelope(payload, tarefa))
+            return super().execute_dead(publication, tarefa, bd_conn, multi_db_conn)
         return self._run_dead(self._context(tarefa, bd_conn, multi_db_conn), handler, payload)
 
     def _context(self, tarefa: Dict[str, Any], bd_conn: Any, multi_db_conn: Any) -> TaskContext:
@@ -410,7 +424,7 @@ class WorkerPubSubBase(WorkerBase):
                 "tarefas geradas pela publicação (QueueClient.insert_task_pub_sub).")
         return str(subscriber_id)
 
-    def _call_handler(self, handler: Callable, payload: Optional[str],
+    def _call_handler(self, handler: Callable[..., Any], payload: Optional[str],
                       subscription: Dict[str, Any], ctx: TaskContext) -> Any:
         args = (handler_payload(payload, subscription), subscription, ctx.tarefa, ctx.bd_conn)
         if ctx.multi_db_conn is not None and accepts_extra_arg(handler, _HANDLER_ARGS):
@@ -422,14 +436,15 @@ class WorkerPubSubBase(WorkerBase):
         """The subscriber row as handlers see it, read now through the task's repository
         (its session and transaction)."""
         settings = ctx.settings or self.settings
-        if not getattr(settings, "queue_subscriber_table", None):
+        table = getattr(settings, "queue_subscriber_table", None)
+        if not table:
             raise ConfigError("QUEUE_SUBSCRIBER_TABLE não configurada: o worker pub/sub "
                               "precisa da tabela de assinaturas.")
         row = ctx.repository().subscriber_get(subscriber_id)
         if row is None:
             raise SubscriptionNotFound(
                 f"Assinatura '{subscriber_id}' não encontrada na tabela "
-                f"{settings.queue_subscriber_table} (removida após a publicação?).")
+                f"{table} (removida após a publicação?).")
         return normalize_subscription(row)
 
     def load_subscription(self, subscriber_id: str, bd_conn: Any) -> Dict[str, Any]:

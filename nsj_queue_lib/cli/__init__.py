@@ -16,6 +16,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from types import ModuleType
 from typing import List, Optional
 
 from nsj_queue_lib.cli.common import (
@@ -37,7 +38,7 @@ Configuração: variáveis de ambiente DB_* e QUEUE_* (ou um arquivo .env; ver .
 Ajuda de um comando: nsj-queue COMANDO --help"""
 
 
-def _command_modules() -> List[object]:
+def _command_modules() -> List[ModuleType]:
     from nsj_queue_lib.cli import commands
 
     modules = [importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -57,7 +58,7 @@ def build_parser(prog: str = "nsj-queue") -> argparse.ArgumentParser:
                         "ambiente); padrão: o .env encontrado a partir do diretório atual")
     subparsers = parser.add_subparsers(dest="command", metavar="COMANDO", title="comandos")
     for module in _command_modules():
-        module.register(subparsers)  # type: ignore[attr-defined]
+        module.register(subparsers)
     return parser
 
 

@@ -85,7 +85,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, add_help: bool = True, version: bool = False,
                  **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, add_help=False, **kwargs)
+        super().__init__(*args, add_help=False, **kwargs)  # type: ignore[misc]
         self._optionals.title = "opções"  # argparse has no public setter for these
         self._positionals.title = "argumentos"
         if add_help or version:

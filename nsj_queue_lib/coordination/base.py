@@ -76,15 +76,18 @@ class Notifier(Protocol):
         """The caller's stop request and its pause gate (`PauseGate.note`, the consumer's),
         for a notifier whose wait can end on a stop or reads the pause flag itself.
         Default: not needed."""
+        return None  # a default, not an abstract method
 
     def claimed(self) -> None:
         """The consumer claimed a task (after an idle wait or its periodic claim); a
         notifier that shares wake-ups or an idle turn passes it on.  Default: nothing."""
+        return None  # a default, not an abstract method
 
     def slot_idle(self) -> None:
         """QUEUE_CONCURRENCY: a task thread of the process started an idle wait (called
         from that thread); a notifier that tells its server when the process is idle
         does so now.  Default: nothing."""
+        return None  # a default, not an abstract method
 
     def listener_turn(self, queue_table: str,
                       guard: Optional[TaskGuard] = None) -> Optional[ListenerTurn]:
@@ -193,6 +196,7 @@ class TaskGuard(Protocol):
     def settle(self) -> None:
         """Before an idle wait: release now what a guard defers to its next claim.
         Default: nothing is deferred."""
+        return None  # a default, not an abstract method
 
     def close(self) -> None:
         """Release what the guard owns besides the session (idempotent)."""
@@ -201,8 +205,16 @@ class TaskGuard(Protocol):
 class Backend(Protocol):
     """Factory of the coordination objects a worker needs."""
 
-    name: str
-    capabilities: Capabilities
+    # Read-only here: a class attribute in each backend, a property in a wrapper.
+    @property
+    def name(self) -> str:
+        """The backend's name (postgres, mysql, socket)."""
+        raise NotImplementedError
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend can do."""
+        raise NotImplementedError
 
     def check(self, session: DbSession) -> None:
         """Refuse, with a ConfigError, a database this backend cannot serve."""

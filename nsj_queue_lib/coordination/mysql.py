@@ -384,8 +384,8 @@ class ProbeNotifier(Notifier):
         self.stopping = stopping
         self.pause_seen = pause_seen
 
-    @property  # type: ignore[override]
-    def wait_slice(self) -> float:
+    @property
+    def wait_slice(self) -> float:  # type: ignore[override]
         """The longest `wait()` the consumer asks for at once (it checks its stop request
         between two): a waiter for the idle turn blocks up to TURN_WAIT in one statement."""
         return TURN_WAIT if self.prefix is not None else HALT_CHECK

@@ -168,9 +168,11 @@ class DashboardData:
         """The payload of attempt `root` in slices of `size` characters, one query each
         (the session is free between two slices)."""
         for start in range(1, length + 1, size):
-            part = self._run(lambda s, start=start: s.fetch_value(
-                _PAYLOAD_SLICE.format(table=s.dialect.quote_table(table)),
-                {"id": root, "start": start, "n": size}))
+            def read_slice(s: DbSession, start: int = start) -> Any:
+                return s.fetch_value(_PAYLOAD_SLICE.format(table=s.dialect.quote_table(table)),
+                                     {"id": root, "start": start, "n": size})
+
+            part = self._run(read_slice)
             if not part:
                 return
             yield part

@@ -110,7 +110,7 @@ def chart(minutes: Dict[str, List[int]], width: int = 600, height: int = 120,
     bar = width / 60
     parts: List[str] = []
     for i in range(60):
-        y = height
+        y = float(height)
         for status, color in colors.items():
             n = minutes[status][i]
             if not n:

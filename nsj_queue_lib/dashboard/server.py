@@ -28,7 +28,7 @@ import re
 import secrets
 import threading
 import time
-from typing import Any, Dict, FrozenSet, Iterable, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, Optional, Set, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 from nsj_queue_lib.config import Settings
@@ -85,7 +85,8 @@ class Auth:
                         hashlib.sha256).hexdigest()
 
     def token_ok(self, given: str) -> bool:
-        return self.enabled and hmac.compare_digest(given.encode(), self.token.encode())
+        return (self.enabled and self.token is not None
+                and hmac.compare_digest(given.encode(), self.token.encode()))
 
     def session_value(self) -> str:
         return self._mac("sessao")
@@ -141,7 +142,7 @@ class AllowedHosts:
 
     def __init__(self, bind_host: str, configured: Iterable[str] = ()) -> None:
         names = {"localhost", "127.0.0.1", "::1"}
-        suffixes = set()
+        suffixes: Set[str] = set()
         if bind_host not in ANY_ADDRESS:
             bound = _name_of(bind_host)
             if bound:

@@ -21,7 +21,7 @@ import ctypes
 import functools
 import math
 import select
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple, Type
 
 DRIVER_CHOICES = ("auto", "pymysql", "mysqlclient")
 
@@ -149,7 +149,7 @@ def server_status(conn: Any) -> Optional[int]:
         return status
     native = getattr(conn, "_get_native_connection", None)
     info = _mariadb_get_info() if native is not None else None
-    if info is None:
+    if native is None or info is None:
         return None
     func, get_pointer = info
     try:
@@ -162,7 +162,7 @@ def server_status(conn: Any) -> Optional[int]:
     return value.value
 
 
-def _classes(name: str) -> Tuple[type, ...]:
+def _classes(name: str) -> Tuple[Type[BaseException], ...]:
     import pymysql
 
     found = [getattr(pymysql.err, name)]
@@ -172,7 +172,7 @@ def _classes(name: str) -> Tuple[type, ...]:
     return tuple(found)
 
 
-def error_classes(*names: str) -> Tuple[type, ...]:
+def error_classes(*names: str) -> Tuple[Type[BaseException], ...]:
     """The exception classes called `names` (DB-API names: OperationalError, ...) of
     every MySQL driver installed."""
     return tuple(klass for name in names for klass in _classes(name))

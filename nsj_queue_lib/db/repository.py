@@ -6,7 +6,7 @@ import datetime as _dt
 import json
 import logging
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.fleet_mode import FleetMode, fleet_mode
@@ -61,6 +61,12 @@ def truncate_message(message: str, limit: int = MESSAGE_MAX) -> str:
     return safe_text(message, limit)
 
 
+@overload
+def _normalize(row: dict) -> dict: ...
+@overload
+def _normalize(row: None) -> None: ...
+@overload
+def _normalize(row: Optional[dict]) -> Optional[dict]: ...
 def _normalize(row: Optional[dict]) -> Optional[dict]:
     if row is None:
         return None
@@ -230,9 +236,10 @@ class TaskRepository:
             raise ValueError("limit inválido para o claim")
         legacy = self.legacy if legacy is None else legacy
         query = "task_claim_locked_compat" if legacy else "task_claim_locked"
-        params = {"lock_ns": lock_ns, "unlock": unlock,
-                  "turn_ns": turn[0] if turn else None, "turn_id": turn[1] if turn else None,
-                  "hand_id": turn[2] if turn else None, "keep": bool(keep and turn)}
+        params: Dict[str, Any] = {
+            "lock_ns": lock_ns, "unlock": unlock,
+            "turn_ns": turn[0] if turn else None, "turn_id": turn[1] if turn else None,
+            "hand_id": turn[2] if turn else None, "keep": bool(keep and turn)}
         position = self._position()
         params.update(position.claim_params())
         params["due_from"] = position.probe_from()

@@ -253,7 +253,7 @@ def _snapshot(cur: Any, schema: str, names: Optional[List[str]],
     cur.execute(sql["catalog_quote_ident"], {"name": schema})
     prefix = cur.fetchone()[0] + "."
 
-    def norm(text: Optional[str]) -> Optional[str]:
+    def norm(text: Optional[str]) -> Any:  # str, or None for None
         return None if text is None else text.replace(prefix, "{schema}.")
 
     snap = _Snapshot()
@@ -335,7 +335,7 @@ def _mysql_snapshot(cur: Any, schema: str, names: Optional[List[str]]) -> _Snaps
     sql = raw_queries(MYSQL, "catalog.sql")
     prefix = f"`{schema}`."
 
-    def norm(text: Optional[str]) -> Optional[str]:
+    def norm(text: Optional[str]) -> Any:  # str, or None for None
         return None if text is None else text.replace(prefix, "{schema}.")
 
     snap = _Snapshot()
@@ -439,16 +439,17 @@ def _compare(exp: _Snapshot, act: _Snapshot, fila: str) -> Tuple[List[Difference
     for label, exp_map, act_map in (("trigger", exp.triggers, act.triggers),
                                     ("function", exp.functions, act.functions),
                                     ("view", exp.views, act.views)):
+        definition: Any  # a trigger's dict, or a function's or view's text
         for name, definition in exp_map.items():
-            got = act_map.get(name)
+            found: Any = act_map.get(name)
             if label == "trigger":
                 definition = definition["definition"]
-                got = got and got["definition"]
-            if got is None:
+                found = found and found["definition"]
+            if found is None:
                 if label != "view" or name in act.relations:
                     diffs.append(Difference(label, name, "ausente"))
-            elif got != definition:
-                diffs.append(Difference(label, name, "diferente", str(definition), str(got)))
+            elif found != definition:
+                diffs.append(Difference(label, name, "diferente", str(definition), str(found)))
         if label == "trigger":
             for name in act_map.keys() - exp_map.keys():
                 notes.append(f"trigger {name} não é declarada pela versão atual (mantida)")
@@ -603,8 +604,8 @@ def _alter_table(diffs: List[Difference], expected: _Snapshot, schema: str, tabl
     for d in diffs:
         if d.kind == "options" and d.name == table:
             opts = expected.relations[table]["options"]
-            have = [] if d.actual == "(nenhum)" else (d.actual or "").split(", ")
-            extra = sorted({o.split("=")[0] for o in have} - {o.split("=")[0] for o in opts})
+            present = [] if d.actual == "(nenhum)" else (d.actual or "").split(", ")
+            extra = sorted({o.split("=")[0] for o in present} - {o.split("=")[0] for o in opts})
             if extra:
                 actions.append(f"RESET ({', '.join(extra)})")
             if opts:

@@ -116,10 +116,10 @@ def refusal(exc: BaseException, settings: Settings) -> Optional[DatabaseRefused]
                                f"{text.format(**facts)} [MySQL {code}]", str(code))
     pgcode = getattr(exc, "pgcode", None)
     message = str(exc)
-    for index, (pattern, code, text) in enumerate(_PG_REFUSALS):
+    for index, (pattern, sqlstate, text) in enumerate(_PG_REFUSALS):
         if _PG_CODES.get(pgcode or "") == index or pattern.search(message):
             return DatabaseRefused(f"O banco {where} recusou a conexão: "
-                                   f"{text.format(**facts)} [SQLSTATE {code}]", code)
+                                   f"{text.format(**facts)} [SQLSTATE {sqlstate}]", sqlstate)
     return None
 
 
@@ -299,7 +299,8 @@ class DbSession:
         return cls(connect(settings, **kwargs), dialect_for_driver(settings.db_driver))
 
     # -- statements -------------------------------------------------------
-    def _run(self, sql: str, params: Params, fetch: str, keep: bool = False) -> Any:
+    def _run(self, sql: str, params: Any, fetch: str, keep: bool = False) -> Any:
+        # params: a mapping, or the positional tuple of a prepared statement
         if self._chained and not self.in_transaction:
             self._end_chained()
         # (what _translated() does, written out: every statement of every task comes here)

@@ -224,12 +224,12 @@ def new_session() -> Any:
             self._env: Dict[tuple, Dict[str, Any]] = {}
 
         def merge_environment_settings(self, url: Any, proxies: Any, stream: Any,
-                                       verify: Any, cert: Any) -> Dict[str, Any]:
+                                       verify: Any, cert: Any) -> Any:
             if proxies:  # explicit proxies: nothing to remember
                 return super().merge_environment_settings(url, proxies, stream, verify, cert)
             parts = urlsplit(url)
             key = (parts.scheme, parts.netloc, stream, verify, cert)
-            found = self._env.get(key)
+            found: Any = self._env.get(key)
             if found is None:
                 if len(self._env) >= ENV_CACHE_MAX:
                     self._env.clear()

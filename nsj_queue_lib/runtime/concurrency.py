@@ -197,7 +197,7 @@ class Listener:
 
     def __init__(self, settings: Settings, backend: Any, hub: WakeHub,
                  stop: threading.Event,
-                 on_failure: Callable[[], None] = lambda: None) -> None:
+                 on_failure: Callable[[], object] = lambda: None) -> None:
         self.settings = settings
         self.backend = backend
         self.hub = hub

@@ -214,7 +214,7 @@ class Consumer:
         try:
             repo.task_seconds_to_next_due()
         except (psycopg2.ProgrammingError,
-                *error_classes("ProgrammingError", "OperationalError")) as exc:
+                *error_classes("ProgrammingError", "OperationalError")) as exc:  # type: ignore[misc]
             if (isinstance(exc, error_classes("OperationalError"))
                     and error_code(exc) != 1054):
                 raise

@@ -40,6 +40,7 @@ from typing import (
     List,
     Optional,
     Protocol,
+    Sequence,
     Set,
     Tuple,
 )
@@ -250,7 +251,7 @@ class AdminSlots:
     rate-limited).
     """
 
-    def __init__(self, jobs: List[Job], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, jobs: Sequence[Job], clock: Callable[[], float] = time.monotonic) -> None:
         self.jobs = list(jobs)
         self.clock = clock
         self._lock = threading.Lock()
@@ -391,7 +392,7 @@ def _missing_table(exc: BaseException) -> bool:
 
 def _take_all(locker: Locker, keys: list) -> Optional[list]:
     """Take every key, or none (None when one is held by someone else)."""
-    held = []
+    held: list = []
     for key in keys:
         if not locker.try_lock(key):
             for taken in reversed(held):

@@ -57,9 +57,9 @@ class CheckTasksThread(BackgroundService):
         try:
             due = bool(self._has_due_tasks())
         except Exception as exc:  # the DB may be down; keep serving locks
-            self._outage.failed(str(exc))
+            self._outage_report().failed(str(exc))
             return False
-        self._outage.recovered()
+        self._outage_report().recovered()
         if not due:
             return False
         woken = self._wake_workers()

@@ -279,9 +279,9 @@ class Server:
             client.join(join_wait)
         for thread in self._threads:
             thread.join(join_wait)
-        for sock in (self._wake_r, self._wake_w):
-            if sock is not None:
-                sock.close()
+        for wake in (self._wake_r, self._wake_w):
+            if wake is not None:
+                wake.close()
         self._stopped.set()
         logger.info("Servidor encerrado.")
 

@@ -57,7 +57,7 @@ class SocketGuard(TaskGuard):
         # for the answer; the next request on the connection comes after it).
         self._unlock = unlock or locker.unlock
         self._mark_ahead = mark_ahead
-        self._ahead: Optional[Callable[[], Optional[List[int]]]] = None  # claim sent
+        self._ahead: Optional[Callable[[], Optional[Served]]] = None  # claim sent
         # Claimed ahead with the last success, not run yet; with `chain` its COMMIT (AND
         # CHAIN) opens the transaction the task will run in.
         self._marked = MarkedAhead(chain=chain)

@@ -84,7 +84,7 @@ class SocketLocker:
                 return False
         return True
 
-    def claim(self, queue_table: str, limit: int = 1) -> Optional[list[int]]:
+    def claim(self, queue_table: str, limit: int = 1) -> Optional[Served]:
         """Ask the server for due task ids of `queue_table`, each already locked by this
         session with its task key (protocol version 2).  None when the server does not
         hand out tasks (version 1, no database, another queue table): claim on your own
@@ -93,7 +93,7 @@ class SocketLocker:
         return self.claim_ahead(queue_table, limit)()
 
     def claim_ahead(self, queue_table: str,
-                    limit: int = 1) -> Callable[[], Optional[list[int]]]:
+                    limit: int = 1) -> Callable[[], Optional[Served]]:
         """`claim` sent now; the returned call waits for its answer (the round trip
         overlaps whatever the caller does meanwhile)."""
         self._conn.ensure_connected()
@@ -105,7 +105,7 @@ class SocketLocker:
 
         version = self._conn.version
 
-        def served() -> Optional[list[int]]:
+        def served() -> Optional[Served]:
             result, generation = reply()
             if not isinstance(result, list):
                 return None

@@ -15,10 +15,13 @@ import os
 import socket
 import ssl
 import threading
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
 
 TLS_RECORD_HANDSHAKE = 0x16  # first byte of a TLS ClientHello
 
@@ -56,7 +59,7 @@ def client_context(ca_file: Optional[str] = None) -> ssl.SSLContext:
     return context
 
 
-def is_tls(sock: socket.socket) -> bool:
+def is_tls(sock: socket.socket) -> TypeGuard[ssl.SSLSocket]:
     return isinstance(sock, ssl.SSLSocket)
 
 
