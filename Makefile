@@ -8,7 +8,7 @@ DEMO_STAMP := $(VENV)/.demo-stamp
 # .env is read by the library itself (python-dotenv), never by make: values such as
 # DB_PASS="s3cr#t" keep their quotes' meaning.
 
-.PHONY: help demo test test_mysqlclient lint docs bench postgres tests tests_pubsub tests_webhook tests_server \
+.PHONY: help demo test check test_mysqlclient lint types docs bench postgres tests tests_pubsub tests_webhook tests_server \
         tests_pubsub_server tests_webhook_server stop remove build_pkg upload_pkg install_to_pkg
 
 help: ## lista os alvos
@@ -32,11 +32,19 @@ $(DEMO_STAMP): setup.cfg pyproject.toml
 demo: $(DEMO_STAMP) ## demo: workers consumindo uma fila real (PostgreSQL de DB_* ou embutido)
 	$(PY) -m nsj_queue_lib.demo
 
-test: $(STAMP) ## lint + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de NSJQ_TEST_MYSQL_*) + docs
+test: $(STAMP) ## lint + tipos + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de NSJQ_TEST_MYSQL_*) + docs
 	$(PY) -m ruff check nsj_queue_lib tests bench
+	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test_mysqlclient
 	@$(MAKE) --no-print-directory docs
+
+# The tier to run before each commit: lint, types and every test that starts no worker or
+# server process and no socket/HTTP server of ours (marker `process`, tests/fixtures/tiers.py).
+check: $(STAMP) ## lint + tipos + testes rápidos (sem processos nem servidores; bancos reais)
+	$(PY) -m ruff check nsj_queue_lib tests bench
+	$(PY) -m mypy
+	$(PY) -m pytest -m "not process" $(PYTEST_ARGS)
 
 # The suite above runs MariaDB on pymysql (the default dependency); the contract, dialect
 # and native MariaDB tests run again on the optional C driver (extra "mysqlclient").
@@ -49,6 +57,9 @@ test_mysqlclient: $(STAMP) ## testes de MariaDB (contrato, dialeto, nativo) com 
 
 lint: $(STAMP) ## ruff
 	$(PY) -m ruff check nsj_queue_lib tests bench
+
+types: $(STAMP) ## mypy (configuração em pyproject.toml)
+	$(PY) -m mypy
 
 # mkdocs.yml sets strict: a broken link or anchor, or a page left out of the menu, fails.
 docs: $(STAMP) ## gera o site da documentação em site/ (MkDocs; avisos são erros)
