@@ -163,7 +163,7 @@ class WebhookDelivery:
                 keys.append(secret_key(secret))
         if not keys:
             return request
-        root = tarefa.get("id_inicial") or tarefa.get("id")
+        root = tarefa.get("id_inicial") or tarefa["id"]
         headers = {k: v for k, v in request.headers.items()
                    if not k.lower().startswith("webhook-")}
         headers.update(signature_headers(keys, delivery_id(self.queue_table, root),

@@ -17,7 +17,7 @@ that only operators who ask for encryption install.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional
+from typing import Any, List, Optional, overload
 
 from nsj_queue_lib.exceptions import ConfigError, NsjQueueError
 
@@ -71,6 +71,10 @@ class SecretBox:
     def encrypts(self) -> bool:
         return self._multi is not None
 
+    @overload
+    def seal(self, secret: str) -> str: ...
+    @overload
+    def seal(self, secret: None) -> None: ...
     def seal(self, secret: Optional[str]) -> Optional[str]:
         """The text to store for `secret` (None stays None)."""
         if secret is None or self._first is None:
