@@ -1,6 +1,6 @@
 """Suite-wide hooks; the fixtures live in the plugin modules of tests/fixtures/ (one per
-kind: database, queue, HTTP endpoint; worker and server processes and waiting are
-plain helpers there).
+kind: database, queue, HTTP endpoint, tiers; worker and server processes and waiting are
+plain helpers there; the map of names is tests/fixtures/__init__.py's docstring).
 
 Suite-wide rules enforced here:
 * one set of variables: PostgreSQL from DB_* (as .ci/run exports), MariaDB from
@@ -8,7 +8,9 @@ Suite-wide rules enforced here:
 * every test that uses MariaDB carries the `mysql` marker (added here for the
   MariaDB fixtures; `tests.fixtures.database.require_mysql` fails an unmarked test);
 * with CI set, a skipped test fails the run (a CI that tested nothing is red), except a
-  contract test whose backend lacks a capability (`Queue.require`).
+  contract test whose backend lacks a capability (`Queue.require`);
+* a test that starts a process or a server of ours carries the `process` marker, which
+  `make check` leaves out (tests/fixtures/tiers.py adds it and fails an unmarked one).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ _LIB_PREFIXES = ("QUEUE_", "MULTI_DATABASE", "CLIENT_SERVER_MODE", "SERVER_", "G
 
 
 # Fixtures that give a MariaDB: a test using any of them is a `mysql` test.
-MYSQL_FIXTURES = frozenset({"mysql_server", "mariadb_csq", "myqueue", "nq", "mysql_db"})
+MYSQL_FIXTURES = frozenset({"mysql_server", "mariadb_queue", "mariadb_socket_queue", "mysql_db"})
 
 _skipped: list = []
 

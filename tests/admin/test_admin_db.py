@@ -36,26 +36,26 @@ def test_admin_sql_has_the_same_names_and_parameters_in_both_dialects():
 
 
 
-def test_halt_says_when_it_cannot_be_sent(csq):
-    with QueueAdmin.from_settings(csq.settings()) as admin:  # no socket server running
+def test_halt_says_when_it_cannot_be_sent(socket_queue):
+    with QueueAdmin.from_settings(socket_queue.settings()) as admin:  # no socket server running
         with pytest.raises(CoordinationError):
             admin.halt()
-    if not csq.is_mysql:  # PostgreSQL needs QUEUE_NAME (the channel) from the settings
+    if not socket_queue.is_mysql:  # PostgreSQL needs QUEUE_NAME (the channel) from the settings
         with pytest.raises(ConfigError, match="from_settings"):
-            QueueAdmin(csq.conn, csq.table).halt()
+            QueueAdmin(socket_queue.conn, socket_queue.table).halt()
 
 
-def test_halt_refuses_a_table_whose_channel_it_does_not_know_postgres(queue, pg_server):
+def test_halt_refuses_a_table_whose_channel_it_does_not_know_postgres(pg_queue, pg_server):
     # `nsj-queue halt --tabela outra` must not stop the QUEUE_NAME workers instead.
     listener = pg_server.connect()
     try:
         with listener.cursor() as cur:
-            cur.execute(f'LISTEN "{queue.fila}"')
-        with QueueAdmin.from_settings(queue.settings(),
-                                      queue_table=f"{queue.schema}.outra_fila") as admin:
+            cur.execute(f'LISTEN "{pg_queue.fila}"')
+        with QueueAdmin.from_settings(pg_queue.settings(),
+                                      queue_table=f"{pg_queue.schema}.outra_fila") as admin:
             with pytest.raises(ConfigError, match="QUEUE_NAME"):
                 admin.halt()
-        with QueueAdmin.from_settings(queue.settings()) as admin:
+        with QueueAdmin.from_settings(pg_queue.settings()) as admin:
             admin.halt()  # the workers' own queue: sent on their channel
         deadline = time.monotonic() + 5
         while not listener.notifies and time.monotonic() < deadline:
@@ -66,10 +66,10 @@ def test_halt_refuses_a_table_whose_channel_it_does_not_know_postgres(queue, pg_
         listener.close()
 
 
-def test_concurrent_redrives_of_one_chain_make_one_attempt_postgres(queue, pg_server):
-    root = queue.insert({"n": 1})
-    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" SET status = \'falha\', '
-              "estouro_tentativas = true WHERE id = %s", (root,))
+def test_concurrent_redrives_of_one_chain_make_one_attempt_postgres(pg_queue, pg_server):
+    root = pg_queue.insert({"n": 1})
+    pg_queue.sql(f'UPDATE "{pg_queue.schema}"."{pg_queue.fila}" SET status = \'falha\', '
+                 "estouro_tentativas = true WHERE id = %s", (root,))
     results, errors = [], []
     barrier = threading.Barrier(4)
 
@@ -77,7 +77,7 @@ def test_concurrent_redrives_of_one_chain_make_one_attempt_postgres(queue, pg_se
         conn = pg_server.connect()  # autocommit: each call is its own transaction
         try:
             barrier.wait()
-            results.append(QueueAdmin(conn, queue.table).retry(root))
+            results.append(QueueAdmin(conn, pg_queue.table).retry(root))
         except InvalidTaskState as exc:
             errors.append(exc)
         finally:
@@ -89,54 +89,54 @@ def test_concurrent_redrives_of_one_chain_make_one_attempt_postgres(queue, pg_se
     for t in threads:
         t.join(20)
     assert len(results) == 1 and len(errors) == 3
-    assert [r["id"] for r in queue.chain(root)] == [root, results[0]]
+    assert [r["id"] for r in pg_queue.chain(root)] == [root, results[0]]
 
 
-def test_writes_join_the_callers_transaction(queue, pg_server):
-    task_id = queue.insert({"n": 1})
+def test_writes_join_the_callers_transaction(pg_queue, pg_server):
+    task_id = pg_queue.insert({"n": 1})
     conn = pg_server.connect(autocommit=False)
     try:
-        admin = QueueAdmin(conn, queue.table)
+        admin = QueueAdmin(conn, pg_queue.table)
         admin.cancel(task_id)
         admin.pause()
-        assert queue.row(task_id)["status"] == "pendente"  # not committed yet
-        assert QueueAdmin(queue.conn, queue.table).is_paused() is False
+        assert pg_queue.row(task_id)["status"] == "pendente"  # not committed yet
+        assert QueueAdmin(pg_queue.conn, pg_queue.table).is_paused() is False
         conn.rollback()
-        assert queue.row(task_id)["status"] == "pendente"
+        assert pg_queue.row(task_id)["status"] == "pendente"
         admin.cancel(task_id, motivo="x")
         conn.commit()
-        assert queue.row(task_id)["status"] == "cancelada"
+        assert pg_queue.row(task_id)["status"] == "cancelada"
     finally:
         conn.close()
 
 
-def test_queue_without_control_table_works_and_pause_says_how_to_upgrade(queue):
-    queue.sql(f'DROP TABLE "{queue.schema}"."{queue.fila}_controle"')
-    admin = QueueAdmin(queue.conn, queue.table)
+def test_queue_without_control_table_works_and_pause_says_how_to_upgrade(pg_queue):
+    pg_queue.sql(f'DROP TABLE "{pg_queue.schema}"."{pg_queue.fila}_controle"')
+    admin = QueueAdmin(pg_queue.conn, pg_queue.table)
     assert admin.pause_state()["controle"] is False and admin.is_paused() is False
     with pytest.raises(ControlTableMissing, match="nsj-queue schema upgrade"):
         admin.pause()
-    status = read_status(queue.settings())
+    status = read_status(pg_queue.settings())
     assert status["pausa"]["pausada"] is False
     assert status["pausa"]["tabela_de_controle"] is False
-    w = queue.start_ready_worker()
-    task_id = queue.insert({"return": "sem controle"})
-    queue.wait_status(task_id, "sucesso")
+    w = pg_queue.start_ready_worker()
+    task_id = pg_queue.insert({"return": "sem controle"})
+    pg_queue.wait_status(task_id, "sucesso")
     assert w.proc.poll() is None
 
 
-def test_mysql_cancel_redrive_pause_and_concurrent_redrive(myqueue, mysql_server):
+def test_mysql_cancel_redrive_pause_and_concurrent_redrive(mariadb_queue, mysql_server):
     conn = mysql_server.connect(database=None)  # autocommit
     try:
-        admin = QueueAdmin(conn, myqueue.table)
+        admin = QueueAdmin(conn, mariadb_queue.table)
         from nsj_queue_lib.queue_client import QueueClient
 
         producer = mysql_server.connect(database=None)
-        root = QueueClient(producer, myqueue.table).insert_task("o", "d", "p", "k", {"n": 1})
+        root = QueueClient(producer, mariadb_queue.table).insert_task("o", "d", "p", "k", {"n": 1})
         producer.commit()
         producer.close()
         assert admin.cancel(root, motivo="teste") == root
-        assert myqueue.row(root)["status"] == "cancelada"
+        assert mariadb_queue.row(root)["status"] == "cancelada"
         results, errors = [], []
         barrier = threading.Barrier(3)
 
@@ -144,7 +144,7 @@ def test_mysql_cancel_redrive_pause_and_concurrent_redrive(myqueue, mysql_server
             c = mysql_server.connect(database=None)
             try:
                 barrier.wait()
-                results.append(QueueAdmin(c, myqueue.table).retry(root))
+                results.append(QueueAdmin(c, mariadb_queue.table).retry(root))
             except InvalidTaskState as exc:
                 errors.append(exc)
             finally:
@@ -156,7 +156,7 @@ def test_mysql_cancel_redrive_pause_and_concurrent_redrive(myqueue, mysql_server
         for t in threads:
             t.join(20)
         assert len(results) == 1 and len(errors) == 2
-        new = myqueue.row(results[0])
+        new = mariadb_queue.row(results[0])
         assert (new["id_inicial"], new["id_anterior"], new["tentativa"], new["status"]) == (
             root, root, 2, "pendente")
         assert [r["id"] for r in admin.list_tasks()] == [results[0]]

@@ -58,20 +58,20 @@ def test_scripts_and_modules_answer_help_and_version_without_starting(module):
     assert res.returncode == 0 and __version__ in res.stdout, res.stdout + res.stderr
 
 
-def test_operator_session_against_postgres_and_a_worker(queue):
+def test_operator_session_against_postgres_and_a_worker(pg_queue):
     env = dict(os.environ)
-    env.update(queue.env(QUEUE_MAX_RETRY="1", QUEUE_BASE_INTERVAL_RETRY="0"))
+    env.update(pg_queue.env(QUEUE_MAX_RETRY="1", QUEUE_BASE_INTERVAL_RETRY="0"))
     env["PYTHONPATH"] = str(ROOT)
-    log = open(queue.log_dir / f"{queue.schema}-cli-worker.log", "wb")
+    log = open(pg_queue.log_dir / f"{pg_queue.schema}-cli-worker.log", "wb")
     worker = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib", "worker",
                                "tests.workers.scripted:ScriptedWorker"], env=env, cwd=str(ROOT),
                               stdout=log, stderr=subprocess.STDOUT)
     try:
-        ok = queue.insert({"return": "feito"}, processo="faturar")
-        bad = queue.insert({"fail_until": 2}, processo="faturar")  # attempt 1 fails: dead
-        queue.wait_status(ok, "sucesso")
-        dead = eventually(lambda: queue.rows("dead AND live_id = %s AND status = 'sucesso'",
-                                             (bad,)), 20, message="dead letter")[0]
+        ok = pg_queue.insert({"return": "feito"}, processo="faturar")
+        bad = pg_queue.insert({"fail_until": 2}, processo="faturar")  # attempt 1 fails: dead
+        pg_queue.wait_status(ok, "sucesso")
+        dead = eventually(lambda: pg_queue.rows("dead AND live_id = %s AND status = 'sucesso'",
+                                                (bad,)), 20, message="dead letter")[0]
 
         res = cli("tasks", "list", "--json", env=env)
         assert res.returncode == 0, res.stderr
@@ -89,7 +89,7 @@ def test_operator_session_against_postgres_and_a_worker(queue):
         assert res.returncode == 0, res.stderr
         out = json.loads(res.stdout)
         assert out["id_inicial"] == bad
-        queue.wait_status(out["nova_tentativa"], "sucesso")
+        pg_queue.wait_status(out["nova_tentativa"], "sucesso")
         res = cli("retry", str(bad), env=env)
         assert res.returncode == 1 and "sucesso" in res.stderr
         res = cli("tasks", "show", "999999999", env=env)
@@ -98,23 +98,23 @@ def test_operator_session_against_postgres_and_a_worker(queue):
         res = cli("pause", "--motivo", "janela de manutenção", "--json", env=env)
         assert res.returncode == 0 and json.loads(res.stdout)["pausada"] is True
         time.sleep(1.0)
-        later = queue.insert({"return": "depois"})
+        later = pg_queue.insert({"return": "depois"})
         res = cli("status", env=env)
         assert res.returncode == 0 and "PAUSADA desde" in res.stdout
         assert "janela de manutenção" in res.stdout
         res = cli("cancel", str(later), "--motivo", "não precisa", env=env)
         assert res.returncode == 0 and f"Tarefa {later} cancelada" in res.stdout
-        assert queue.row(later)["status"] == "cancelada"
+        assert pg_queue.row(later)["status"] == "cancelada"
         assert cli("cancel", str(later), env=env).returncode == 1
-        again = queue.insert({"return": "retomada"})
+        again = pg_queue.insert({"return": "retomada"})
         time.sleep(1.0)
-        assert queue.row(again)["status"] == "pendente"
+        assert pg_queue.row(again)["status"] == "pendente"
         res = cli("resume", env=env)
         assert res.returncode == 0 and "retomada" in res.stdout
-        queue.wait_status(again, "sucesso", timeout=10)
+        pg_queue.wait_status(again, "sucesso", timeout=10)
 
-        res = cli("schema", "print", queue.schema, "x", env=env)
-        ref = run_python(["-m", "nsj_queue_lib.db_gen", queue.schema, "x"], env=env)
+        res = cli("schema", "print", pg_queue.schema, "x", env=env)
+        ref = run_python(["-m", "nsj_queue_lib.db_gen", pg_queue.schema, "x"], env=env)
         assert res.returncode == 0 and res.stdout == ref.stdout
     finally:
         worker.terminate()
@@ -122,42 +122,43 @@ def test_operator_session_against_postgres_and_a_worker(queue):
         log.close()
 
 
-def test_halt_stops_a_native_mysql_worker(nq):
+def test_halt_stops_a_native_mysql_worker(mariadb_queue):
     env = dict(os.environ)
-    env.update(nq.env())
+    env.update(mariadb_queue.env())
     env["PYTHONPATH"] = str(ROOT)
-    worker = nq.start_ready_worker()
+    worker = mariadb_queue.start_ready_worker()
     res = cli("halt", "--json", env=env)
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout) == {"fila": nq.table, "halt": True}
+    assert json.loads(res.stdout) == {"fila": mariadb_queue.table, "halt": True}
     assert worker.wait_exit(15) == 0
     assert "HALT recebido no canal" in worker.log()
-    control = f"{nq.quote(nq.schema)}.{nq.quote(nq.fila + '_controle')}"
-    assert "@" in nq.value(f"SELECT alterado_por FROM {control} WHERE id = 2")
+    control = (f"{mariadb_queue.quote(mariadb_queue.schema)}."
+               f"{mariadb_queue.quote(mariadb_queue.fila + '_controle')}")
+    assert "@" in mariadb_queue.value(f"SELECT alterado_por FROM {control} WHERE id = 2")
 
 
-def test_exit_codes_for_configuration_and_unavailable_database(queue):
+def test_exit_codes_for_configuration_and_unavailable_database(pg_queue):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DB_", "QUEUE_"))}
     res = cli("tasks", "list", env=env)
     assert res.returncode == 2 and "DB_HOST" in res.stderr
-    env.update(queue.env())
+    env.update(pg_queue.env())
     env.pop("QUEUE_TABLE")
     res = cli("pause", env=env)
     assert res.returncode == 2 and "QUEUE_TABLE" in res.stderr
     res = cli("pause", "--tabela", "nao valida", env=env)
     assert res.returncode == 2
     env["DB_PORT"] = "1"
-    res = cli("tasks", "list", "--tabela", queue.table, env=env)
+    res = cli("tasks", "list", "--tabela", pg_queue.table, env=env)
     assert res.returncode == 1 and "conectar" in res.stderr
     res = cli("worker", "tests.workers.nao_existe:X", env=env)
     assert res.returncode == 2 and "nao_existe" in res.stderr
 
 
-def test_health_probes_for_the_queue_server_and_the_database(csq):
+def test_health_probes_for_the_queue_server_and_the_database(socket_queue):
     """The compose healthchecks of the server and tests services."""
-    csq.start_server()
+    socket_queue.start_server()
     env = dict(os.environ)
-    env.update(csq.env())
+    env.update(socket_queue.env())
     res = cli("health", "--servidor", env=env)
     assert res.returncode == 0 and "respondeu" in res.stdout, res.stdout + res.stderr
     res = cli("health", "--servidor", "--json", env=dict(env, SERVER_AUTH_TOKEN="errado"))
@@ -168,36 +169,36 @@ def test_health_probes_for_the_queue_server_and_the_database(csq):
     assert res.returncode == 1 and "banco indisponível" in res.stdout
 
 
-def test_schema_apply_verify_upgrade(pg_server, queue):
+def test_schema_apply_verify_upgrade(pg_server, pg_queue):
     env = dict(os.environ)
-    env.update(queue.env())
+    env.update(pg_queue.env())
     res = cli("schema", "verify", env=env)  # QUEUE_TABLE's queue, made by db_gen
     assert res.returncode == 0, res.stdout + res.stderr
-    queue.sql(f'DROP TABLE "{queue.schema}"."{queue.fila}_controle"')
+    pg_queue.sql(f'DROP TABLE "{pg_queue.schema}"."{pg_queue.fila}_controle"')
     res = cli("schema", "verify", "--json", env=env)
     assert res.returncode == 1, res.stdout + res.stderr
     diffs = json.loads(res.stdout)["diferencas"]
-    assert any(d["nome"] == f"{queue.fila}_controle" and d["problema"] == "ausente"
+    assert any(d["nome"] == f"{pg_queue.fila}_controle" and d["problema"] == "ausente"
                for d in diffs), diffs
     res = cli("schema", "upgrade", "--imprimir", env=env)
-    assert res.returncode == 0 and f"{queue.fila}_controle" in res.stdout
-    assert queue.value("SELECT to_regclass(%s) IS NULL", (f"{queue.table}_controle",))
+    assert res.returncode == 0 and f"{pg_queue.fila}_controle" in res.stdout
+    assert pg_queue.value("SELECT to_regclass(%s) IS NULL", (f"{pg_queue.table}_controle",))
     res = cli("schema", "upgrade", env=env)
     assert res.returncode == 0 and "atualizada" in res.stdout, res.stdout + res.stderr
     assert cli("schema", "verify", env=env).returncode == 0
     assert "nada a fazer" in cli("schema", "upgrade", env=env).stdout
     assert cli("pause", env=env).returncode == 0  # the control table is back
 
-    queue.sql(f'CREATE SCHEMA "{queue.schema}_b"')
+    pg_queue.sql(f'CREATE SCHEMA "{pg_queue.schema}_b"')
     try:
-        res = cli("schema", "apply", f"{queue.schema}_b", "nova", env=env)
+        res = cli("schema", "apply", f"{pg_queue.schema}_b", "nova", env=env)
         assert res.returncode == 0, res.stdout + res.stderr
-        assert cli("schema", "apply", f"{queue.schema}_b", "nova", env=env).returncode == 0
-        assert cli("schema", "verify", f"{queue.schema}_b", "nova", env=env).returncode == 0
+        assert cli("schema", "apply", f"{pg_queue.schema}_b", "nova", env=env).returncode == 0
+        assert cli("schema", "verify", f"{pg_queue.schema}_b", "nova", env=env).returncode == 0
         # (its one row: a new queue starts out of mixed-fleet mode with 1.2.2)
-        assert queue.sql(f'SELECT pausada, compat_1_2_2 FROM "{queue.schema}_b".nova_controle'
-                         ) == [{"pausada": False, "compat_1_2_2": False}]
+        assert pg_queue.sql(f'SELECT pausada, compat_1_2_2 FROM "{pg_queue.schema}_b".nova_controle'
+                            ) == [{"pausada": False, "compat_1_2_2": False}]
     finally:
-        queue.sql(f'DROP SCHEMA "{queue.schema}_b" CASCADE')
+        pg_queue.sql(f'DROP SCHEMA "{pg_queue.schema}_b" CASCADE')
     res = cli("schema", "verify", "so_schema", env=env)
     assert res.returncode == 2

@@ -13,11 +13,11 @@ from tests.fixtures.processes import ROOT
 HOSTILE = "ok\x1b]0;titulo\x07\x1b[2J\rFORJADA\x9b31m\x08fim"
 
 
-def test_tasks_list_show_and_json_escape_control_characters(queue):
-    env = {**os.environ, **queue.env(), "PYTHONPATH": str(ROOT)}
-    task = queue.insert({"n": 1}, processo="proc\x1b[31m")
-    queue.sql(f"UPDATE {queue.table} SET status = 'falha', mensagem = %s WHERE id = %s",
-              (HOSTILE, task))
+def test_tasks_list_show_and_json_escape_control_characters(pg_queue):
+    env = {**os.environ, **pg_queue.env(), "PYTHONPATH": str(ROOT)}
+    task = pg_queue.insert({"n": 1}, processo="proc\x1b[31m")
+    pg_queue.sql(f"UPDATE {pg_queue.table} SET status = 'falha', mensagem = %s WHERE id = %s",
+                 (HOSTILE, task))
     for args in (("tasks", "list"), ("tasks", "show", str(task)),
                  ("tasks", "list", "--json"), ("tasks", "show", str(task), "--json")):
         res = cli(*args, env=env)
@@ -33,7 +33,7 @@ def test_tasks_list_show_and_json_escape_control_characters(queue):
             assert "\\u001b]0;titulo\\u0007" in res.stdout
 
 
-def test_status_watch_still_clears_the_screen_on_a_terminal(queue):
+def test_status_watch_still_clears_the_screen_on_a_terminal(pg_queue):
     """The library's own clear-screen sequence of `status --watch` reaches a real terminal
     (a pty) unescaped, while stored text stays escaped."""
     import pty
@@ -42,7 +42,7 @@ def test_status_watch_still_clears_the_screen_on_a_terminal(queue):
     import sys
     import time
 
-    env = {**os.environ, **queue.env(), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, **pg_queue.env(), "PYTHONPATH": str(ROOT)}
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib", "status", "--watch", "1"],
                             env=env, cwd=str(ROOT), stdin=subprocess.DEVNULL, stdout=slave,

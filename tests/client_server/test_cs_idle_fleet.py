@@ -20,37 +20,37 @@ from tests.fixtures.waiting import eventually
 IDLE = 12
 
 
-def _counted_fleet(csq, counted: Counted, idle: int):
-    server = csq.start_server(SERVER, **counted.env())
-    workers = counted.start_workers(csq, idle)
-    eventually(lambda: csq.server_status()["listeners"] == idle, 20,
+def _counted_fleet(socket_queue, counted: Counted, idle: int):
+    server = socket_queue.start_server(SERVER, **counted.env())
+    workers = counted.start_workers(socket_queue, idle)
+    eventually(lambda: socket_queue.server_status()["listeners"] == idle, 20,
                message="todos os workers registrados no servidor")
     return server, workers
 
 
-def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(csq, tmp_path):
+def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(socket_queue, tmp_path):
     """12 idle workers, tasks arriving at 100/s without notify (the server's probe finds
     them): statements per completed task, all processes counted, stay near the backlog's
     cost.  Before version 3 every probe woke every worker, and each ran a candidates
     query and a next-due probe (about 10 per task here)."""
     counted = Counted(tmp_path)
-    server, workers = _counted_fleet(csq, counted, IDLE)
+    server, workers = _counted_fleet(socket_queue, counted, IDLE)
     counted.mark()
-    ids = csq.insert_steadily(100.0, 3.0)
-    eventually(lambda: csq.count("status = 'sucesso'") == len(ids), 30,
+    ids = socket_queue.insert_steadily(100.0, 3.0)
+    eventually(lambda: socket_queue.count("status = 'sucesso'") == len(ids), 30,
                message="todas as tarefas concluídas")
     sent = counted.stop_and_count([*workers, server], timeout=30)
-    assert sorted(e["tarefa_id"] for e in csq.effects()) == sorted(ids)  # each once
+    assert sorted(e["tarefa_id"] for e in socket_queue.effects()) == sorted(ids)  # each once
     per_task = sum(sent) / len(ids)
     print(f"statements per task: {per_task:.2f} {sent}")
-    assert per_task <= LIMIT[csq.kind], (per_task, sent)
+    assert per_task <= LIMIT[socket_queue.kind], (per_task, sent)
 
 
-def test_an_idle_fleet_without_arrivals_costs_the_servers_probe_only(csq, tmp_path):
+def test_an_idle_fleet_without_arrivals_costs_the_servers_probe_only(socket_queue, tmp_path):
     """No arrivals: idle workers send (nearly) nothing; the server's probe reads every
     QUEUE_POLL_INTERVAL, whatever the fleet's size."""
     counted = Counted(tmp_path)
-    server, workers = _counted_fleet(csq, counted, IDLE)
+    server, workers = _counted_fleet(socket_queue, counted, IDLE)
     counted.mark()
     time.sleep(4.0 - 0.1)  # 4 s counted (the mark's own 0.1 s included)
     sent = counted.stop_and_count([*workers, server], timeout=30)
@@ -60,47 +60,47 @@ def test_an_idle_fleet_without_arrivals_costs_the_servers_probe_only(csq, tmp_pa
     assert most <= 4.0 / 0.1 * 1.5, sent  # the server's probe
 
 
-def test_a_wake_up_lost_to_a_frozen_worker_is_made_up_by_the_probe(csq):
+def test_a_wake_up_lost_to_a_frozen_worker_is_made_up_by_the_probe(socket_queue):
     """The server wakes the most recently idle worker first: freeze it (SIGSTOP), so the
     wake-up for a new task goes to a worker that never claims.  The task is still run
     by the other one, within a few probe intervals, with or without the producer's
     notify."""
-    csq.start_server()
-    other = csq.start_ready_worker()
-    eventually(lambda: csq.server_status()["idle"] == 1, 20, message="primeiro ocioso")
-    frozen = csq.start_ready_worker()
-    eventually(lambda: csq.server_status()["idle"] == 2, 20, message="segundo ocioso")
+    socket_queue.start_server()
+    other = socket_queue.start_ready_worker()
+    eventually(lambda: socket_queue.server_status()["idle"] == 1, 20, message="primeiro ocioso")
+    frozen = socket_queue.start_ready_worker()
+    eventually(lambda: socket_queue.server_status()["idle"] == 2, 20, message="segundo ocioso")
     frozen.signal(signal.SIGSTOP)
     try:
-        task = csq.insert({"efeito": "perdido"})
-        assert notify_server(csq.settings()) == 1  # to the frozen one: it never claims
-        csq.wait_status(task, "sucesso", timeout=10)
-        assert effects_by_key(csq) == {"perdido": 1}
+        task = socket_queue.insert({"efeito": "perdido"})
+        assert notify_server(socket_queue.settings()) == 1  # to the frozen one: it never claims
+        socket_queue.wait_status(task, "sucesso", timeout=10)
+        assert effects_by_key(socket_queue) == {"perdido": 1}
         assert other.proc.poll() is None
-        later = csq.insert({"efeito": "depois"})  # without notify: the probe
-        csq.wait_status(later, "sucesso", timeout=10)
-        assert effects_by_key(csq) == {"perdido": 1, "depois": 1}
+        later = socket_queue.insert({"efeito": "depois"})  # without notify: the probe
+        socket_queue.wait_status(later, "sucesso", timeout=10)
+        assert effects_by_key(socket_queue) == {"perdido": 1, "depois": 1}
     finally:
         frozen.signal(signal.SIGCONT)
     wait_ready(frozen)
 
 
 @pytest.mark.parametrize("server_v2", [False, True], ids=["server-v3", "server-v2"])
-def test_workers_of_both_versions_share_a_fleet(csq, server_v2):
+def test_workers_of_both_versions_share_a_fleet(socket_queue, server_v2):
     """A rolling upgrade: version 2 workers (woken by every wake-up) beside version 3 ones,
     on a version 3 server; and version 3 workers on a version 2 server (they step down
     to version 2).  Every task runs exactly once."""
     if server_v2:
-        csq.start_server("tests.workers.server_protocol_v2")
+        socket_queue.start_server("tests.workers.server_protocol_v2")
     else:
-        csq.start_server()
-    workers = [csq.start_ready_worker("tests.workers.protocol_v2") for _ in range(2)]
-    workers += [csq.start_ready_worker() for _ in range(2)]
-    ids = csq.insert_steadily(50.0, 2.0)
-    ids += csq.insert_many([{"efeito": f"lote{i}"} for i in range(40)])
-    csq.wait_idle()
-    assert sorted(e["tarefa_id"] for e in csq.effects()) == sorted(ids)
-    status = csq.server_status()
+        socket_queue.start_server()
+    workers = [socket_queue.start_ready_worker("tests.workers.protocol_v2") for _ in range(2)]
+    workers += [socket_queue.start_ready_worker() for _ in range(2)]
+    ids = socket_queue.insert_steadily(50.0, 2.0)
+    ids += socket_queue.insert_many([{"efeito": f"lote{i}"} for i in range(40)])
+    socket_queue.wait_idle()
+    assert sorted(e["tarefa_id"] for e in socket_queue.effects()) == sorted(ids)
+    status = socket_queue.server_status()
     assert status["listeners"] == 4
     if server_v2:
         assert "usando a versão 2" in workers[2].log()

@@ -9,8 +9,8 @@ import json
 SURROGATE = "\udcff"
 
 
-def test_undecodable_texts_on_mariadb_keep_work_and_record_errors(mariadb_csq):
-    csq = mariadb_csq
+def test_undecodable_texts_on_mariadb_keep_work_and_record_errors(mariadb_socket_queue):
+    csq = mariadb_socket_queue
     csq.start_server()
     w = csq.start_ready_worker(QUEUE_BASE_INTERVAL_RETRY="10")
     ok = csq.insert(json.dumps({"efeito": "feito", "return": f"ok {SURROGATE}\x00 fim"}))

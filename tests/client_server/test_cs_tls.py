@@ -53,13 +53,6 @@ def certs(tmp_path_factory) -> Path:
     return directory
 
 
-@pytest.fixture
-def pgq(pg_server, tmp_path):
-    q = Queue.create(pg_server, mode="cs", log_dir=tmp_path)
-    yield q
-    q.destroy()
-
-
 def _tls_server(q: Queue, certs: Path, **extra: str) -> QueueServerProc:
     """The real server with TLS (the plain-text readiness probe of QueueServerProc cannot
     talk to it: ready = its log line plus a TLS client that gets a pong)."""
@@ -126,18 +119,19 @@ class _Tap:
         self.listener.close()
 
 
-def test_workers_run_tasks_over_tls_and_the_token_never_travels_in_clear(pgq, certs):
-    _tls_server(pgq, certs)
-    tap = _Tap(pgq.notify_port)
+def test_workers_run_tasks_over_tls_and_the_token_never_travels_in_clear(pg_socket_queue, certs):
+    _tls_server(pg_socket_queue, certs)
+    tap = _Tap(pg_socket_queue.notify_port)
     try:
         # The worker's task locks and wake-ups go through the recording proxy.
-        worker = pgq.start_ready_worker(SERVER_TLS="true", SERVER_TLS_CA_FILE=certs / "ca.pem",
+        worker = pg_socket_queue.start_ready_worker(SERVER_TLS="true",
+                                                    SERVER_TLS_CA_FILE=certs / "ca.pem",
                                         NOTIFY_SERVICE_PORT=tap.port)
-        ids = pgq.insert_many([{"efeito": f"tls-{n}"} for n in range(4)])
+        ids = pg_socket_queue.insert_many([{"efeito": f"tls-{n}"} for n in range(4)])
         for task_id in ids:
-            pgq.wait_status(task_id, "sucesso", timeout=15)
-        assert [r["status"] for r in pgq.rows()] == ["sucesso"] * 4
-        effects = pgq.effects()
+            pg_socket_queue.wait_status(task_id, "sucesso", timeout=15)
+        assert [r["status"] for r in pg_socket_queue.rows()] == ["sucesso"] * 4
+        effects = pg_socket_queue.effects()
         assert sorted(e["tarefa_id"] for e in effects) == ids
         assert {e["pid"] for e in effects} == {worker.pid}
         captured = tap.data()
@@ -149,20 +143,20 @@ def test_workers_run_tasks_over_tls_and_the_token_never_travels_in_clear(pgq, ce
         tap.close()
 
 
-def test_plaintext_client_and_wrong_ca_are_refused_with_clear_errors(pgq, certs):
-    srv = _tls_server(pgq, certs)
-    plain = SocketConnection(HOST, pgq.notify_port, TOKEN, 2.0)
+def test_plaintext_client_and_wrong_ca_are_refused_with_clear_errors(pg_socket_queue, certs):
+    srv = _tls_server(pg_socket_queue, certs)
+    plain = SocketConnection(HOST, pg_socket_queue.notify_port, TOKEN, 2.0)
     with pytest.raises(ConfigError, match="este servidor exige TLS: configure SERVER_TLS=true"):
         plain.request(p.OP_PING)
     plain.close()
-    wrong = SocketConnection(HOST, pgq.notify_port, TOKEN, 2.0,
+    wrong = SocketConnection(HOST, pg_socket_queue.notify_port, TOKEN, 2.0,
                              tls_context=client_context(str(certs / "other-ca.pem")))
     with pytest.raises(ConfigError, match=r"certificado TLS do servidor .* recusado: "
                                           r".*confira SERVER_TLS_CA_FILE"):
         wrong.request(p.OP_PING)
     wrong.close()
     # The right CA, checked against the host name "localhost" too.
-    good = SocketConnection("localhost", pgq.notify_port, TOKEN, 2.0,
+    good = SocketConnection("localhost", pg_socket_queue.notify_port, TOKEN, 2.0,
                             tls_context=client_context(str(certs / "ca.pem")))
     try:
         assert good.request(p.OP_PING)[0] == "pong"
@@ -172,21 +166,22 @@ def test_plaintext_client_and_wrong_ca_are_refused_with_clear_errors(pgq, certs)
     assert "cliente sem TLS recusado (o servidor exige TLS)" in log
     assert "falha no handshake TLS" in log
     # A worker process without TLS stops with the same clear message.
-    worker = pgq.start_worker()
+    worker = pg_socket_queue.start_worker()
     eventually(lambda: worker.proc.poll() is not None, 20, message="worker sem TLS encerrado")
     assert worker.proc.returncode == 2, worker.log()
     assert "este servidor exige TLS" in worker.log()
     # And so does a TLS worker that does not trust the server's CA.
-    doubter = pgq.start_worker(SERVER_TLS="true", SERVER_TLS_CA_FILE=certs / "other-ca.pem")
+    doubter = pg_socket_queue.start_worker(SERVER_TLS="true",
+                                           SERVER_TLS_CA_FILE=certs / "other-ca.pem")
     eventually(lambda: doubter.proc.poll() is not None, 20, message="worker com CA errada")
     assert doubter.proc.returncode == 2, doubter.log()
     assert "certificado TLS do servidor" in doubter.log()
     assert "confira SERVER_TLS_CA_FILE" in doubter.log()
 
 
-def test_tls_client_against_a_plaintext_server(pgq, certs):
-    srv = pgq.start_server()
-    conn = SocketConnection(HOST, pgq.notify_port, TOKEN, 2.0,
+def test_tls_client_against_a_plaintext_server(pg_socket_queue, certs):
+    srv = pg_socket_queue.start_server()
+    conn = SocketConnection(HOST, pg_socket_queue.notify_port, TOKEN, 2.0,
                             tls_context=client_context(str(certs / "ca.pem")))
     with pytest.raises(ConfigError, match=r"falha na negociação TLS .*Sem TLS no servidor, "
                                           r"use SERVER_TLS=false"):
@@ -203,34 +198,37 @@ def test_tls_client_against_a_plaintext_server(pgq, certs):
     ({"SERVER_TLS_CERT_FILE": "ca.key", "SERVER_TLS_KEY_FILE": "server.key"},
      "certificado/chave TLS inválidos (SERVER_TLS_CERT_FILE="),
 ])
-def test_invalid_tls_files_stop_the_server_with_exit_2(pgq, certs, variables, named):
+def test_invalid_tls_files_stop_the_server_with_exit_2(pg_socket_queue, certs, variables, named):
     env = {k: (v if v.startswith("/") else str(certs / v)) for k, v in variables.items()}
-    srv = QueueServerProc(pgq.env(**env), pgq.log_dir / "bad-tls.log", pgq.notify_port,
-                          pgq.lock_port, TOKEN)
-    pgq.servers.append(srv)
+    srv = QueueServerProc(pg_socket_queue.env(**env), pg_socket_queue.log_dir / "bad-tls.log",
+                          pg_socket_queue.notify_port,
+                          pg_socket_queue.lock_port, TOKEN)
+    pg_socket_queue.servers.append(srv)
     eventually(lambda: srv.proc.poll() is not None, 20, message="servidor encerrado")
     assert srv.proc.returncode == 2
     assert named in srv.log()
 
 
-def test_a_tls_client_that_stops_reading_is_dropped_without_delaying_wake_ups(pgq, certs):
+def test_a_tls_client_that_stops_reading_is_dropped_without_delaying_wake_ups(pg_socket_queue,
+                                                                              certs):
     """The never-block wake-up path with SSLSocket (SSLWantWriteError = slow client), while
     the healthy worker's reader and the server's writers share each TLS connection."""
-    srv = _tls_server(pgq, certs, TIMEOUT_SOCKET_MESSAGE="5")
+    srv = _tls_server(pg_socket_queue, certs, TIMEOUT_SOCKET_MESSAGE="5")
     context = client_context(str(certs / "ca.pem"))
-    stuck = context.wrap_socket(socket.create_connection((HOST, pgq.notify_port), timeout=5),
+    stuck = context.wrap_socket(socket.create_connection((HOST, pg_socket_queue.notify_port),
+                                                         timeout=5),
                                 server_hostname=HOST)
     # (version 2: a listener woken by every notify, so unread wake-ups fill its buffer)
     stuck.sendall(p.encode(p.request(p.OP_HELLO, 1, version=2, token=TOKEN,
-                                     role="worker", queue=pgq.fila))
+                                     role="worker", queue=pg_socket_queue.fila))
                   + p.encode(p.request(p.OP_LISTEN, 2)))
     decoder, replies = p.FrameDecoder(), []
     while len(replies) < 2:
         replies += decoder.feed(stuck.recv(65536))
     assert all(r.get("ok") for r in replies), replies  # from now on it never reads
-    with SocketNotifier(HOST, pgq.notify_port, TOKEN, 5.0, queue=pgq.fila,
+    with SocketNotifier(HOST, pg_socket_queue.notify_port, TOKEN, 5.0, queue=pg_socket_queue.fila,
                         tls_context=context) as worker, \
-            SocketNotifier(HOST, pgq.lock_port, TOKEN, 5.0, queue=pgq.fila,
+            SocketNotifier(HOST, pg_socket_queue.lock_port, TOKEN, 5.0, queue=pg_socket_queue.fila,
                            tls_context=context) as producer:
         worker.listen()
         slowest = notify_past_a_stuck_client(worker, producer, srv.log)
@@ -240,7 +238,7 @@ def test_a_tls_client_that_stops_reading_is_dropped_without_delaying_wake_ups(pg
 
 
 def test_a_listener_thread_stopped_by_a_server_that_now_requires_tls_stops_the_worker(
-        pgq, certs, tmp_path):
+        pg_socket_queue, certs, tmp_path):
     """The listener thread of a QUEUE_CONCURRENCY worker ends only on a configuration
     error (a lost connection is retried).  For real: the socket server comes back with
     TLS required and the listener's reconnection is refused (ConfigError).  Before, only
@@ -248,15 +246,16 @@ def test_a_listener_thread_stopped_by_a_server_that_now_requires_tls_stops_the_w
     restart it.  Now the failure is logged, the health state says why at once, and the
     worker stops as on SIGTERM and exits with code 2 (as a single-threaded worker does
     on a configuration error), so that its supervisor restarts it."""
-    srv = pgq.start_server()
+    srv = pg_socket_queue.start_server()
     health_file = tmp_path / "worker.health"
-    env = pgq.env(QUEUE_HEALTH_FILE=str(health_file))
-    worker = pgq.start_ready_worker(QUEUE_CONCURRENCY="2", QUEUE_HEALTH_FILE=str(health_file),
+    env = pg_socket_queue.env(QUEUE_HEALTH_FILE=str(health_file))
+    worker = pg_socket_queue.start_ready_worker(QUEUE_CONCURRENCY="2",
+                                                QUEUE_HEALTH_FILE=str(health_file),
                                     QUEUE_WAIT_NOTIFY_INTERVAL="300")
     try:
         eventually(lambda: _probe(env).returncode == 0, 30, message="worker saudável")
         srv.stop()
-        _tls_server(pgq, certs)
+        _tls_server(pg_socket_queue, certs)
         try:
             code = worker.wait_exit(60)
         except subprocess.TimeoutExpired:

@@ -82,19 +82,19 @@ def test_settings_facade_reads_the_environment_on_use(monkeypatch):
         raise AssertionError("TarefaDAO deveria recusar o uso")
 
 
-def test_a_worker_written_for_1_2_2_runs_on_2x(queue, tmp_path):
+def test_a_worker_written_for_1_2_2_runs_on_2x(pg_queue, tmp_path):
     script = tmp_path / "worker_122.py"
     script.write_text(LEGACY_PLAIN, encoding="utf-8")
-    env = {**os.environ, **queue.env(TEST_EFFECTS_TABLE=f"{queue.schema}.efeitos_122",
+    env = {**os.environ, **pg_queue.env(TEST_EFFECTS_TABLE=f"{pg_queue.schema}.efeitos_122",
                                              TEST_TASK_SLEEP="0")}
     env["PYTHONPATH"] = str(ROOT)
-    queue.sql(f"CREATE TABLE {queue.schema}.efeitos_122 (chave text, tipo text, pid int)")
+    pg_queue.sql(f"CREATE TABLE {pg_queue.schema}.efeitos_122 (chave text, tipo text, pid int)")
     log = open(tmp_path / "w.log", "wb")
     proc = subprocess.Popen([sys.executable, str(script)], env=env, cwd=str(tmp_path),
                             stdout=log, stderr=subprocess.STDOUT)
     try:
-        queue.insert("chave-122")
-        eventually(lambda: queue.sql(f"SELECT chave, tipo FROM {queue.schema}.efeitos_122")
+        pg_queue.insert("chave-122")
+        eventually(lambda: pg_queue.sql(f"SELECT chave, tipo FROM {pg_queue.schema}.efeitos_122")
                    == [{"chave": "chave-122", "tipo": "v1"}], 20,
                    message="worker 1.2.2 na 2.x")
     finally:

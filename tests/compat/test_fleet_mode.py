@@ -146,19 +146,19 @@ def test_compat_off_is_refused_beside_a_live_1_2_2_worker_and_a_2x_worker_puts_i
     eventually(done, 120, interval=0.5, message="todas as tarefas uma vez")
 
 
-def test_a_running_worker_follows_the_queue_mode_without_restart(queue):
+def test_a_running_worker_follows_the_queue_mode_without_restart(pg_queue):
     """No QUEUE_COMPAT_1_2_2: the worker holds 1.2.2's key of a running task only while the
     queue is in mixed-fleet mode, and follows `compat on|off` within about a second."""
-    worker = queue.start_worker(drop_env=["QUEUE_COMPAT_1_2_2"])
+    worker = pg_queue.start_worker(drop_env=["QUEUE_COMPAT_1_2_2"])
     wait_ready(worker)
-    admin = QueueAdmin(queue.new_conn(), queue.table)
+    admin = QueueAdmin(pg_queue.new_conn(), pg_queue.table)
     admin.session.conn.autocommit = True
 
     def run_and_look(name):
-        task = queue.insert({"efeito": name, "sleep": 1.5})
-        queue.wait_status(task, "processando")
-        held = _raw_key_holders(queue, task)
-        queue.wait_status(task, "sucesso")
+        task = pg_queue.insert({"efeito": name, "sleep": 1.5})
+        pg_queue.wait_status(task, "processando")
+        held = _raw_key_holders(pg_queue, task)
+        pg_queue.wait_status(task, "sucesso")
         return held
 
     assert run_and_look("novo") == []  # a new queue: not mixed
@@ -171,15 +171,16 @@ def test_a_running_worker_follows_the_queue_mode_without_restart(queue):
     assert "modo de frota mista com a 1.2.2" in worker.log()
 
 
-def test_a_role_that_cannot_see_other_sessions_says_it_cannot_tell(queue, pg_server):
+def test_a_role_that_cannot_see_other_sessions_says_it_cannot_tell(pg_queue, pg_server):
     """Without pg_read_all_stats, sessions of other roles hide their statements: `compat
     off` names them and refuses (a 1.2.2 worker could be among them); --force overrides."""
     import psycopg2
 
     role = f"nsjq_r_{uuid.uuid4().hex[:8]}"
-    queue.sql(f"CREATE ROLE {role} LOGIN")
-    queue.sql(f'GRANT USAGE ON SCHEMA "{queue.schema}" TO {role}')
-    queue.sql(f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{queue.schema}" TO {role}')
+    pg_queue.sql(f"CREATE ROLE {role} LOGIN")
+    pg_queue.sql(f'GRANT USAGE ON SCHEMA "{pg_queue.schema}" TO {role}')
+    pg_queue.sql(f'GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA "{pg_queue.schema}" TO '
+                 f'{role}')
     env = pg_server.env()
     other = psycopg2.connect(host=env["DB_HOST"], port=env["DB_PORT"], user=env["DB_USER"],
                              dbname=env["DB_BASE"], application_name="outro programa")
@@ -189,7 +190,7 @@ def test_a_role_that_cannot_see_other_sessions_says_it_cannot_tell(queue, pg_ser
     try:
         with other.cursor() as cur:
             cur.execute("SELECT 1")
-        admin = QueueAdmin(limited, queue.table)
+        admin = QueueAdmin(limited, pg_queue.table)
         state = admin.compat_state()
         assert state["ocultas"] >= 1 and state["sinais"] == []
         try:
@@ -204,6 +205,6 @@ def test_a_role_that_cannot_see_other_sessions_says_it_cannot_tell(queue, pg_ser
     finally:
         other.close()
         limited.close()
-        queue.sql(f'REVOKE ALL ON ALL TABLES IN SCHEMA "{queue.schema}" FROM {role}')
-        queue.sql(f'REVOKE ALL ON SCHEMA "{queue.schema}" FROM {role}')
-        queue.sql(f"DROP ROLE {role}")
+        pg_queue.sql(f'REVOKE ALL ON ALL TABLES IN SCHEMA "{pg_queue.schema}" FROM {role}')
+        pg_queue.sql(f'REVOKE ALL ON SCHEMA "{pg_queue.schema}" FROM {role}')
+        pg_queue.sql(f"DROP ROLE {role}")

@@ -1,4 +1,5 @@
-"""The contract suite's fixture: `h`, the harness over `lq` (one queue per backend)."""
+"""The contract suite's fixture: `backend_harness`, the harness over `each_backend_queue`
+(one queue per backend)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from tests.contract.harness import Harness
 
 
 @pytest.fixture
-def h(lq) -> Iterator[Harness]:
-    """The backend of `lq` (PostgreSQL, MySQL native, socket server on PostgreSQL and on
-    MariaDB) with the sessions and guards a test opens (closed before the queue goes)."""
-    harness = Harness(lq)
+def backend_harness(each_backend_queue) -> Iterator[Harness]:
+    """The backend of `each_backend_queue` (PostgreSQL, MySQL native, socket server on
+    PostgreSQL and on MariaDB) with the sessions and guards a test opens (closed before the
+    queue goes)."""
+    harness = Harness(each_backend_queue)
     yield harness
     harness.close()

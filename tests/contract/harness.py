@@ -1,6 +1,6 @@
-"""The contract suite's harness: the backend of one test queue (`lq`, every backend of
-tests/fixtures/queue.py BACKENDS) with the sessions, guards and listeners a test opens,
-closed at its end (fixture `h`, tests/contract/conftest.py)."""
+"""The contract suite's harness: the backend of one test queue (`each_backend_queue`, every
+backend of tests/fixtures/queue.py BACKENDS) with the sessions, guards and listeners a test
+opens, closed at its end (fixture `backend_harness`, tests/contract/conftest.py)."""
 
 from __future__ import annotations
 

@@ -13,35 +13,39 @@ from tests.fixtures.waiting import eventually
 TOTAL = 300
 
 
-def test_1_2_2_and_2x_workers_on_one_queue_run_every_task_once(lq, legacy, tmp_path):
-    lq.require("legacy_fleet")
-    QueueAdmin(lq.conn, lq.table).compat_on(por="contrato")
-    fleet = Fleet(legacy, lq.server.env(), lq.schema, lq.fila, tmp_path,
+def test_1_2_2_and_2x_workers_on_one_queue_run_every_task_once(each_backend_queue, legacy,
+                                                               tmp_path):
+    each_backend_queue.require("legacy_fleet")
+    QueueAdmin(each_backend_queue.conn, each_backend_queue.table).compat_on(por="contrato")
+    fleet = Fleet(legacy, each_backend_queue.server.env(), each_backend_queue.schema,
+                  each_backend_queue.fila, tmp_path,
                   {"TEST_TASK_SLEEP": "0.02"})
     try:
         fleet.start_legacy(LEGACY_PLAIN, "v1")
         victim = fleet.start_v2("tests.compat.worker_v2", "v2")
         fleet.start_v2("tests.compat.worker_v2", "v2-b")
         keys = [f"k{i:04d}" for i in range(TOTAL)]
-        lq.insert_many(keys)
-        eventually(lambda: lq.count("status = 'sucesso'") > TOTAL // 4, 60, interval=0.1,
+        each_backend_queue.insert_many(keys)
+        eventually(lambda: each_backend_queue.count("status = 'sucesso'") > TOTAL // 4, 60,
+                   interval=0.1,
                    message="um quarto feito")
         victim.kill9()
         fleet.start_v2("tests.compat.worker_v2", "v2-restart")  # rescues at start
         try:
-            eventually(lambda: lq.count("status IN ('pendente', 'agendada', 'processando')")
-                       == 0 and len({e["chave"] for e in lq.effects()}) == TOTAL,
+            eventually(lambda: (each_backend_queue.count(
+                "status IN ('pendente', 'agendada', 'processando')") == 0
+                and len({e["chave"] for e in each_backend_queue.effects()}) == TOTAL),
                        120, interval=0.2, message="fila mista concluída")
         except AssertionError:
             print(fleet.logs())
             raise
-        effects = lq.effects()
+        effects = each_backend_queue.effects()
         counts = {}
         for e in effects:
             counts[e["chave"]] = counts.get(e["chave"], 0) + 1
         assert counts == {k: 1 for k in keys}, fleet.logs()
         assert {e["tipo"] for e in effects} == {"v1", "v2"}  # both versions did work
-        assert lq.count("dead") == 0
-        assert lq.count("status = 'sucesso'") == TOTAL
+        assert each_backend_queue.count("dead") == 0
+        assert each_backend_queue.count("status = 'sucesso'") == TOTAL
     finally:
         fleet.stop()

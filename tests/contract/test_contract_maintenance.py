@@ -1,8 +1,8 @@
-"""Contract, the admin services in-process on every backend (`h` over `lq`): the rescue
-(RetryService) of tasks left 'processando' by a dead worker, next to a live worker's task
-and behind the admin lock; the promotion of due scheduled tasks (NotifyService); each
-wakes the idle workers.  (With worker processes and kill -9:
-test_contract_lifecycle.py.)"""
+"""Contract, the admin services in-process on every backend (`backend_harness` over
+`each_backend_queue`): the rescue (RetryService) of tasks left 'processando' by a dead
+worker, next to a live worker's task and behind the admin lock; the promotion of due
+scheduled tasks (NotifyService); each wakes the idle workers.  (With worker processes and
+kill -9: test_contract_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def _processing(q, *ids: int) -> None:
     q.sql(f"UPDATE {q.qtable} SET status = 'processando' WHERE id IN ({marks})", ids)
 
 
-def test_rescue_requeues_a_dead_workers_tasks_and_leaves_a_live_one(h):
-    q = h.q
+def test_rescue_requeues_a_dead_workers_tasks_and_leaves_a_live_one(backend_harness):
+    q = backend_harness.q
     free = q.insert({"x": 1}, prioridade=70)
     held = q.insert({"x": 2})
     # A chain at its last attempt (QUEUE_MAX_RETRY=2): attempt 2 stores no payload.
@@ -36,16 +36,16 @@ def test_rescue_requeues_a_dead_workers_tasks_and_leaves_a_live_one(h):
     assert live.try_lock(q.task_key(held))
 
     settings = q.settings(QUEUE_MAX_RETRY="2")
-    rescue = RetryService(settings, h.backend, EVERY_MINUTE)
-    admin = h.backend.admin_locker(h.session())
-    h.closers.append(admin)
+    rescue = RetryService(settings, backend_harness.backend, EVERY_MINUTE)
+    admin = backend_harness.backend.admin_locker(backend_harness.session())
+    backend_harness.closers.append(admin)
     key = admin_lock_key(q.table, ADMIN_RETRY)
     assert admin.try_lock(key)  # another worker runs the rescue now: skipped
     result = rescue.run_once()
     assert result.skipped and q.count("status = 'processando'") == 3
     assert admin.unlock(key)
 
-    listener = listening(h)
+    listener = listening(backend_harness)
     result = rescue.run_once()
     assert (result.skipped, result.count) == (False, 2)
     wait_for(listener, "")  # the idle workers are woken for the new attempt
@@ -69,14 +69,14 @@ def test_rescue_requeues_a_dead_workers_tasks_and_leaves_a_live_one(h):
     assert q.count() == 7  # 4 tasks, 2 new attempts, 1 dead letter
 
 
-def test_notify_service_promotes_due_scheduled_tasks_and_wakes_workers(h):
-    q = h.q
+def test_notify_service_promotes_due_scheduled_tasks_and_wakes_workers(backend_harness):
+    q = backend_harness.q
     now = dt.datetime.now(dt.timezone.utc)
     due = q.insert({"n": "due"}, data_hora=now - dt.timedelta(seconds=5))
     future = q.insert({"n": "future"}, data_hora=now + dt.timedelta(hours=1))
     q.sql(f"UPDATE {q.qtable} SET status = 'agendada'")
-    listener = listening(h)
-    result = NotifyService(q.settings(), h.backend, EVERY_MINUTE).run_once()
+    listener = listening(backend_harness)
+    result = NotifyService(q.settings(), backend_harness.backend, EVERY_MINUTE).run_once()
     assert result.count == 1
     assert q.row(due)["status"] == "pendente"
     assert q.row(future)["status"] == "agendada"

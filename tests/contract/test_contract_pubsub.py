@@ -1,5 +1,5 @@
 """Contract, pub/sub fan-out and webhook delivery, with worker processes on every backend
-(`lq`), a real local HTTP server for the webhooks."""
+(`each_backend_queue`), a real local HTTP server for the webhooks."""
 
 from __future__ import annotations
 
@@ -13,25 +13,26 @@ def _subscriber_rows(q: Queue, pub_id: int, where: str = "TRUE") -> list:
     return q.rows(f"publication_id = %s AND ({where})", (pub_id,))
 
 
-def test_fanout_one_failing_subscriber_ends_in_its_dead_handler(lq):
+def test_fanout_one_failing_subscriber_ends_in_its_dead_handler(each_backend_queue):
     for sid in ("a", "b", "c"):
-        lq.add_subscriber(sid)
-    lq.add_subscriber("d", ativo=False)
-    lq.add_subscriber("e", processo="outro")
-    lq.start_ready_worker("tests.workers.pubsub_scripted")
+        each_backend_queue.add_subscriber(sid)
+    each_backend_queue.add_subscriber("d", ativo=False)
+    each_backend_queue.add_subscriber("e", processo="outro")
+    each_backend_queue.start_ready_worker("tests.workers.pubsub_scripted")
     payload = {"fail": ["b"], "n": 1}
-    pub_id = lq.publish(payload, prioridade=70)
+    pub_id = each_backend_queue.publish(payload, prioridade=70)
 
-    publication = lq.wait_status(pub_id, "sucesso", timeout=10)
+    publication = each_backend_queue.wait_status(pub_id, "sucesso", timeout=10)
     assert publication["mensagem"] == "Publicado para 3 assinante(s), com sucesso!"
-    eventually(lambda: _subscriber_rows(lq, pub_id, "dead AND status = 'sucesso'"), 20,
+    eventually(lambda: _subscriber_rows(each_backend_queue, pub_id, "dead AND status = 'sucesso'"),
+               20,
                message="morta de b tratada")
-    lq.wait_idle()
+    each_backend_queue.wait_idle()
 
     # b's failing attempts rolled back their writes with the task transaction.
-    assert effects_by_key(lq) == {"a": 1, "c": 1}
-    assert effects_by_key(lq, "dead") == {"b": 1}
-    rows = _subscriber_rows(lq, pub_id)
+    assert effects_by_key(each_backend_queue) == {"a": 1, "c": 1}
+    assert effects_by_key(each_backend_queue, "dead") == {"b": 1}
+    rows = _subscriber_rows(each_backend_queue, pub_id)
     live = {(r["subscriber_id"], r["tentativa"]): r["status"] for r in rows if not r["dead"]}
     assert live == {("a", 1): "sucesso", ("c", 1): "sucesso", ("b", 1): "falha",
                     ("b", 2): "falha", ("b", 3): "falha"}
@@ -53,19 +54,22 @@ WEBHOOK = "nsj_queue_lib.worker_webhook"
 SECRET = "token-do-assinante-3f9a"
 
 
-def test_webhook_delivery_with_retry(lq, http_server):
-    http_server.script("/instavel", [500, 200], body=None)
-    lq.add_subscriber("hook", url=http_server.url + "/hook", method="POST",
-                      headers={"X-Token": SECRET})
-    lq.add_subscriber("instavel", url=http_server.url + "/instavel", method="post")
-    worker = lq.start_ready_worker(WEBHOOK)
-    pub_id = lq.publish({"pedido": 7, "itens": [1, 2]})
+def test_webhook_delivery_with_retry(each_backend_queue, http_endpoint):
+    http_endpoint.script("/instavel", [500, 200], body=None)
+    each_backend_queue.add_subscriber("hook", url=http_endpoint.url + "/hook", method="POST",
+                                      headers={"X-Token": SECRET})
+    each_backend_queue.add_subscriber("instavel", url=http_endpoint.url + "/instavel",
+                                      method="post")
+    worker = each_backend_queue.start_ready_worker(WEBHOOK)
+    pub_id = each_backend_queue.publish({"pedido": 7, "itens": [1, 2]})
 
-    eventually(lambda: len(_subscriber_rows(lq, pub_id, "status = 'sucesso'")) == 2, 20,
+    eventually(lambda: len(_subscriber_rows(each_backend_queue, pub_id, "status = 'sucesso'")) == 2,
+               20,
                message="webhooks entregues")
-    lq.wait_idle()
-    assert lq.row(pub_id)["mensagem"] == "Publicado para 2 assinante(s), com sucesso!"
-    rows = _subscriber_rows(lq, pub_id)
+    each_backend_queue.wait_idle()
+    assert (each_backend_queue.row(pub_id)["mensagem"]
+            == "Publicado para 2 assinante(s), com sucesso!")
+    rows = _subscriber_rows(each_backend_queue, pub_id)
     unstable = [r for r in rows if r["subscriber_id"] == "instavel"]
     assert [(r["tentativa"], r["status"]) for r in unstable] == [(1, "falha"), (2, "sucesso")]
     assert "HTTP 500" in unstable[0]["mensagem"]
@@ -76,10 +80,10 @@ def test_webhook_delivery_with_retry(lq, http_server):
     assert hook_row["status"] == "sucesso" and "200" in hook_row["mensagem"]
     assert not any(r["dead"] for r in rows)
 
-    text = lq.row(pub_id)["payload"]
-    [hook] = http_server.received("/hook")
+    text = each_backend_queue.row(pub_id)["payload"]
+    [hook] = http_endpoint.received("/hook")
     assert hook.method == "POST" and hook.body == text.encode()
     assert hook.headers["x-token"] == SECRET
     assert hook.headers["content-type"] == "application/json"
-    assert [r.method for r in http_server.received("/instavel")] == ["POST", "POST"]
+    assert [r.method for r in http_endpoint.received("/instavel")] == ["POST", "POST"]
     assert SECRET not in worker.log()

@@ -1,6 +1,7 @@
-"""Contract, retries and dead letters, with worker processes on every backend (`lq`):
-the attempt chain and its back-off (attempt count, next run time, the error stored), the
-dead letter after the last attempt, a failing dead chain that ends."""
+"""Contract, retries and dead letters, with worker processes on every backend
+(`each_backend_queue`): the attempt chain and its back-off (attempt count, next run time,
+the error stored), the dead letter after the last attempt, a failing dead chain that
+ends."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import json
 from tests.fixtures.waiting import eventually
 
 
-def test_retry_chain_columns(lq):
+def test_retry_chain_columns(each_backend_queue):
     # 0.02 min = 1.2 s per tentativa: attempt 2 after 1.2 s, attempt 3 after 2.4 s.
-    lq.start_ready_worker(QUEUE_BASE_INTERVAL_RETRY="0.02", QUEUE_MAX_RETRY="5")
+    each_backend_queue.start_ready_worker(QUEUE_BASE_INTERVAL_RETRY="0.02", QUEUE_MAX_RETRY="5")
     payload = json.dumps({"efeito": "r", "fail_until": 3, "report": True})
-    first = lq.insert(payload, prioridade=70)
-    eventually(lambda: any(r["status"] == "sucesso" for r in lq.chain(first)), timeout=30,
+    first = each_backend_queue.insert(payload, prioridade=70)
+    eventually(lambda: any(r["status"] == "sucesso" for r in each_backend_queue.chain(first)),
+               timeout=30,
                message="chain succeeds")
-    r1, r2, r3 = lq.chain(first)
+    r1, r2, r3 = each_backend_queue.chain(first)
 
     assert [r["tentativa"] for r in (r1, r2, r3)] == [1, 2, 3]
     assert [r["status"] for r in (r1, r2, r3)] == ["falha", "falha", "sucesso"]
@@ -46,7 +48,7 @@ def test_retry_chain_columns(lq):
 
     # Only the successful attempt's writes were committed, and it received the payload
     # of the first attempt although its own row stores none.
-    effects = lq.effects()
+    effects = each_backend_queue.effects()
     assert [(e["tarefa_id"], e["tipo"]) for e in effects] == [(r3["id"], "execute"),
                                                               (r3["id"], "report")]
     report = json.loads(effects[1]["chave"])
@@ -55,15 +57,16 @@ def test_retry_chain_columns(lq):
     assert report["id_inicial"] == first
 
 
-def test_dead_letter_after_max_retry(lq):
+def test_dead_letter_after_max_retry(each_backend_queue):
     payload = json.dumps({"efeito": "d", "fail": True})
-    first = lq.insert(payload, prioridade=80, chave_externa="k-dead", tenant=3)
-    lq.start_worker(QUEUE_MAX_RETRY="2")
-    dead = eventually(lambda: next((r for r in lq.rows("dead") if r["status"] == "sucesso"),
-                                   None), message="dead letter handled")
-    lq.wait_idle()
+    first = each_backend_queue.insert(payload, prioridade=80, chave_externa="k-dead", tenant=3)
+    each_backend_queue.start_worker(QUEUE_MAX_RETRY="2")
+    dead = eventually(lambda: next((r for r in each_backend_queue.rows("dead")
+                                    if r["status"] == "sucesso"), None),
+                      message="dead letter handled")
+    each_backend_queue.wait_idle()
 
-    live = lq.chain(first)
+    live = each_backend_queue.chain(first)
     assert [(r["tentativa"], r["status"]) for r in live] == [(1, "falha"), (2, "falha")]
     assert live[1]["estouro_tentativas"] is True
     assert live[1]["reenfileirado"] is False
@@ -76,25 +79,25 @@ def test_dead_letter_after_max_retry(lq):
     assert dead["chave_externa"] == "k-dead"
     assert dead["tenant"] == 3
     assert dead["mensagem"] == f"morta tratada {dead['id']} (original {first})"
-    assert lq.count() == 3
-    assert [(e["tarefa_id"], e["tipo"], e["chave"]) for e in lq.effects()] == [
+    assert each_backend_queue.count() == 3
+    assert [(e["tarefa_id"], e["tipo"], e["chave"]) for e in each_backend_queue.effects()] == [
         (dead["id"], "dead", "d")]
 
 
-def test_failing_dead_chain_ends_without_second_dead_chain(lq):
-    first = lq.insert({"fail": True, "fail_dead": True})
-    lq.start_worker(QUEUE_MAX_RETRY="2")
-    eventually(lambda: lq.count("dead AND tentativa = 2 AND status = 'falha'") == 1,
+def test_failing_dead_chain_ends_without_second_dead_chain(each_backend_queue):
+    first = each_backend_queue.insert({"fail": True, "fail_dead": True})
+    each_backend_queue.start_worker(QUEUE_MAX_RETRY="2")
+    eventually(lambda: each_backend_queue.count("dead AND tentativa = 2 AND status = 'falha'") == 1,
                message="dead chain exhausted")
-    lq.wait_idle()
+    each_backend_queue.wait_idle()
     # The last dead attempt is marked 'falha' in the same transaction that would insert
     # another dead row, so the count is final here.
-    rows = lq.rows()
+    rows = each_backend_queue.rows()
     assert [(r["dead"], r["tentativa"], r["status"]) for r in rows] == [
         (False, 1, "falha"), (False, 2, "falha"), (True, 1, "falha"), (True, 2, "falha")]
     assert rows[2]["live_id"] == first
     assert rows[3]["id_inicial"] == rows[2]["id"]
     assert rows[3]["estouro_tentativas"] is True
     assert "fila de mortos" in rows[3]["mensagem"]
-    assert lq.count("dead") == 2
-    assert lq.effects() == []  # every execute_dead rolled back
+    assert each_backend_queue.count("dead") == 2
+    assert each_backend_queue.effects() == []  # every execute_dead rolled back

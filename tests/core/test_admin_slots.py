@@ -42,50 +42,52 @@ def _old_row(queue: Queue, payload: str) -> None:
               ("sucesso", queue.db_now() - _dt.timedelta(days=100), payload))
 
 
-def test_a_slot_run_is_recorded_and_a_second_run_for_it_skipped(dbq, caplog):
+def test_a_slot_run_is_recorded_and_a_second_run_for_it_skipped(each_db_queue, caplog):
     """In process, on each database: the slot a purge ran for is written under its lock;
     another run for the same slot does nothing; a run outside the slots (start-up, tools)
     always works; a queue without <fila>_rotinas (not upgraded) purges as before."""
-    settings = dbq.settings()
+    settings = each_db_queue.settings()
     fixed = _dt.datetime(2026, 5, 4, 10, 7, 30)  # local time; slots every 5 minutes
     purge = PurgeService(settings, make_backend(settings), frozenset(range(0, 60, 5)),
                          clock=lambda: fixed)
     slot = _dt.datetime(2026, 5, 4, 10, 5).astimezone(_dt.timezone.utc).replace(tzinfo=None)
-    runs = f"{dbq.quote(dbq.schema)}.{dbq.quote(dbq.fila + '_rotinas')}"
+    runs = (f"{each_db_queue.quote(each_db_queue.schema)}."
+            f"{each_db_queue.quote(each_db_queue.fila + '_rotinas')}")
     session = DbSession.open(settings)
     try:
-        _old_row(dbq, "antiga-1")
+        _old_row(each_db_queue, "antiga-1")
         first = purge.run_slot(session)
         assert (first.skipped, first.count) == (False, 1)
-        [run] = dbq.sql(f"SELECT rotina, horario, executado_por FROM {runs}")
+        [run] = each_db_queue.sql(f"SELECT rotina, horario, executado_por FROM {runs}")
         assert (run["rotina"], run["horario"]) == ("purge_thread", slot)
         assert run["executado_por"] == f"{socket.gethostname()}:{os.getpid()}"
-        _old_row(dbq, "antiga-2")
+        _old_row(each_db_queue, "antiga-2")
         again = purge.run_slot(session)
-        assert again.skipped and dbq.count("payload = 'antiga-2'") == 1
+        assert again.skipped and each_db_queue.count("payload = 'antiga-2'") == 1
         assert purge.run_on(session).count == 1  # no slot: runs
         assert not session.in_transaction
-        dbq.sql(f"DROP TABLE {runs}")
+        each_db_queue.sql(f"DROP TABLE {runs}")
         caplog.set_level(logging.INFO, logger="nsj_queue_lib")
         for n in (3, 4):
-            _old_row(dbq, f"antiga-{n}")
+            _old_row(each_db_queue, f"antiga-{n}")
             assert purge.run_slot(session).count == 1  # as before the table existed
         assert len([r for r in caplog.records if "sem a tabela das rotinas" in r.message]) == 1
     finally:
         session.close()
 
 
-def test_a_role_without_grants_on_the_runs_table_still_runs_the_job(queue, caplog):
+def test_a_role_without_grants_on_the_runs_table_still_runs_the_job(pg_queue, caplog):
     """<fila>_rotinas created by an upgrade the workers' role has no grants on: the purge
     still runs at every slot (without the once-per-slot check), with one warning."""
     role = f"nsjq_rot_{uuid.uuid4().hex[:8]}"
-    schema = queue.quote(queue.schema)
-    queue.sql(f'CREATE ROLE "{role}" LOGIN')
-    queue.sql(f'GRANT USAGE ON SCHEMA {schema} TO "{role}"')
-    queue.sql(f'GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO "{role}"')
-    queue.sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO "{role}"')
-    queue.sql(f'REVOKE ALL ON {schema}.{queue.quote(queue.fila + "_rotinas")} FROM "{role}"')
-    settings = queue.settings(DB_USER=role, DB_PASS="")
+    schema = pg_queue.quote(pg_queue.schema)
+    pg_queue.sql(f'CREATE ROLE "{role}" LOGIN')
+    pg_queue.sql(f'GRANT USAGE ON SCHEMA {schema} TO "{role}"')
+    pg_queue.sql(f'GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO "{role}"')
+    pg_queue.sql(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO "{role}"')
+    pg_queue.sql(f'REVOKE ALL ON {schema}.{pg_queue.quote(pg_queue.fila + "_rotinas")} FROM '
+                 f'"{role}"')
+    settings = pg_queue.settings(DB_USER=role, DB_PASS="")
     fixed = _dt.datetime(2026, 5, 4, 10, 7, 30)
     purge = PurgeService(settings, make_backend(settings), frozenset(range(60)),
                          clock=lambda: fixed)
@@ -93,51 +95,53 @@ def test_a_role_without_grants_on_the_runs_table_still_runs_the_job(queue, caplo
     try:
         caplog.set_level(logging.INFO, logger="nsj_queue_lib")
         for n in (1, 2):
-            _old_row(queue, f"antiga-{n}")
+            _old_row(pg_queue, f"antiga-{n}")
             assert purge.run_slot(session).count == 1
         assert not session.in_transaction
         warned = [r for r in caplog.records if "tabela das rotinas inacessível" in r.message]
         assert len(warned) == 1 and warned[0].levelno == logging.WARNING
     finally:
         session.close()
-        queue.sql(f'DROP OWNED BY "{role}"')
-        queue.sql(f'DROP ROLE IF EXISTS "{role}"')
+        pg_queue.sql(f'DROP OWNED BY "{role}"')
+        pg_queue.sql(f'DROP ROLE IF EXISTS "{role}"')
 
 
-def test_a_slot_recorded_far_ahead_by_a_fast_clock_does_not_silence_the_job(dbq, caplog):
+def test_a_slot_recorded_far_ahead_by_a_fast_clock_does_not_silence_the_job(each_db_queue, caplog):
     """A worker whose clock runs hours ahead records a slot in the future; the others must
     not skip the job until their clocks get there (the rescue would stop for hours): a
     record further ahead than CLOCK_SKEW_MAX is ignored, with a warning, and replaced."""
-    settings = dbq.settings()
-    runs = f"{dbq.quote(dbq.schema)}.{dbq.quote(dbq.fila + '_rotinas')}"
+    settings = each_db_queue.settings()
+    runs = (f"{each_db_queue.quote(each_db_queue.schema)}."
+            f"{each_db_queue.quote(each_db_queue.fila + '_rotinas')}")
     purge = PurgeService(settings, make_backend(settings), frozenset(range(60)))
     ahead = (_dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None, second=0, microsecond=0)
              + _dt.timedelta(hours=3))
-    dbq.sql(f"INSERT INTO {runs} (rotina, horario, executado_por) VALUES (%s, %s, %s)",
-            ("purge_thread", ahead, "adiantado:1"))
+    each_db_queue.sql(f"INSERT INTO {runs} (rotina, horario, executado_por) VALUES (%s, %s, %s)",
+                      ("purge_thread", ahead, "adiantado:1"))
     session = DbSession.open(settings)
     try:
         caplog.set_level(logging.INFO, logger="nsj_queue_lib")
-        _old_row(dbq, "antiga-1")
+        _old_row(each_db_queue, "antiga-1")
         result = purge.run_slot(session)
         assert (result.skipped, result.count) == (False, 1)
-        assert dbq.count("payload = 'antiga-1'") == 0
-        [run] = dbq.sql(f"SELECT horario, executado_por FROM {runs}")
+        assert each_db_queue.count("payload = 'antiga-1'") == 0
+        [run] = each_db_queue.sql(f"SELECT horario, executado_por FROM {runs}")
         assert run["horario"] < ahead - _dt.timedelta(hours=2)
         assert run["executado_por"] == f"{socket.gethostname()}:{os.getpid()}"
         assert [r for r in caplog.records if "no futuro" in r.message
                 and r.levelno == logging.WARNING]
-        _old_row(dbq, "antiga-2")  # the slot now recorded by this worker: skipped again
-        assert purge.run_slot(session).skipped and dbq.count("payload = 'antiga-2'") == 1
+        _old_row(each_db_queue, "antiga-2")  # the slot now recorded by this worker: skipped again
+        assert purge.run_slot(session).skipped and each_db_queue.count("payload = 'antiga-2'") == 1
     finally:
         session.close()
 
 
-def test_a_failing_admin_job_does_not_record_its_slot(dbq):
+def test_a_failing_admin_job_does_not_record_its_slot(each_db_queue):
     """A job that fails leaves its slot unrecorded: a late worker (or this one at its
     next try) runs it for that slot instead of skipping it."""
-    settings = dbq.settings()
-    runs = f"{dbq.quote(dbq.schema)}.{dbq.quote(dbq.fila + '_rotinas')}"
+    settings = each_db_queue.settings()
+    runs = (f"{each_db_queue.quote(each_db_queue.schema)}."
+            f"{each_db_queue.quote(each_db_queue.fila + '_rotinas')}")
     fixed = _dt.datetime(2026, 5, 4, 10, 7, 30)
 
     class Failing(PurgeService):
@@ -150,8 +154,8 @@ def test_a_failing_admin_job_does_not_record_its_slot(dbq):
         with pytest.raises(RuntimeError):
             Failing(settings, make_backend(settings), frozenset(range(60)),
                     clock=lambda: fixed).run_slot(session)
-        assert dbq.sql(f"SELECT rotina FROM {runs}") == []
-        _old_row(dbq, "antiga-1")
+        assert each_db_queue.sql(f"SELECT rotina FROM {runs}") == []
+        _old_row(each_db_queue, "antiga-1")
         late = PurgeService(settings, make_backend(settings), frozenset(range(60)),
                             clock=lambda: fixed).run_slot(session)
         assert (late.skipped, late.count) == (False, 1)
@@ -263,41 +267,41 @@ def _blocked_purge(queue: Queue) -> Optional[int]:
         (f"%DELETE FROM %{queue.fila}%",))
 
 
-def test_concurrency_a_blocked_purge_delays_neither_tasks_nor_halt(queue, tmp_path):
+def test_concurrency_a_blocked_purge_delays_neither_tasks_nor_halt(pg_queue, tmp_path):
     old = 5
     for i in range(old):
-        _old_row(queue, f"antiga-{i}")
+        _old_row(pg_queue, f"antiga-{i}")
     far = _far_minute()
-    worker = queue.start_worker(
+    worker = pg_queue.start_worker(
         QUEUE_CONCURRENCY="2", QUEUE_MINUTE_PURGE_THREAD="*",
         QUEUE_MINUTE_RETRY_THREAD=far, QUEUE_MINUTE_NOTIFY_THREAD=far,
         QUEUE_PURGE_LIMIT="1",
         # No periodic poll that would find the task anyway: only a wake-up does.
         QUEUE_WAIT_NOTIFY_INTERVAL="600")
-    holder: Any = queue.new_conn()
+    holder: Any = pg_queue.new_conn()
     try:
         wait_ready(worker)
         with holder.cursor() as cur:  # every old row locked: the purge's DELETE waits
-            cur.execute(f"SELECT id FROM {queue.qtable} WHERE payload LIKE 'antiga-%%' "
+            cur.execute(f"SELECT id FROM {pg_queue.qtable} WHERE payload LIKE 'antiga-%%' "
                         "FOR UPDATE")
-        eventually(lambda: _blocked_purge(queue), SLOT_WAIT, interval=0.2,
+        eventually(lambda: _blocked_purge(pg_queue), SLOT_WAIT, interval=0.2,
                    message=f"purge bloqueado\n{worker.log()}")
         # A new task is claimed and run while the purge waits.
-        task = queue.insert({"efeito": "durante-o-purge"})
-        queue.wait_status(task, "sucesso", timeout=15)
-        assert _blocked_purge(queue), worker.log()
+        task = pg_queue.insert({"efeito": "durante-o-purge"})
+        pg_queue.wait_status(task, "sucesso", timeout=15)
+        assert _blocked_purge(pg_queue), worker.log()
         # HALT reaches the process while the purge still waits ...
-        queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+        pg_queue.sql("SELECT pg_notify(%s, 'HALT')", (pg_queue.fila,))
         eventually(lambda: "HALT recebido" in worker.log(), 15, interval=0.1,
                    message=f"HALT entregue\n{worker.log()}")
-        assert _blocked_purge(queue), worker.log()
+        assert _blocked_purge(pg_queue), worker.log()
         assert worker.proc.poll() is None
         # ... and once the lock is released the purge stops after its statement (a stop
         # ends it between two) and the process exits cleanly.
         holder.rollback()
         assert worker.wait_exit(20) == 0, worker.log()
-        assert queue.count("payload LIKE 'antiga-%%'") == old - 1, worker.log()
-        assert [e["chave"] for e in queue.effects()] == ["durante-o-purge"]
+        assert pg_queue.count("payload LIKE 'antiga-%%'") == old - 1, worker.log()
+        assert [e["chave"] for e in pg_queue.effects()] == ["durante-o-purge"]
     finally:
         holder.close()
         worker.stop(timeout=20)

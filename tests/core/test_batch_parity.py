@@ -27,20 +27,20 @@ def _shape(rows: List[dict]) -> List[tuple]:
                   for k in KEPT) for r in rows]
 
 
-def _run(dbq, batch_size: str) -> list:
-    ids = [dbq.insert(p) for p in PAYLOADS]
-    worker = dbq.start_worker(QUEUE_BATCH_SIZE=batch_size, QUEUE_MAX_RETRY="2")
+def _run(each_db_queue, batch_size: str) -> list:
+    ids = [each_db_queue.insert(p) for p in PAYLOADS]
+    worker = each_db_queue.start_worker(QUEUE_BATCH_SIZE=batch_size, QUEUE_MAX_RETRY="2")
     wait_ready(worker)
     for task_id in ids:
-        dbq.wait_chain_done(task_id, 40)
+        each_db_queue.wait_chain_done(task_id, 40)
     assert worker.stop() == 0, worker.log()
-    return [(_shape(dbq.chain(i)), _shape(dbq.dead_letters(i))) for i in ids]
+    return [(_shape(each_db_queue.chain(i)), _shape(each_db_queue.dead_letters(i))) for i in ids]
 
 
-def test_batch_mode_writes_the_rows_per_task_mode_writes(dbq):
-    per_task = _run(dbq, "1")
-    batch = _run(dbq, "4")
+def test_batch_mode_writes_the_rows_per_task_mode_writes(each_db_queue):
+    per_task = _run(each_db_queue, "1")
+    batch = _run(each_db_queue, "4")
     assert batch == per_task
     assert [c[0][-1][0] for c in per_task] == ["sucesso", "falha", "sucesso",
-                                               "falha" if not dbq.is_mysql else "sucesso",
+                                               "falha" if not each_db_queue.is_mysql else "sucesso",
                                                "falha", "sucesso"]

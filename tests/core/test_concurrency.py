@@ -28,59 +28,59 @@ def _running(queue) -> int:
 
 
 def test_tasks_run_in_parallel_threads_with_one_connection_each_plus_a_listener(
-        queue, pg_server, tmp_path):
+        pg_queue, pg_server, tmp_path):
     health = tmp_path / "w.health"
-    worker = queue.start_worker(QUEUE_CONCURRENCY="4", QUEUE_HEALTH_FILE=str(health))
+    worker = pg_queue.start_worker(QUEUE_CONCURRENCY="4", QUEUE_HEALTH_FILE=str(health))
     wait_ready(worker)
     # 4 task connections + 1 listener connection, whatever the load.
-    eventually(lambda: _sessions_of(queue, worker.pid) == 5, message="N + 1 sessions")
-    ids = _insert_many(queue, pg_server, [{"efeito": f"p{i}", "sleep": 1.0} for i in range(8)])
-    eventually(lambda: _running(queue) == 4, timeout=10, message="4 tasks running at once")
-    queue.wait_idle(timeout=30)
-    effects = queue.effects()
+    eventually(lambda: _sessions_of(pg_queue, worker.pid) == 5, message="N + 1 sessions")
+    ids = _insert_many(pg_queue, pg_server, [{"efeito": f"p{i}", "sleep": 1.0} for i in range(8)])
+    eventually(lambda: _running(pg_queue) == 4, timeout=10, message="4 tasks running at once")
+    pg_queue.wait_idle(timeout=30)
+    effects = pg_queue.effects()
     assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)
     assert {e["pid"] for e in effects} == {worker.pid}
-    assert _sessions_of(queue, worker.pid) == 5
+    assert _sessions_of(pg_queue, worker.pid) == 5
     # The heartbeat covers every thread: it counts the tasks of all of them.
     eventually(lambda: json.loads(health.read_text()).get("tarefas_executadas") == 8,
                timeout=15, message="health counts every thread's tasks")
     assert json.loads(health.read_text())["ok"] is True
 
 
-def test_kill9_with_concurrency_rescues_every_running_task_once(queue, pg_server, tmp_path):
+def test_kill9_with_concurrency_rescues_every_running_task_once(pg_queue, pg_server, tmp_path):
     release = tmp_path / "release"
     payloads = [{"efeito": f"k{i}", "wait_file": str(release)} for i in range(3)]
-    ids = _insert_many(queue, pg_server, payloads)
-    worker = queue.start_worker(QUEUE_CONCURRENCY="3")
-    eventually(lambda: _running(queue) == 3, timeout=15, message="3 tasks running")
+    ids = _insert_many(pg_queue, pg_server, payloads)
+    worker = pg_queue.start_worker(QUEUE_CONCURRENCY="3")
+    eventually(lambda: _running(pg_queue) == 3, timeout=15, message="3 tasks running")
     worker.kill9()
     release.touch()
-    queue.start_worker(QUEUE_CONCURRENCY="3")  # rescues at start
-    eventually(lambda: all(any(r["status"] == "sucesso" for r in queue.chain(i)) for i in ids),
+    pg_queue.start_worker(QUEUE_CONCURRENCY="3")  # rescues at start
+    eventually(lambda: all(any(r["status"] == "sucesso" for r in pg_queue.chain(i)) for i in ids),
                timeout=30, message="each task done by its retry")
-    effects = queue.effects()
+    effects = pg_queue.effects()
     assert sorted(e["tarefa_id"] for e in effects) == sorted(
-        next(r["id"] for r in queue.chain(i) if r["status"] == "sucesso") for i in ids)
+        next(r["id"] for r in pg_queue.chain(i) if r["status"] == "sucesso") for i in ids)
     assert len(effects) == 3
 
 
-def test_listeners_of_several_processes_take_turns(queue, pg_server):
+def test_listeners_of_several_processes_take_turns(pg_queue, pg_server):
     """With QUEUE_CONCURRENCY the process's listener takes the queue's listener turn
     while a task thread is idle: one listener of the fleet is woken per notification."""
     from tests.core.test_listener_turn import _turn
 
-    workers = [queue.start_worker(QUEUE_CONCURRENCY="3") for _ in range(3)]
+    workers = [pg_queue.start_worker(QUEUE_CONCURRENCY="3") for _ in range(3)]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2},
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2},
                message="one listener holds the turn, the others wait for it")
     ids = []
     for i in range(30):
-        ids.append(queue.insert({"efeito": f"c{i}"}))
+        ids.append(pg_queue.insert({"efeito": f"c{i}"}))
         time.sleep(0.02)
-    queue.wait_idle(timeout=30)
-    assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)
-    assert len({e["pid"] for e in queue.effects()}) >= 2, "the turn did not move"
-    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    pg_queue.wait_idle(timeout=30)
+    assert sorted(e["tarefa_id"] for e in pg_queue.effects()) == sorted(ids)
+    assert len({e["pid"] for e in pg_queue.effects()}) >= 2, "the turn did not move"
+    pg_queue.sql("SELECT pg_notify(%s, 'HALT')", (pg_queue.fila,))
     for w in workers:
         assert w.wait_exit(30) == 0, w.log()

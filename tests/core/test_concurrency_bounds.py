@@ -9,13 +9,14 @@ import pytest
 from nsj_queue_lib.config import MAX_CONCURRENCY
 
 
-def test_above_the_documented_maximum_exits_2(queue):
-    worker = queue.start_worker(QUEUE_CONCURRENCY="100000")
+def test_above_the_documented_maximum_exits_2(pg_queue):
+    worker = pg_queue.start_worker(QUEUE_CONCURRENCY="100000")
     assert worker.wait_exit(30) == 2
     assert f"QUEUE_CONCURRENCY='100000' inválida: use de 1 a {MAX_CONCURRENCY}" in worker.log()
 
 
-@pytest.mark.parametrize("fixture", ["queue", pytest.param("nq", marks=pytest.mark.mysql)])
+@pytest.mark.parametrize("fixture", ["pg_queue",
+                                     pytest.param("mariadb_queue", marks=pytest.mark.mysql)])
 def test_more_threads_than_the_database_can_serve_exits_2(fixture, request):
     q = request.getfixturevalue(fixture)
     maximum = int(q.value("SELECT @@max_connections AS m" if q.is_mysql

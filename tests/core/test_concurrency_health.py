@@ -31,25 +31,25 @@ def _listener_pid(queue, login: Limited):
 
 
 @pytest.mark.parametrize("victim", ["task-thread", "listener"])
-def test_health_reports_a_thread_without_connection(queue, tmp_path, victim):
+def test_health_reports_a_thread_without_connection(pg_queue, tmp_path, victim):
     health_file = tmp_path / "worker.health"
-    login = Limited(queue, THREADS + 1)
+    login = Limited(pg_queue, THREADS + 1)
     try:
-        env = queue.env(QUEUE_HEALTH_FILE=str(health_file))
-        worker = queue.start_worker(QUEUE_CONCURRENCY=str(THREADS),
-                                    QUEUE_HEALTH_FILE=str(health_file), **login.env())
+        env = pg_queue.env(QUEUE_HEALTH_FILE=str(health_file))
+        worker = pg_queue.start_worker(QUEUE_CONCURRENCY=str(THREADS),
+                                       QUEUE_HEALTH_FILE=str(health_file), **login.env())
         wait_ready(worker)
         eventually(lambda: _probe(env).returncode == 0, 30, message="worker saudável")
         eventually(lambda: login.sessions() == THREADS + 1, 30, message="4 conexões")
-        listener = eventually(lambda: _listener_pid(queue, login), 30,
+        listener = eventually(lambda: _listener_pid(pg_queue, login), 30,
                               message="listener com a vez")
-        pids = [r["pid"] for r in queue.sql(
+        pids = [r["pid"] for r in pg_queue.sql(
             "SELECT pid FROM pg_stat_activity WHERE usename = %s", (login.name,))]
         target = listener if victim == "listener" else min(set(pids) - {listener})
-        queue.sql(f'ALTER ROLE "{login.name}" CONNECTION LIMIT 0')
-        assert queue.value("SELECT pg_terminate_backend(%s)", (target,)) is True
+        pg_queue.sql(f'ALTER ROLE "{login.name}" CONNECTION LIMIT 0')
+        assert pg_queue.value("SELECT pg_terminate_backend(%s)", (target,)) is True
         # A backlog wakes every task thread: the one whose backend is gone finds out.
-        ids = queue.insert_many([{"efeito": f"e{i}", "sleep": 0.2} for i in range(8)])
+        ids = pg_queue.insert_many([{"efeito": f"e{i}", "sleep": 0.2} for i in range(8)])
         expected = ("1 de 3 threads: conexão com o banco perdida" if victim == "task-thread"
                     else "listener sem conexão")
 
@@ -60,17 +60,17 @@ def test_health_reports_a_thread_without_connection(queue, tmp_path, victim):
         res = eventually(unhealthy, 60, interval=0.5, message=f"saúde aponta {victim}")
         assert "não saudável" in res.stdout or "problema" in res.stdout, res.stdout
         # The other threads still run every task, once each; the process lives on.
-        queue.wait_idle(timeout=60)
-        assert [queue.row(i)["status"] for i in ids] == ["sucesso"] * len(ids)
-        assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)
+        pg_queue.wait_idle(timeout=60)
+        assert [pg_queue.row(i)["status"] for i in ids] == ["sucesso"] * len(ids)
+        assert sorted(e["tarefa_id"] for e in pg_queue.effects()) == sorted(ids)
         assert worker.proc.poll() is None, worker.log()
         # The role may connect again: the thread reconnects and the worker is healthy.
-        queue.sql(f'ALTER ROLE "{login.name}" CONNECTION LIMIT {THREADS + 1}')
+        pg_queue.sql(f'ALTER ROLE "{login.name}" CONNECTION LIMIT {THREADS + 1}')
         eventually(lambda: _probe(env).returncode == 0, 90, interval=0.5,
                    message="saudável de novo")
         assert login.sessions() == THREADS + 1
         assert worker.stop(timeout=30) == 0, worker.log()
     finally:
-        for proc in queue.workers:
+        for proc in pg_queue.workers:
             proc.stop(timeout=10)
         login.drop()

@@ -24,8 +24,8 @@ from tests.fixtures.processes import assert_config_exit
     ({"DB_USER": "usuario_inexistente", "QUEUE_CONCURRENCY": "3"},
      ("usuário 'usuario_inexistente' não existe", "[SQLSTATE 28000]")),
 ], ids=["role", "database", "concurrency"])
-def test_postgres_refusal_at_start_exits_2_with_one_line(queue, env, expected):
-    assert_config_exit(queue.start_worker(**env), "recusou a conexão", *expected)
+def test_postgres_refusal_at_start_exits_2_with_one_line(pg_queue, env, expected):
+    assert_config_exit(pg_queue.start_worker(**env), "recusou a conexão", *expected)
 
 
 def test_postgres_password_failure_text_is_recognised():
@@ -44,10 +44,10 @@ def test_postgres_password_failure_text_is_recognised():
     assert refusal(psycopg2.OperationalError("Connection refused"), settings) is None
 
 
-def test_admin_jobs_report_an_outage_in_one_line_and_its_end(queue, pg_server, caplog):
+def test_admin_jobs_report_an_outage_in_one_line_and_its_end(pg_queue, pg_server, caplog):
     """The worker's connection lost under its admin jobs: one line, no traceback, however
     many runs fail, and one line once a run works again."""
-    settings = queue.settings()
+    settings = pg_queue.settings()
     service = RetryService(settings, PostgresBackend(settings), frozenset(range(60)))
     slots = AdminSlots([service])
     dead = DbSession.open(settings)

@@ -18,11 +18,11 @@ def _seconds(delta: dt.timedelta) -> float:
     return delta.total_seconds()
 
 
-def test_rolled_back_producer_transaction_never_runs(queue, pg_server):
-    queue.start_ready_worker()
+def test_rolled_back_producer_transaction_never_runs(pg_queue, pg_server):
+    pg_queue.start_ready_worker()
     conn = pg_server.connect(autocommit=False)
     try:
-        client = queue.client(conn)
+        client = pg_queue.client(conn)
         lost_id = client.insert_task("teste", "teste", "teste", "rb", {"efeito": "rolled_back"})
         conn.rollback()
         control_id = client.insert_task("teste", "teste", "teste", "ok", {"efeito": "control"})
@@ -30,21 +30,21 @@ def test_rolled_back_producer_transaction_never_runs(queue, pg_server):
     finally:
         conn.close()
 
-    queue.wait_status(control_id, "sucesso")
-    queue.wait_idle()
-    assert queue.count(f"id = {lost_id}") == 0
-    assert [r["id"] for r in queue.rows()] == [control_id]
-    assert [(e["tarefa_id"], e["chave"]) for e in queue.effects()] == [(control_id, "control")]
+    pg_queue.wait_status(control_id, "sucesso")
+    pg_queue.wait_idle()
+    assert pg_queue.count(f"id = {lost_id}") == 0
+    assert [r["id"] for r in pg_queue.rows()] == [control_id]
+    assert [(e["tarefa_id"], e["chave"]) for e in pg_queue.effects()] == [(control_id, "control")]
 
 
-def test_lost_notification_is_picked_up_by_periodic_poll(queue):
-    queue.sql(f'ALTER TABLE "{queue.schema}"."{queue.fila}" DISABLE TRIGGER ALL')
-    queue.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="1")
+def test_lost_notification_is_picked_up_by_periodic_poll(pg_queue):
+    pg_queue.sql(f'ALTER TABLE "{pg_queue.schema}"."{pg_queue.fila}" DISABLE TRIGGER ALL')
+    pg_queue.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="1")
     started = time.monotonic()
-    task_id = queue.insert({"efeito": "lost"})
-    queue.wait_status(task_id, "sucesso", timeout=5)
+    task_id = pg_queue.insert({"efeito": "lost"})
+    pg_queue.wait_status(task_id, "sucesso", timeout=5)
     assert time.monotonic() - started < 5
-    assert len(queue.effects()) == 1
+    assert len(pg_queue.effects()) == 1
 
 
 def test_mixed_case_queue_name_wakes_worker_on_insert(pg_server):
@@ -61,9 +61,9 @@ def test_mixed_case_queue_name_wakes_worker_on_insert(pg_server):
         q.destroy()
 
 
-def test_payload_hash_and_json_of_dict_payload(dbq):
-    task_id = dbq.client().insert_task("o", "d", "p", "c", {"a": 1, "b": "ç"})
-    row = dbq.row(task_id)
+def test_payload_hash_and_json_of_dict_payload(each_db_queue):
+    task_id = each_db_queue.client().insert_task("o", "d", "p", "c", {"a": 1, "b": "ç"})
+    row = each_db_queue.row(task_id)
     assert json.loads(row["payload"]) == {"a": 1, "b": "ç"}
     assert row["payload_hash"] == hashlib.sha256(row["payload"].encode()).hexdigest()
 

@@ -77,45 +77,45 @@ def _sessions_of(queue, pid: int) -> int:
                            (list(ports),)))
 
 
-def test_one_idle_worker_listens_the_others_wait_on_the_lock(queue):
-    workers = [queue.start_worker() for _ in range(IDLE)]
+def test_one_idle_worker_listens_the_others_wait_on_the_lock(pg_queue):
+    workers = [pg_queue.start_worker() for _ in range(IDLE)]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": IDLE - 1},
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": IDLE - 1},
                message="one holder of the listener turn, the others waiting for it")
     # Waiting for the turn is a statement blocked on the lock (re-issued once per
     # slice, see the next test), not a polling loop.
     def blocked():
-        return queue.sql("SELECT state FROM pg_stat_activity "
-                         "WHERE application_name = %s AND wait_event_type = 'Lock'",
-                         (f"nsj_queue_lib:{queue.fila}",))
+        return pg_queue.sql("SELECT state FROM pg_stat_activity "
+                            "WHERE application_name = %s AND wait_event_type = 'Lock'",
+                            (f"nsj_queue_lib:{pg_queue.fila}",))
     eventually(lambda: [r["state"] for r in blocked()] == ["active"] * (IDLE - 1),
                message="the waiting workers blocked on the lock")
 
     # Tasks arriving one at a time: each runs exactly once, and the turn goes round.
     ids = []
     for i in range(40):
-        ids.append(queue.insert({"efeito": f"t{i}"}))
+        ids.append(pg_queue.insert({"efeito": f"t{i}"}))
         time.sleep(0.02)
-    queue.wait_idle(timeout=60)
-    effects = queue.effects()
+    pg_queue.wait_idle(timeout=60)
+    effects = pg_queue.effects()
     assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)
-    assert queue.count("status = 'sucesso'") == 40
+    assert pg_queue.count("status = 'sucesso'") == 40
     assert len({e["pid"] for e in effects}) >= 2, "the turn did not move between workers"
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": IDLE - 1},
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": IDLE - 1},
                message="back to one listener after the burst")
 
     # One database session per worker process (no separate heartbeat connection).
     for w in workers:
-        assert _sessions_of(queue, w.pid) == 1, w.log()
-    assert queue.value("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-                       (f"nsj_queue_lib:{queue.fila}",)) == IDLE
+        assert _sessions_of(pg_queue, w.pid) == 1, w.log()
+    assert pg_queue.value("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                          (f"nsj_queue_lib:{pg_queue.fila}",)) == IDLE
 
     # HALT reaches every idle worker, the waiting ones included (turn by turn).
-    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    pg_queue.sql("SELECT pg_notify(%s, 'HALT')", (pg_queue.fila,))
     for w in workers:
         assert w.wait_exit(30) == 0, w.log()
-    assert _turn(queue) == {"holder": 0, "waiting": 0}
+    assert _turn(pg_queue) == {"holder": 0, "waiting": 0}
 
 
 WORKER_XMIN = """
@@ -127,7 +127,7 @@ SELECT backend_xmin::text::bigint AS x
 FRESH_XMIN = "SELECT txid_snapshot_xmin(txid_current_snapshot()) % 4294967296"
 
 
-def test_idle_workers_never_hold_back_xmin_for_long(queue):
+def test_idle_workers_never_hold_back_xmin_for_long(pg_queue):
     """Waiting for the turn holds a snapshot (backend_xmin) for one slice at most, so an
     idle fleet never holds back the xmin horizon (what VACUUM may remove) for long.
 
@@ -135,19 +135,19 @@ def test_idle_workers_never_hold_back_xmin_for_long(queue):
     fresh snapshot's xmin is past the worker's backend_xmin, the worker's snapshot is
     older than that moment (another session pinning the horizon cannot fake an age).
     """
-    workers = [queue.start_worker() for _ in range(3)]
+    workers = [pg_queue.start_worker() for _ in range(3)]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
-    app = f"nsj_queue_lib:{queue.fila}"
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    app = f"nsj_queue_lib:{pg_queue.fila}"
     passed = []  # (time, fresh xmin): when the horizon of a new snapshot reached a value
     seen, oldest = 0, 0.0
     end = time.monotonic() + 4 * TURN_SLICE + 2
     while time.monotonic() < end:
-        queue.value("SELECT txid_current()")  # xids move on, so fresh snapshots move on
-        rows = queue.sql(WORKER_XMIN, (app,))
+        pg_queue.value("SELECT txid_current()")  # xids move on, so fresh snapshots move on
+        rows = pg_queue.sql(WORKER_XMIN, (app,))
         now = time.monotonic()
-        fresh = queue.value(FRESH_XMIN)
+        fresh = pg_queue.value(FRESH_XMIN)
         passed.append((now, int(fresh)))
         for r in rows:
             seen += 1
@@ -157,44 +157,44 @@ def test_idle_workers_never_hold_back_xmin_for_long(queue):
         time.sleep(0.05)
     assert seen > 0, "the waiting workers showed no snapshot at all"
     assert oldest < 2 * TURN_SLICE + 1, f"an idle worker held its snapshot for {oldest:.1f} s"
-    assert _turn(queue)["holder"] == 1
-    task = queue.insert({"efeito": "depois"})
-    queue.wait_status(task, "sucesso")
+    assert _turn(pg_queue)["holder"] == 1
+    task = pg_queue.insert({"efeito": "depois"})
+    pg_queue.wait_status(task, "sucesso")
 
 
-def test_sigterm_stops_a_worker_waiting_for_the_turn_at_once(queue):
-    holder = queue.start_worker()
+def test_sigterm_stops_a_worker_waiting_for_the_turn_at_once(pg_queue):
+    holder = pg_queue.start_worker()
     wait_ready(holder)
-    eventually(lambda: _turn(queue)["holder"] == 1, message="first worker holds the turn")
-    waiting = queue.start_worker()
+    eventually(lambda: _turn(pg_queue)["holder"] == 1, message="first worker holds the turn")
+    waiting = pg_queue.start_worker()
     wait_ready(waiting)
-    eventually(lambda: _turn(queue)["waiting"] == 1, message="second worker waits for it")
+    eventually(lambda: _turn(pg_queue)["waiting"] == 1, message="second worker waits for it")
     t0 = time.monotonic()
     waiting.signal(signal.SIGTERM)
     assert waiting.wait_exit(10) == 0, waiting.log()
     assert time.monotonic() - t0 < 5
-    assert _turn(queue) == {"holder": 1, "waiting": 0}
+    assert _turn(pg_queue) == {"holder": 1, "waiting": 0}
     # The holder still serves the queue.
-    task = queue.insert({"efeito": "after"})
-    queue.wait_status(task, "sucesso")
+    task = pg_queue.insert({"efeito": "after"})
+    pg_queue.wait_status(task, "sucesso")
     holder.signal(signal.SIGTERM)
     assert holder.wait_exit(10) == 0
 
 
-def test_scheduled_task_runs_on_time_with_waiting_workers(queue):
+def test_scheduled_task_runs_on_time_with_waiting_workers(pg_queue):
     """The turn holder's timer (not the 30 s periodic poll) runs a scheduled task."""
     import datetime as dt
 
-    workers = [queue.start_worker() for _ in range(3)]
+    workers = [pg_queue.start_worker() for _ in range(3)]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
-    due = queue.db_now() + dt.timedelta(seconds=2)
-    task = queue.insert({"efeito": "agendada"}, data_hora=due)
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    due = pg_queue.db_now() + dt.timedelta(seconds=2)
+    task = pg_queue.insert({"efeito": "agendada"}, data_hora=due)
     t0 = time.monotonic()
-    queue.wait_status(task, "sucesso", timeout=15)
+    pg_queue.wait_status(task, "sucesso", timeout=15)
     assert time.monotonic() - t0 < 12  # QUEUE_WAIT_NOTIFY_INTERVAL is 30 s in tests
-    assert [e["tarefa_id"] for e in queue.effects()] == [task]
+    assert [e["tarefa_id"] for e in pg_queue.effects()] == [task]
 
 
 def _raw_key_holders(queue, task_id: int) -> list:
@@ -205,61 +205,61 @@ def _raw_key_holders(queue, task_id: int) -> list:
     return [r["pid"] for r in rows]
 
 
-def test_compat_key_of_a_finished_task_is_released_before_the_idle_wait(queue):
+def test_compat_key_of_a_finished_task_is_released_before_the_idle_wait(pg_queue):
     """With QUEUE_COMPAT_1_2_2 the raw-id key of a finished task is released by the next
     statement the worker sends anyway (its next claim, or the listener turn's wait), so
     never later than the start of its idle wait: seen from another session in pg_locks.
     The poll interval is 30 s: a key left for the idle wait would stay that long."""
-    backlog = [queue.insert({"efeito": f"b{i}", "sleep": 0.3}) for i in range(2)]
-    worker = queue.start_worker(QUEUE_COMPAT_1_2_2="true")
+    backlog = [pg_queue.insert({"efeito": f"b{i}", "sleep": 0.3}) for i in range(2)]
+    worker = pg_queue.start_worker(QUEUE_COMPAT_1_2_2="true")
     wait_ready(worker)
     # The backlog path: a task that runs holds its key ...
-    queue.wait_status(backlog[0], "processando")
-    eventually(lambda: len(_raw_key_holders(queue, backlog[0])) == 1,
+    pg_queue.wait_status(backlog[0], "processando")
+    eventually(lambda: len(_raw_key_holders(pg_queue, backlog[0])) == 1,
                message="the running task holds 1.2.2's key")
-    queue.wait_idle(timeout=30)
+    pg_queue.wait_idle(timeout=30)
     # ... and after the last task of the backlog the key is gone before the idle wait.
     for task in backlog:
-        eventually(lambda t=task: _raw_key_holders(queue, t) == [], timeout=3,
+        eventually(lambda t=task: _raw_key_holders(pg_queue, t) == [], timeout=3,
                    message="1.2.2's key released")
-    eventually(lambda: _turn(queue)["holder"] == 1, message="idle: holding the turn")
+    eventually(lambda: _turn(pg_queue)["holder"] == 1, message="idle: holding the turn")
 
     # A task taken on a wake-up (the turn path), then the wait for the turn again, with a
     # second idle worker holding the turn meanwhile.
-    other = queue.start_worker(QUEUE_COMPAT_1_2_2="true")
+    other = pg_queue.start_worker(QUEUE_COMPAT_1_2_2="true")
     wait_ready(other)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="turn settled")
-    woken = queue.insert({"efeito": "acordada", "sleep": 0.3})
-    queue.wait_status(woken, "sucesso")
-    eventually(lambda: _raw_key_holders(queue, woken) == [], timeout=3,
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 1}, message="turn settled")
+    woken = pg_queue.insert({"efeito": "acordada", "sleep": 0.3})
+    pg_queue.wait_status(woken, "sucesso")
+    eventually(lambda: _raw_key_holders(pg_queue, woken) == [], timeout=3,
                message="1.2.2's key released by the turn's wait statement")
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="idle again")
-    assert sorted(e["chave"] for e in queue.effects()) == ["acordada", "b0", "b1"]
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 1}, message="idle again")
+    assert sorted(e["chave"] for e in pg_queue.effects()) == ["acordada", "b0", "b1"]
 
 
-def test_turn_without_the_marker_as_on_postgresql_10(queue):
+def test_turn_without_the_marker_as_on_postgresql_10(pg_queue):
     """PostgreSQL < 11 (no COMMIT in DO): the granted worker drops the old notifications
     and probes with statements of its own; tasks still run once each, the turn goes
     round, a scheduled task runs on time and HALT reaches every worker."""
     import datetime as dt
 
-    workers = [queue.start_worker("tests.workers.turn_no_marker") for _ in range(3)]
+    workers = [pg_queue.start_worker("tests.workers.turn_no_marker") for _ in range(3)]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2}, message="turn settled")
     ids = []
     for i in range(20):
-        ids.append(queue.insert({"efeito": f"t{i}"}))
+        ids.append(pg_queue.insert({"efeito": f"t{i}"}))
         time.sleep(0.02)
-    queue.wait_idle(timeout=60)
-    assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)
-    assert len({e["pid"] for e in queue.effects()}) >= 2, "the turn did not move"
-    due = queue.db_now() + dt.timedelta(seconds=2)
-    task = queue.insert({"efeito": "agendada"}, data_hora=due)
+    pg_queue.wait_idle(timeout=60)
+    assert sorted(e["tarefa_id"] for e in pg_queue.effects()) == sorted(ids)
+    assert len({e["pid"] for e in pg_queue.effects()}) >= 2, "the turn did not move"
+    due = pg_queue.db_now() + dt.timedelta(seconds=2)
+    task = pg_queue.insert({"efeito": "agendada"}, data_hora=due)
     t0 = time.monotonic()
-    queue.wait_status(task, "sucesso", timeout=15)
+    pg_queue.wait_status(task, "sucesso", timeout=15)
     assert time.monotonic() - t0 < 12
-    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    pg_queue.sql("SELECT pg_notify(%s, 'HALT')", (pg_queue.fila,))
     for w in workers:
         assert w.wait_exit(30) == 0, w.log()
 
@@ -281,7 +281,7 @@ def _task_lock_pid(queue, task_id: int):
                        (ns & 0xFFFFFFFF, obj & 0xFFFFFFFF))
 
 
-def test_statements_per_task_with_idle_workers_and_steady_arrivals(queue, tmp_path):
+def test_statements_per_task_with_idle_workers_and_steady_arrivals(pg_queue, tmp_path):
     """8 idle workers, tasks arriving one at a time at 50/s: fewer than 5.75 statements per
     completed task, every statement of every process counted (bench/counting.py; BEGIN and
     COMMIT count).  Per task the claim, BEGIN, the task's INSERT, the finish and COMMIT;
@@ -291,24 +291,24 @@ def test_statements_per_task_with_idle_workers_and_steady_arrivals(queue, tmp_pa
     Measured after: 5.2-5.4 at 100/s on a loaded machine, 5.67 at load 14."""
     counted = Counted(tmp_path)
     n = 8
-    workers = counted.start_workers(queue, n)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": n - 1}, 20,
+    workers = counted.start_workers(pg_queue, n)
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": n - 1}, 20,
                message="turn settled")
     counted.mark()
     rate, seconds = 50.0, 5.0
     started = time.monotonic()
-    ids = queue.insert_steadily(rate, seconds)
+    ids = pg_queue.insert_steadily(rate, seconds)
     arrival = len(ids) / (time.monotonic() - started)
-    eventually(lambda: queue.count("status = 'sucesso'") == len(ids), 30,
+    eventually(lambda: pg_queue.count("status = 'sucesso'") == len(ids), 30,
                message="every task done")
     sent = counted.stop_and_count(workers)  # one count per worker
-    assert sorted(e["tarefa_id"] for e in queue.effects()) == sorted(ids)  # once each
+    assert sorted(e["tarefa_id"] for e in pg_queue.effects()) == sorted(ids)  # once each
     assert arrival > 0.8 * rate, arrival
     per_task = sum(sent) / len(ids)
     assert per_task < 5.75, (per_task, sent)
 
 
-def test_a_long_task_run_while_keeping_the_turn_does_not_hold_up_other_tasks(queue, tmp_path):
+def test_a_long_task_run_while_keeping_the_turn_does_not_hold_up_other_tasks(pg_queue, tmp_path):
     """The holder keeps the turn through a lone task when its tasks ran short; when that
     task then runs long, nobody listens meanwhile.  A waiter whose wait slice expires sees
     a task due for more than LATE seconds and claims it by itself: pickup degrades to a
@@ -317,80 +317,80 @@ def test_a_long_task_run_while_keeping_the_turn_does_not_hold_up_other_tasks(que
 
     from nsj_queue_lib.coordination.listener_turn import LATE
 
-    workers = [queue.start_worker() for _ in range(3)]
+    workers = [pg_queue.start_worker() for _ in range(3)]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2}, message="turn settled")
     # Short tasks one at a time: each worker learns its tasks run short (the first task of
     # a worker hands the turn on, as before).
     for i in range(8):
-        queue.wait_status(queue.insert({"efeito": f"curta{i}"}), "sucesso")
-        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="idle again")
+        pg_queue.wait_status(pg_queue.insert({"efeito": f"curta{i}"}), "sucesso")
+        eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2}, message="idle again")
     # Then a lone task that runs long (until `release` exists): its worker holds the turn.
     release, started = tmp_path / "release", tmp_path / "started"
-    long_task = queue.insert({"efeito": "longa", "started_file": str(started),
-                              "wait_file": str(release)})
+    long_task = pg_queue.insert({"efeito": "longa", "started_file": str(started),
+                                 "wait_file": str(release)})
     eventually(started.exists, 10, message="long task started")
-    runner = _task_lock_pid(queue, long_task)
-    assert runner is not None and _turn_holder_pid(queue) == runner, (
+    runner = _task_lock_pid(pg_queue, long_task)
+    assert runner is not None and _turn_holder_pid(pg_queue) == runner, (
         "the worker of the lone short-running task did not keep the turn")
-    assert _turn(queue) == {"holder": 1, "waiting": 2}
-    other = queue.insert({"efeito": "outra"})
+    assert _turn(pg_queue) == {"holder": 1, "waiting": 2}
+    other = pg_queue.insert({"efeito": "outra"})
     committed = time.monotonic()
-    row = queue.wait_status(other, "sucesso", timeout=4 * LATE + 3)
+    row = pg_queue.wait_status(other, "sucesso", timeout=4 * LATE + 3)
     waited = time.monotonic() - committed
-    assert queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
+    assert pg_queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
     assert waited < 4 * LATE + 3, waited
     assert row["status"] == "sucesso"
     release.touch()
-    queue.wait_status(long_task, "sucesso")
-    assert sorted(e["chave"] for e in queue.effects() if e["chave"] == "outra") == ["outra"]
+    pg_queue.wait_status(long_task, "sucesso")
+    assert sorted(e["chave"] for e in pg_queue.effects() if e["chave"] == "outra") == ["outra"]
     # Back to one holder, and a task scheduled a little later still runs on time.
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="idle again")
-    due = queue.db_now() + dt.timedelta(seconds=2)
-    task = queue.insert({"efeito": "agendada"}, data_hora=due)
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2}, message="idle again")
+    due = pg_queue.db_now() + dt.timedelta(seconds=2)
+    task = pg_queue.insert({"efeito": "agendada"}, data_hora=due)
     t0 = time.monotonic()
-    queue.wait_status(task, "sucesso", timeout=15)
+    pg_queue.wait_status(task, "sucesso", timeout=15)
     assert time.monotonic() - t0 < 12
 
 
-def test_compat_key_of_a_task_run_keeping_the_turn_is_released_while_idle(queue):
+def test_compat_key_of_a_task_run_keeping_the_turn_is_released_while_idle(pg_queue):
     """With QUEUE_COMPAT_1_2_2 the 1.2.2 key of a finished task waits for the worker's next
     statement.  A holder that kept the turn through the task sends none before its idle
     wait: it releases the key after KEPT_SETTLE seconds of waiting (seen in pg_locks), not
     at the 30 s poll."""
     from nsj_queue_lib.coordination.listener_turn import KEPT_SETTLE
 
-    workers = [queue.start_worker(QUEUE_COMPAT_1_2_2="true") for _ in range(2)]
+    workers = [pg_queue.start_worker(QUEUE_COMPAT_1_2_2="true") for _ in range(2)]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="turn settled")
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 1}, message="turn settled")
     kept = 0
     for i in range(8):
-        holder = _turn_holder_pid(queue)
-        task = queue.insert({"efeito": f"c{i}"})
-        queue.wait_status(task, "sucesso")
-        eventually(lambda t=task: _raw_key_holders(queue, t) == [], timeout=KEPT_SETTLE + 2,
+        holder = _turn_holder_pid(pg_queue)
+        task = pg_queue.insert({"efeito": f"c{i}"})
+        pg_queue.wait_status(task, "sucesso")
+        eventually(lambda t=task: _raw_key_holders(pg_queue, t) == [], timeout=KEPT_SETTLE + 2,
                    message="1.2.2's key released")
-        eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="idle again")
-        if _turn_holder_pid(queue) == holder:  # (a hand-over: the other worker holds it)
+        eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 1}, message="idle again")
+        if _turn_holder_pid(pg_queue) == holder:  # (a hand-over: the other worker holds it)
             kept += 1
     assert kept >= 3, "the turn was not kept through the short lone tasks"
-    assert sorted(e["chave"] for e in queue.effects()) == [f"c{i}" for i in range(8)]
+    assert sorted(e["chave"] for e in pg_queue.effects()) == [f"c{i}" for i in range(8)]
 
 
-def test_a_task_arriving_right_after_a_kept_task_runs_at_once_in_compat_mode(queue):
+def test_a_task_arriving_right_after_a_kept_task_runs_at_once_in_compat_mode(pg_queue):
     """QUEUE_COMPAT_1_2_2: a holder that kept the turn through a task first waits up to
     KEPT_SETTLE for a wake-up (then releases 1.2.2's key).  A task arriving in that window
     is taken at once.  Failed before the fix: that first wait consumed the wake-up and the
     worker waited again, for the next notification or the 30 s poll (one worker here, so
     no waiter claims a late task either)."""
-    worker = queue.start_worker(QUEUE_COMPAT_1_2_2="true")
+    worker = pg_queue.start_worker(QUEUE_COMPAT_1_2_2="true")
     wait_ready(worker)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 0}, message="turn held")
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 0}, message="turn held")
     for i in range(6):
-        queue.wait_status(queue.insert({"efeito": f"a{i}"}), "sucesso", timeout=10)
-    assert queue.count("status = 'sucesso'") == 6
+        pg_queue.wait_status(pg_queue.insert({"efeito": f"a{i}"}), "sucesso", timeout=10)
+    assert pg_queue.count("status = 'sucesso'") == 6
     assert worker.proc.poll() is None
 
 
@@ -417,7 +417,7 @@ def _until_a_single_worker_keeps(queue, singles, waiting: int):
 
 
 def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurrency_listener(
-        queue, tmp_path):
+        pg_queue, tmp_path):
     """The late check of the waiters (a task due for more than LATE seconds while the
     holder runs a task it kept the turn through) must also be made by the listener thread
     of a QUEUE_CONCURRENCY worker, which waits for the same turn.  Here the holder is a
@@ -427,30 +427,30 @@ def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurren
     task waited for the end of that task."""
     from nsj_queue_lib.coordination.listener_turn import LATE
 
-    single = queue.start_worker()
+    single = pg_queue.start_worker()
     wait_ready(single)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 0}, message="turn held")
-    threaded = queue.start_worker(QUEUE_CONCURRENCY="2", QUEUE_WAIT_NOTIFY_INTERVAL="300")
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 0}, message="turn held")
+    threaded = pg_queue.start_worker(QUEUE_CONCURRENCY="2", QUEUE_WAIT_NOTIFY_INTERVAL="300")
     wait_ready(threaded)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 1}, message="turn settled")
-    _, single_pid = _until_a_single_worker_keeps(queue, [single], 1)
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 1}, message="turn settled")
+    _, single_pid = _until_a_single_worker_keeps(pg_queue, [single], 1)
     release, started = tmp_path / "release", tmp_path / "started"
-    long_task = queue.insert({"efeito": "longa", "started_file": str(started),
-                              "wait_file": str(release)})
+    long_task = pg_queue.insert({"efeito": "longa", "started_file": str(started),
+                                 "wait_file": str(release)})
     eventually(started.exists, 10, message="long task started")
-    assert _task_lock_pid(queue, long_task) == single_pid == _turn_holder_pid(queue)
-    other = queue.insert({"efeito": "outra"})
+    assert _task_lock_pid(pg_queue, long_task) == single_pid == _turn_holder_pid(pg_queue)
+    other = pg_queue.insert({"efeito": "outra"})
     committed = time.monotonic()
     try:
-        row = queue.wait_status(other, "sucesso", timeout=4 * LATE + 3)
+        row = pg_queue.wait_status(other, "sucesso", timeout=4 * LATE + 3)
         waited = time.monotonic() - committed
         assert row["status"] == "sucesso"
         assert waited < 4 * LATE + 3, waited
-        assert queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
+        assert pg_queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
     finally:
         release.touch()
-    queue.wait_status(long_task, "sucesso")
-    assert sorted(e["chave"] for e in queue.effects() if e["chave"] in ("outra", "longa")) == [
+    pg_queue.wait_status(long_task, "sucesso")
+    assert sorted(e["chave"] for e in pg_queue.effects() if e["chave"] in ("outra", "longa")) == [
         "longa", "outra"]
     for w in (single, threaded):
         w.signal(signal.SIGTERM)
@@ -458,34 +458,34 @@ def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurren
         assert w.wait_exit(20) == 0, w.log()[-3000:]
 
 
-def test_halt_reaches_the_waiters_while_the_holder_runs_a_long_kept_task(queue, tmp_path):
+def test_halt_reaches_the_waiters_while_the_holder_runs_a_long_kept_task(pg_queue, tmp_path):
     """HALT must reach the idle workers while the holder of the turn runs a task it kept
     the turn through.  Those workers wait for the turn, and a waiter used to see HALT only
     once granted (HALT spreads from turn to turn): with the turn kept through a long task
     none is granted until that task ends, so HALT stopped nobody for the task's duration.
     Waiters here: a single-threaded worker and a QUEUE_CONCURRENCY worker's listener."""
-    singles = [queue.start_worker(), queue.start_worker()]
-    workers = [*singles, queue.start_worker(QUEUE_CONCURRENCY="2")]
+    singles = [pg_queue.start_worker(), pg_queue.start_worker()]
+    workers = [*singles, pg_queue.start_worker(QUEUE_CONCURRENCY="2")]
     for w in workers:
         wait_ready(w)
-    eventually(lambda: _turn(queue) == {"holder": 1, "waiting": 2}, message="turn settled")
-    single, keeper_pid = _until_a_single_worker_keeps(queue, singles, 2)
+    eventually(lambda: _turn(pg_queue) == {"holder": 1, "waiting": 2}, message="turn settled")
+    single, keeper_pid = _until_a_single_worker_keeps(pg_queue, singles, 2)
     others = [w for w in workers if w is not single]
     release, started = tmp_path / "release", tmp_path / "started"
-    long_task = queue.insert({"efeito": "longa", "started_file": str(started),
-                              "wait_file": str(release)})
+    long_task = pg_queue.insert({"efeito": "longa", "started_file": str(started),
+                                 "wait_file": str(release)})
     eventually(started.exists, 10, message="long task started")
     assert int(started.read_text()) == single.pid
-    assert _task_lock_pid(queue, long_task) == keeper_pid == _turn_holder_pid(queue)
-    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    assert _task_lock_pid(pg_queue, long_task) == keeper_pid == _turn_holder_pid(pg_queue)
+    pg_queue.sql("SELECT pg_notify(%s, 'HALT')", (pg_queue.fila,))
     sent = time.monotonic()
     try:
         for w in others:
             remaining = max(0.1, sent + 4 * TURN_SLICE + 4 - time.monotonic())
             assert w.wait_exit(remaining) == 0, w.log()[-3000:]
         assert single.proc.poll() is None  # still running the long task
-        assert queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
+        assert pg_queue.rows("id = %s", (long_task,))[0]["status"] == "processando"
     finally:
         release.touch()
-    queue.wait_status(long_task, "sucesso")
+    pg_queue.wait_status(long_task, "sucesso")
     assert single.wait_exit(20) == 0, single.log()[-3000:]  # HALT seen after its task

@@ -49,8 +49,8 @@ def _warnings(session: DbSession) -> list:
 
 
 @pytest.mark.parametrize("when", ["AFTER", "BEFORE"])
-def test_a_claim_that_fails_leaves_the_turn_flag_as_the_server_has_it(queue, when):
-    settings = queue.settings()
+def test_a_claim_that_fails_leaves_the_turn_flag_as_the_server_has_it(pg_queue, when):
+    settings = pg_queue.settings()
     session = DbSession.open(settings)
     try:
         repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
@@ -58,21 +58,21 @@ def test_a_claim_that_fails_leaves_the_turn_flag_as_the_server_has_it(queue, whe
         turn = ListenerTurn(session, settings.queue_table, guard)
         assert turn.acquire(threading.Event(), 5.0) == HELD
         pid = session.conn.get_backend_pid()
-        assert _holders(queue, turn.key) == [pid]
-        task_id = queue.insert({"efeito": "x"})
-        _fail_once(queue, when)
+        assert _holders(pg_queue, turn.key) == [pid]
+        task_id = pg_queue.insert({"efeito": "x"})
+        _fail_once(pg_queue, when)
 
         with pytest.raises(psycopg2.Error, match="claim recusado pelo teste"):
             guard.claim(1)
         # AFTER: RETURNING released the turn before the error, and the error does not
         # undo an unlock; BEFORE: nothing released it.
         released = when == "AFTER"
-        assert _holders(queue, turn.key) == ([] if released else [pid])
+        assert _holders(pg_queue, turn.key) == ([] if released else [pid])
         assert turn.held is not released
         session.conn.notices.clear()
         turn.release()  # what the consumer does when it leaves its idle wait
         assert _warnings(session) == []
-        assert _holders(queue, turn.key) == []
+        assert _holders(pg_queue, turn.key) == []
 
         # The session goes on: the next claim gets the task (the trigger fails once).
         assert [t["id"] for t in guard.claim(1)] == [task_id]
@@ -80,8 +80,8 @@ def test_a_claim_that_fails_leaves_the_turn_flag_as_the_server_has_it(queue, whe
         session.close()
 
 
-def test_a_wait_statement_that_fails_after_the_grant_hands_the_turn_back(queue):
-    settings = queue.settings()
+def test_a_wait_statement_that_fails_after_the_grant_hands_the_turn_back(pg_queue):
+    settings = pg_queue.settings()
     session = DbSession.open(settings)
     other = DbSession.open(settings)
     try:
@@ -89,16 +89,16 @@ def test_a_wait_statement_that_fails_after_the_grant_hands_the_turn_back(queue):
         # The probe the granting statement runs once it holds the turn reads a table that
         # is gone (dropped by a migration, a wrong schema): the statement fails after the
         # grant.
-        queue.sql(f"CREATE TABLE {queue.quote(queue.schema)}.sai (x int)")
-        turn.probe_sql = f"SELECT 1.0 FROM {queue.quote(queue.schema)}.sai LIMIT 1"
-        queue.sql(f"DROP TABLE {queue.quote(queue.schema)}.sai")
+        pg_queue.sql(f"CREATE TABLE {pg_queue.quote(pg_queue.schema)}.sai (x int)")
+        turn.probe_sql = f"SELECT 1.0 FROM {pg_queue.quote(pg_queue.schema)}.sai LIMIT 1"
+        pg_queue.sql(f"DROP TABLE {pg_queue.quote(pg_queue.schema)}.sai")
         with pytest.raises(psycopg2.Error, match="sai"):
             turn.acquire(threading.Event(), 5.0)
         assert turn.held is False
-        assert _holders(queue, turn.key) == []  # not kept until the worker reconnects
+        assert _holders(pg_queue, turn.key) == []  # not kept until the worker reconnects
         # Another idle worker gets the turn at once.
         assert ListenerTurn(other, settings.queue_table).acquire(threading.Event(), 2.0) == HELD
-        assert _holders(queue, turn.key) == [other.conn.get_backend_pid()]
+        assert _holders(pg_queue, turn.key) == [other.conn.get_backend_pid()]
         assert _warnings(session) == []
     finally:
         other.close()
@@ -117,11 +117,11 @@ def _task_locks(queue, pid: int, lock_ns: int, task_id: int) -> list:
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["2x", "compat-1.2.2"])
-def test_a_claim_that_fails_after_its_lock_leaves_the_task_to_other_workers(queue, legacy):
+def test_a_claim_that_fails_after_its_lock_leaves_the_task_to_other_workers(pg_queue, legacy):
     """The claim's UPDATE fails after pg_try_advisory_lock took the task's session lock:
     the row stays 'pendente', and the lock must not stay with this session (every other
     worker's claim would skip the task until this session ends)."""
-    settings = queue.settings()
+    settings = pg_queue.settings()
     a, b = DbSession.open(settings), DbSession.open(settings)
     try:
         repo_a = TaskRepository(a, settings.queue_table, settings.queue_subscriber_table,
@@ -130,14 +130,14 @@ def test_a_claim_that_fails_after_its_lock_leaves_the_task_to_other_workers(queu
                                 legacy=legacy)
         guard_a, guard_b = PgGuard(repo_a, settings.queue_table), PgGuard(repo_b,
                                                                             settings.queue_table)
-        task_id = queue.insert({"efeito": "x"})
-        _fail_once(queue, "AFTER")
+        task_id = pg_queue.insert({"efeito": "x"})
+        _fail_once(pg_queue, "AFTER")
 
         with pytest.raises(psycopg2.Error, match="claim recusado pelo teste"):
             guard_a.claim(1)
-        assert queue.sql(f"SELECT status FROM {queue.qtable} WHERE id = %s",
-                         (task_id,)) == [{"status": "pendente"}]
-        assert _task_locks(queue, a.conn.get_backend_pid(), guard_a.lock_ns, task_id) == []
+        assert pg_queue.sql(f"SELECT status FROM {pg_queue.qtable} WHERE id = %s",
+                            (task_id,)) == [{"status": "pendente"}]
+        assert _task_locks(pg_queue, a.conn.get_backend_pid(), guard_a.lock_ns, task_id) == []
 
         # Another worker claims and runs it; the first one never gets it again.
         claimed = guard_b.claim(1)
@@ -149,10 +149,10 @@ def test_a_claim_that_fails_after_its_lock_leaves_the_task_to_other_workers(queu
         guard_b.release(claimed[0])
         guard_b.settle()
         assert guard_a.claim(1) == [] and guard_b.claim(1) == []
-        assert queue.sql(f"SELECT status FROM {queue.qtable} WHERE id = %s",
-                         (task_id,)) == [{"status": "sucesso"}]
+        assert pg_queue.sql(f"SELECT status FROM {pg_queue.qtable} WHERE id = %s",
+                            (task_id,)) == [{"status": "sucesso"}]
         for s, g in ((a, guard_a), (b, guard_b)):
-            assert _task_locks(queue, s.conn.get_backend_pid(), g.lock_ns, task_id) == []
+            assert _task_locks(pg_queue, s.conn.get_backend_pid(), g.lock_ns, task_id) == []
         assert _warnings(a) == [] and _warnings(b) == []
     finally:
         b.close()

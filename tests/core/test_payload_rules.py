@@ -52,8 +52,8 @@ PATHS: Dict[str, Callable[[Any, dict], int]] = {
 }
 PREFIX = {"insert_tasks": "insert_tasks: tarefa 1: "}
 
-DBS = [pytest.param("queue", id="postgres"),
-       pytest.param("myqueue", id="mariadb", marks=pytest.mark.mysql)]
+DBS = [pytest.param("pg_queue", id="postgres"),
+       pytest.param("mariadb_queue", id="mariadb", marks=pytest.mark.mysql)]
 
 
 @pytest.fixture(params=DBS)
@@ -246,11 +246,11 @@ def _mb(size: int) -> str:
 
 
 @pytest.mark.parametrize("path", list(PATHS))
-def test_mariadb_payload_above_max_allowed_packet_is_payload_too_large(myqueue, path):
-    limit = int(myqueue.value("SELECT @@max_allowed_packet"))
-    conn = myqueue.new_conn()
+def test_mariadb_payload_above_max_allowed_packet_is_payload_too_large(mariadb_queue, path):
+    limit = int(mariadb_queue.value("SELECT @@max_allowed_packet"))
+    conn = mariadb_queue.new_conn()
     try:
-        client = myqueue.client(conn)
+        client = mariadb_queue.client(conn)
         with pytest.raises(PayloadTooLarge) as info:
             PATHS[path](client, {"payload": "x" * limit})
         statement = limit + _overhead()
@@ -264,47 +264,47 @@ def test_mariadb_payload_above_max_allowed_packet_is_payload_too_large(myqueue, 
         good = _commit_good_task(conn, client)
     finally:
         conn.close()
-    assert [r["id"] for r in myqueue.rows()] == [good]
+    assert [r["id"] for r in mariadb_queue.rows()] == [good]
 
 
 @pytest.mark.mysql
-def test_mariadb_payload_just_under_the_limit_is_stored(myqueue):
-    limit = int(myqueue.value("SELECT @@max_allowed_packet"))
+def test_mariadb_payload_just_under_the_limit_is_stored(mariadb_queue):
+    limit = int(mariadb_queue.value("SELECT @@max_allowed_packet"))
     size = limit - _overhead() - 16
-    conn = myqueue.new_conn()
+    conn = mariadb_queue.new_conn()
     try:
-        task_id = myqueue.client(conn).insert_task("o", "d", "p", "c", "y" * size)
+        task_id = mariadb_queue.client(conn).insert_task("o", "d", "p", "c", "y" * size)
         conn.commit()
     finally:
         conn.close()
-    assert myqueue.value(f"SELECT length(payload) FROM {myqueue.qtable} WHERE id = %s",
-                         (task_id,)) == size
+    assert mariadb_queue.value(f"SELECT length(payload) FROM {mariadb_queue.qtable} WHERE id = %s",
+                               (task_id,)) == size
 
 
 @pytest.mark.mysql
-def test_mariadb_batch_above_max_allowed_packet_is_sent_in_several_statements(myqueue):
-    limit = int(myqueue.value("SELECT @@max_allowed_packet"))
+def test_mariadb_batch_above_max_allowed_packet_is_sent_in_several_statements(mariadb_queue):
+    limit = int(mariadb_queue.value("SELECT @@max_allowed_packet"))
     part = limit // 3 + 4096  # three of them exceed one statement; each fits alone
-    conn = myqueue.new_conn()
+    conn = mariadb_queue.new_conn()
     try:
-        ids = myqueue.client(conn).insert_tasks(
+        ids = mariadb_queue.client(conn).insert_tasks(
             [{**DEFAULTS, "payload": c * part} for c in "abc"])
         conn.commit()
     finally:
         conn.close()
     assert ids == sorted(ids) and len(set(ids)) == 3
-    rows = myqueue.sql(f"SELECT id, left(payload, 1) AS c, length(payload) AS n "
-                       f"FROM {myqueue.qtable} ORDER BY id")
+    rows = mariadb_queue.sql(f"SELECT id, left(payload, 1) AS c, length(payload) AS n "
+                             f"FROM {mariadb_queue.qtable} ORDER BY id")
     assert [(r["id"], r["c"], r["n"]) for r in rows] == [
         (ids[0], "a", part), (ids[1], "b", part), (ids[2], "c", part)]
 
 
 @pytest.mark.mysql
-def test_mariadb_statement_above_max_allowed_packet_is_not_a_lost_connection(myqueue):
+def test_mariadb_statement_above_max_allowed_packet_is_not_a_lost_connection(mariadb_queue):
     """Past QueueClient (any statement of the library's sessions): the server's error
     1153 is PayloadTooLarge, naming max_allowed_packet, not DatabaseUnavailable."""
-    limit = int(myqueue.value("SELECT @@max_allowed_packet"))
-    session = DbSession(myqueue.server.connect(myqueue.database))
+    limit = int(mariadb_queue.value("SELECT @@max_allowed_packet"))
+    session = DbSession(mariadb_queue.server.connect(mariadb_queue.database))
     try:
         with pytest.raises(PayloadTooLarge) as info:
             session.execute("SELECT %(p)s", {"p": "z" * (limit + 1024)})
@@ -317,17 +317,17 @@ def test_mariadb_statement_above_max_allowed_packet_is_not_a_lost_connection(myq
             session.execute("SELECT 1")
     finally:
         session.close()
-    assert myqueue.value("SELECT @@max_allowed_packet") == limit  # server untouched
+    assert mariadb_queue.value("SELECT @@max_allowed_packet") == limit  # server untouched
 
 
 @pytest.mark.parametrize("path", list(PATHS))
-def test_postgres_payload_above_512_mb_is_payload_too_large(queue, path):
+def test_postgres_payload_above_512_mb_is_payload_too_large(pg_queue, path):
     # Verified by hand on PostgreSQL 15: 536870911 bytes insert; one more byte fails in
     # the server's parser ("invalid memory alloc request size 1073741824").
     size = task_input.PG_LITERAL_MAX + 1
-    conn = queue.new_conn()
+    conn = pg_queue.new_conn()
     try:
-        client = queue.client(conn)
+        client = pg_queue.client(conn)
         with pytest.raises(PayloadTooLarge) as info:
             PATHS[path](client, {"payload": "x" * size})
         assert str(info.value) == (
@@ -339,10 +339,10 @@ def test_postgres_payload_above_512_mb_is_payload_too_large(queue, path):
         good = _commit_good_task(conn, client)
     finally:
         conn.close()
-    assert [r["id"] for r in queue.rows()] == [good]
+    assert [r["id"] for r in pg_queue.rows()] == [good]
 
 
-def test_postgres_batch_beyond_its_budget_is_sent_in_several_statements(queue, monkeypatch):
+def test_postgres_batch_beyond_its_budget_is_sent_in_several_statements(pg_queue, monkeypatch):
     monkeypatch.setattr(task_input, "PG_BATCH_BUDGET", 20_000)
     calls = []
     original = TaskRepository.task_insert_many
@@ -352,15 +352,15 @@ def test_postgres_batch_beyond_its_budget_is_sent_in_several_statements(queue, m
         return original(self, rows)
 
     monkeypatch.setattr(TaskRepository, "task_insert_many", spy)
-    conn = queue.new_conn()
+    conn = pg_queue.new_conn()
     try:
-        ids = queue.client(conn).insert_tasks(
+        ids = pg_queue.client(conn).insert_tasks(
             [{**DEFAULTS, "payload": str(i) * 6000} for i in range(5)])
         conn.commit()
     finally:
         conn.close()
     assert calls == [2, 2, 1]
-    assert [(r["id"], r["payload"]) for r in queue.rows()] == [
+    assert [(r["id"], r["payload"]) for r in pg_queue.rows()] == [
         (ids[i], str(i) * 6000) for i in range(5)]
 
 

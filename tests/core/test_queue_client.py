@@ -22,13 +22,13 @@ def tx_conn(pg_server):
     conn.close()
 
 
-def test_insert_task_returns_the_new_id_and_fills_columns(queue, tx_conn):
-    client = queue.client(tx_conn)
+def test_insert_task_returns_the_new_id_and_fills_columns(pg_queue, tx_conn):
+    client = pg_queue.client(tx_conn)
     task_id = client.insert_task("orig", "dest", "proc", "ch-1", "texto", tenant=5,
                                  grupo_empresarial="GE", prioridade=77)
     tx_conn.commit()
     assert isinstance(task_id, int)
-    row = queue.row(task_id)
+    row = pg_queue.row(task_id)
     assert (row["origem"], row["destino"], row["processo"], row["chave_externa"]) == (
         "orig", "dest", "proc", "ch-1")
     assert (row["tenant"], row["grupo_empresarial"], row["prioridade"]) == (5, "GE", 77)
@@ -40,38 +40,38 @@ def test_insert_task_returns_the_new_id_and_fills_columns(queue, tx_conn):
     assert row["data_hora"] == row["data_hora_inicial"]
 
 
-def test_default_priority_is_50_and_data_hora_sets_both_columns(queue, tx_conn):
+def test_default_priority_is_50_and_data_hora_sets_both_columns(pg_queue, tx_conn):
     when = dt.datetime(2031, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
-    client = queue.client(tx_conn)
+    client = pg_queue.client(tx_conn)
     a = client.insert_task("o", "d", "p", None, "a")
     b = client.insert_task("o", "d", "p", None, "b", data_hora=when)
     tx_conn.commit()
-    assert queue.row(a)["prioridade"] == 50
-    row = queue.row(b)
+    assert pg_queue.row(a)["prioridade"] == 50
+    row = pg_queue.row(b)
     assert row["data_hora"] == when
     assert row["data_hora_inicial"] == when
     assert row["status"] == "pendente"
 
 
-def test_dict_payload_is_stored_as_json_text_with_sha256_hex(queue, tx_conn):
+def test_dict_payload_is_stored_as_json_text_with_sha256_hex(pg_queue, tx_conn):
     payload = {"pedido": 10, "nome": "João", "itens": [1, 2]}
-    task_id = queue.client(tx_conn).insert_task("o", "d", "p", "c", payload)
+    task_id = pg_queue.client(tx_conn).insert_task("o", "d", "p", "c", payload)
     tx_conn.commit()
-    row = queue.row(task_id)
+    row = pg_queue.row(task_id)
     assert isinstance(row["payload"], str)
     assert json.loads(row["payload"]) == payload
     assert row["payload_hash"] == hashlib.sha256(row["payload"].encode("utf-8")).hexdigest()
     assert len(row["payload_hash"]) == 64
 
 
-def test_list_equivalent_task_with_dict_and_with_str(queue, tx_conn):
+def test_list_equivalent_task_with_dict_and_with_str(pg_queue, tx_conn):
     payload = {"pedido": 10, "nome": "João"}
-    client = queue.client(tx_conn)
+    client = pg_queue.client(tx_conn)
     task_id = client.insert_task("o", "d", "p", "c", payload, tenant=1, grupo_empresarial="G")
     other = client.insert_task("o", "d", "p", "c", {"pedido": 11}, tenant=1,
                                grupo_empresarial="G")
     tx_conn.commit()
-    text = queue.row(task_id)["payload"]
+    text = pg_queue.row(task_id)["payload"]
 
     by_dict = client.list_equivalent_task("o", "d", "p", "c", payload, tenant=1,
                                           grupo_empresarial="G")
@@ -94,45 +94,46 @@ def test_list_equivalent_task_with_dict_and_with_str(queue, tx_conn):
                                        grupo_empresarial="G", status=["falha"]) == []
 
 
-def test_list_equivalent_task_ignores_finished_with_failure(queue, tx_conn):
-    client = queue.client(tx_conn)
+def test_list_equivalent_task_ignores_finished_with_failure(pg_queue, tx_conn):
+    client = pg_queue.client(tx_conn)
     task_id = client.insert_task("o", "d", "p", "c", "x")
     tx_conn.commit()
-    queue.sql(f'UPDATE "{queue.schema}"."{queue.fila}" SET status = \'falha\' WHERE id = %s',
+    pg_queue.sql(f'UPDATE "{pg_queue.schema}"."{pg_queue.fila}" SET status = \'falha\' WHERE id = '
+                 f'%s',
               (task_id,))
     assert client.list_equivalent_task("o", "d", "p", "c", "x") == []
     found = client.list_equivalent_task("o", "d", "p", "c", "x", status=["falha"])
     assert [t["id"] for t in found] == [task_id]
 
 
-def test_client_never_commits(queue, tx_conn):
-    client = queue.client(tx_conn)
+def test_client_never_commits(pg_queue, tx_conn):
+    client = pg_queue.client(tx_conn)
     task_id = client.insert_task("o", "d", "p", "c", {"a": 1})
     ids = client.insert_tasks([{"payload": "x"}, {"payload": "y"}])
-    assert queue.count() == 0  # invisible from another connection
+    assert pg_queue.count() == 0  # invisible from another connection
     assert tx_conn.get_transaction_status() == TRANSACTION_STATUS_INTRANS  # caller's tx open
     tx_conn.commit()
-    assert [r["id"] for r in queue.rows()] == [task_id, *ids]
+    assert [r["id"] for r in pg_queue.rows()] == [task_id, *ids]
 
 
-def test_insert_tasks_returns_ids_in_order(queue, tx_conn):
+def test_insert_tasks_returns_ids_in_order(pg_queue, tx_conn):
     tasks = [{"origem": "o", "destino": "d", "processo": "p", "chave_externa": str(i),
               "payload": {"n": i}, "prioridade": 100 - i} for i in range(25)]
-    ids = queue.client(tx_conn).insert_tasks(tasks)
+    ids = pg_queue.client(tx_conn).insert_tasks(tasks)
     tx_conn.commit()
     assert len(ids) == 25
     assert len(set(ids)) == 25
     for i, task_id in enumerate(ids):
-        row = queue.row(task_id)
+        row = pg_queue.row(task_id)
         assert row["chave_externa"] == str(i)
         assert json.loads(row["payload"]) == {"n": i}
         assert row["prioridade"] == 100 - i
-    assert queue.client(tx_conn).insert_tasks([]) == []
+    assert pg_queue.client(tx_conn).insert_tasks([]) == []
 
 
-def test_insert_tasks_rejects_unknown_fields(queue, tx_conn):
+def test_insert_tasks_rejects_unknown_fields(pg_queue, tx_conn):
     with pytest.raises(TypeError, match="campos desconhecidos"):
-        queue.client(tx_conn).insert_tasks([{"payload": "x", "stauts": "sucesso"}])
+        pg_queue.client(tx_conn).insert_tasks([{"payload": "x", "stauts": "sucesso"}])
 
 
 def test_invalid_table_name_is_rejected(pg_server):

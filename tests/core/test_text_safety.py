@@ -24,26 +24,26 @@ def _payload(data: dict) -> str:
 
 
 @pytest.mark.parametrize("batch", ["1", "5"], ids=["one-by-one", "batch"])
-def test_return_value_with_lone_surrogate_and_nul_keeps_the_committed_work(queue, batch):
-    task_id = queue.insert(_payload({"efeito": "feito", "return": f"ok {SURROGATE}\x00 fim"}))
-    bad = queue.insert(_payload({"raise": f"erro {SURROGATE}\x00"}))
-    w = queue.start_worker(QUEUE_BATCH_SIZE=batch, QUEUE_BASE_INTERVAL_RETRY="10")
-    row = queue.wait_status(task_id, "sucesso")
+def test_return_value_with_lone_surrogate_and_nul_keeps_the_committed_work(pg_queue, batch):
+    task_id = pg_queue.insert(_payload({"efeito": "feito", "return": f"ok {SURROGATE}\x00 fim"}))
+    bad = pg_queue.insert(_payload({"raise": f"erro {SURROGATE}\x00"}))
+    w = pg_queue.start_worker(QUEUE_BATCH_SIZE=batch, QUEUE_BASE_INTERVAL_RETRY="10")
+    row = pg_queue.wait_status(task_id, "sucesso")
     assert row["mensagem"] == "ok \\udcff fim"
-    assert queue.wait_status(bad, "falha")["mensagem"] == (
+    assert pg_queue.wait_status(bad, "falha")["mensagem"] == (
         "RuntimeError: erro \\udcff. Tarefa reenfileirada.")
-    assert queue.count() == 3  # no retry of the success: the first attempt's work stands
-    assert [e["chave"] for e in queue.effects()] == ["feito"]
+    assert pg_queue.count() == 3  # no retry of the success: the first attempt's work stands
+    assert [e["chave"] for e in pg_queue.effects()] == ["feito"]
     assert "Logging error" not in w.log() and "Erro inesperado" not in w.log()
 
 
-def test_undecodable_long_error_is_recorded_as_itself_and_logged_bounded(queue):
+def test_undecodable_long_error_is_recorded_as_itself_and_logged_bounded(pg_queue):
     message = f"erro {SURROGATE} com\x00 nul " + "z" * 200_000
-    task_id = queue.insert(_payload({"raise": message}), prioridade=90)
-    after = queue.insert(_payload({"efeito": "depois"}))
-    w = queue.start_worker(QUEUE_BASE_INTERVAL_RETRY="10")  # the retry stays scheduled
-    queue.wait_status(after, "sucesso")
-    row = queue.wait_status(task_id, "falha")
+    task_id = pg_queue.insert(_payload({"raise": message}), prioridade=90)
+    after = pg_queue.insert(_payload({"efeito": "depois"}))
+    w = pg_queue.start_worker(QUEUE_BASE_INTERVAL_RETRY="10")  # the retry stays scheduled
+    pg_queue.wait_status(after, "sucesso")
+    row = pg_queue.wait_status(task_id, "falha")
     text = row["mensagem"]
     assert text.startswith("RuntimeError: erro \\udcff com nul zzz"), text[:80]
     full = len("RuntimeError: ") + len(message) - 1 + len("\\udcff") - 1  # NUL out, escaped
@@ -51,7 +51,7 @@ def test_undecodable_long_error_is_recorded_as_itself_and_logged_bounded(queue):
     assert text.endswith("Tarefa reenfileirada.")
     assert len(text) <= MESSAGE_MAX
     assert "O worker parou" not in text
-    nxt = queue.rows(f"id_anterior = {task_id}")
+    nxt = pg_queue.rows(f"id_anterior = {task_id}")
     assert [(r["status"], r["tentativa"]) for r in nxt] == [("agendada", 2)]
     assert w.proc.poll() is None
     log = w.log()
@@ -63,12 +63,12 @@ def test_undecodable_long_error_is_recorded_as_itself_and_logged_bounded(queue):
     assert log.count("caracteres]") >= 2
 
 
-def test_exception_whose_str_fails_is_still_recorded_by_name(queue):
-    task_id = queue.insert(_payload({"raise_unprintable": True}))
-    w = queue.start_worker(QUEUE_MAX_RETRY="1")
-    row = queue.wait_status(task_id, "falha")
+def test_exception_whose_str_fails_is_still_recorded_by_name(pg_queue):
+    task_id = pg_queue.insert(_payload({"raise_unprintable": True}))
+    w = pg_queue.start_worker(QUEUE_MAX_RETRY="1")
+    row = pg_queue.wait_status(task_id, "falha")
     assert row["mensagem"].startswith("UnprintableError: <mensagem ilegível: ('argumento',)>")
-    eventually(lambda: queue.count("dead") == 1, message="dead letter")
+    eventually(lambda: pg_queue.count("dead") == 1, message="dead letter")
     assert w.proc.poll() is None
     assert "Erro inesperado" not in w.log()
 

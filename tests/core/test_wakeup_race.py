@@ -13,13 +13,13 @@ import time
 from tests.fixtures.waiting import eventually
 
 
-def test_task_committed_during_the_probe_runs_at_once(queue, tmp_path):
+def test_task_committed_during_the_probe_runs_at_once(pg_queue, tmp_path):
     arm = tmp_path / "race"
-    worker = queue.start_ready_worker("tests.workers.probe_race", NSJQ_TEST_RACE_FILE=arm)
+    worker = pg_queue.start_ready_worker("tests.workers.probe_race", NSJQ_TEST_RACE_FILE=arm)
     arm.touch()  # the next probe commits a task inside its window
     started = time.monotonic()
-    queue.insert({"efeito": "primeira"})  # wakes the worker: claim, run, probe again
-    eventually(lambda: sorted(e["chave"] for e in queue.effects()) == ["corrida", "primeira"],
+    pg_queue.insert({"efeito": "primeira"})  # wakes the worker: claim, run, probe again
+    eventually(lambda: sorted(e["chave"] for e in pg_queue.effects()) == ["corrida", "primeira"],
                timeout=15, message="as duas tarefas executadas")
     assert not arm.exists()  # the squeezed commit did happen
     assert time.monotonic() - started < 10, "uma tarefa esperou o poll periódico"

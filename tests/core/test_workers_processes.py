@@ -12,10 +12,10 @@ from tests.fixtures.queue import held_payload
 from tests.fixtures.waiting import eventually
 
 
-def test_second_sigterm_exits_at_once(queue, tmp_path):
+def test_second_sigterm_exits_at_once(pg_queue, tmp_path):
     payload, started, _release = held_payload(tmp_path, "term2")
-    first = queue.insert(payload)
-    w = queue.start_worker()
+    first = pg_queue.insert(payload)
+    w = pg_queue.start_worker()
     eventually(started.exists, message="task started")
     w.signal(signal.SIGTERM)
     eventually(lambda: "SIGTERM recebido" in w.log(), message="first SIGTERM handled")
@@ -24,33 +24,33 @@ def test_second_sigterm_exits_at_once(queue, tmp_path):
     code = w.wait_exit(10)
     assert code != 0
     assert time.monotonic() - t0 < 5
-    assert queue.effects() == []  # the unfinished task's writes were rolled back
-    assert queue.row(first)["status"] == "processando"  # left for the rescue
+    assert pg_queue.effects() == []  # the unfinished task's writes were rolled back
+    assert pg_queue.row(first)["status"] == "processando"  # left for the rescue
 
 
-def test_halt_notification_stops_worker_cleanly(queue):
-    w = queue.start_ready_worker()
-    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+def test_halt_notification_stops_worker_cleanly(pg_queue):
+    w = pg_queue.start_ready_worker()
+    pg_queue.sql("SELECT pg_notify(%s, 'HALT')", (pg_queue.fila,))
     assert w.wait_exit(15) == 0
     assert "HALT" in w.log()
 
 
-def test_halt_is_sent_with_notify_statement(queue):
-    w = queue.start_ready_worker()
-    task_id = queue.insert({"efeito": "before"})
-    queue.wait_status(task_id, "sucesso")
-    queue.sql(f'NOTIFY "{queue.fila}", \'HALT\'')
+def test_halt_is_sent_with_notify_statement(pg_queue):
+    w = pg_queue.start_ready_worker()
+    task_id = pg_queue.insert({"efeito": "before"})
+    pg_queue.wait_status(task_id, "sucesso")
+    pg_queue.sql(f'NOTIFY "{pg_queue.fila}", \'HALT\'')
     assert w.wait_exit(15) == 0
-    later = queue.insert({"efeito": "after"})
-    assert queue.row(later)["status"] == "pendente"
-    assert [e["chave"] for e in queue.effects()] == ["before"]
+    later = pg_queue.insert({"efeito": "after"})
+    assert pg_queue.row(later)["status"] == "pendente"
+    assert [e["chave"] for e in pg_queue.effects()] == ["before"]
 
 
-def test_dict_payload_reaches_worker_as_its_json_text(queue):
+def test_dict_payload_reaches_worker_as_its_json_text(pg_queue):
     payload = {"report": True, "x": [1, 2]}
-    task_id = queue.client().insert_task("o", "d", "p", None, payload)
-    queue.start_worker()
-    queue.wait_status(task_id, "sucesso")
-    report = json.loads(queue.effects()[0]["chave"])
+    task_id = pg_queue.client().insert_task("o", "d", "p", None, payload)
+    pg_queue.start_worker()
+    pg_queue.wait_status(task_id, "sucesso")
+    report = json.loads(pg_queue.effects()[0]["chave"])
     assert report["payload_type"] == "str"
     assert json.loads(report["payload"]) == payload

@@ -114,5 +114,5 @@ def start_dashboard(queue, tmp_path: Path, token: str = "",
 
 
 @pytest.fixture
-def dashboard(queue, tmp_path) -> Iterator[Dashboard]:
-    yield start_dashboard(queue, tmp_path, token="segredo-de-teste-123")
+def dashboard(pg_queue, tmp_path) -> Iterator[Dashboard]:
+    yield start_dashboard(pg_queue, tmp_path, token="segredo-de-teste-123")

@@ -56,26 +56,26 @@ def _row_html(page: str, root: int) -> str:
     return page[start:page.index("</tr>", start)]
 
 
-def test_recent_failures_are_listed_and_retried_from_the_dashboard(queue, tmp_path):
+def test_recent_failures_are_listed_and_retried_from_the_dashboard(pg_queue, tmp_path):
     # A chain that ends in failure (one attempt allowed)...
-    one_shot = queue.start_ready_worker(QUEUE_MAX_RETRY="1")
-    ended = queue.insert({"efeito": "terminou", "fail_until": 2}, processo="faturar")
-    eventually(lambda: queue.count(f"id = {ended} AND status = 'falha'") == 1, timeout=30,
+    one_shot = pg_queue.start_ready_worker(QUEUE_MAX_RETRY="1")
+    ended = pg_queue.insert({"efeito": "terminou", "fail_until": 2}, processo="faturar")
+    eventually(lambda: pg_queue.count(f"id = {ended} AND status = 'falha'") == 1, timeout=30,
                message="cadeia terminada em falha")
     assert one_shot.stop() == 0
     # ...and one waiting ten minutes for its second attempt after a failure.
-    queue.start_ready_worker(QUEUE_MAX_RETRY="3", QUEUE_BASE_INTERVAL_RETRY="10")
-    waiting = queue.insert({"efeito": "aguarda", "fail_until": 2}, processo="cobrar")
-    eventually(lambda: queue.count(f"id_inicial = {waiting} AND status = 'agendada'") == 1,
+    pg_queue.start_ready_worker(QUEUE_MAX_RETRY="3", QUEUE_BASE_INTERVAL_RETRY="10")
+    waiting = pg_queue.insert({"efeito": "aguarda", "fail_until": 2}, processo="cobrar")
+    eventually(lambda: pg_queue.count(f"id_inicial = {waiting} AND status = 'agendada'") == 1,
                timeout=30, message="segunda tentativa agendada")
-    next_attempt = queue.value(f"SELECT id FROM {queue.table} WHERE id_inicial = {waiting}")
-    assert queue.value(f"SELECT data_hora > now() + interval '5 minutes' FROM {queue.table} "
-                       f"WHERE id = {next_attempt}") is True
-    fine = queue.insert({"efeito": "ok"})
-    queue.wait_status(fine, "sucesso")
+    next_attempt = pg_queue.value(f"SELECT id FROM {pg_queue.table} WHERE id_inicial = {waiting}")
+    assert pg_queue.value(f"SELECT data_hora > now() + interval '5 minutes' FROM {pg_queue.table} "
+                          f"WHERE id = {next_attempt}") is True
+    fine = pg_queue.insert({"efeito": "ok"})
+    pg_queue.wait_status(fine, "sucesso")
 
-    dash = start_dashboard(queue, tmp_path, token=TOKEN)
-    fila = urllib.parse.urlencode({"f": queue.table})
+    dash = start_dashboard(pg_queue, tmp_path, token=TOKEN)
+    fila = urllib.parse.urlencode({"f": pg_queue.table})
     browser = Browser(dash.base)
     status, page = browser.get(f"/fila?{fila}")
     assert status == 200 and "Falhas recentes" in page
@@ -95,33 +95,33 @@ def test_recent_failures_are_listed_and_retried_from_the_dashboard(queue, tmp_pa
     assert 'data-acao="retry">Reenfileirar' in _row_html(page, ended)
 
     # without the CSRF field, or from another site, the retry is refused
-    fields = {"op": "retry", "f": queue.table, "id": waiting, "csrf": csrf}
+    fields = {"op": "retry", "f": pg_queue.table, "id": waiting, "csrf": csrf}
     assert browser.post("/acao", {**fields, "csrf": ""})[0] == 403
     assert browser.post("/acao", {**fields, "csrf": "0" * 64})[0] == 403
     assert browser.post("/acao", fields, {"Origin": "http://evil.example"})[0] == 403
     assert browser.post("/acao", fields, {"Referer": "http://evil.example/fila"})[0] == 403
     assert Browser(dash.base).post("/acao", fields)[0] == 403  # no session cookie
-    assert queue.value(f"SELECT data_hora > now() + interval '5 minutes' FROM {queue.table} "
-                       f"WHERE id = {next_attempt}") is True
-    assert queue.count(f"id_inicial = {ended}") == 0
+    assert pg_queue.value(f"SELECT data_hora > now() + interval '5 minutes' FROM {pg_queue.table} "
+                          f"WHERE id = {next_attempt}") is True
+    assert pg_queue.count(f"id_inicial = {ended}") == 0
 
     # the waiting chain: its next attempt is due now (no new attempt) and a worker runs it
     status, where, page = browser.post("/acao", fields,
                                        {"Origin": dash.base, "Referer": dash.base + "/fila"})
     assert status == 200 and "/cadeia?" in where
     assert f"Próxima tentativa #{next_attempt} antecipada" in page
-    row = queue.wait_status(next_attempt, "sucesso", timeout=30)
+    row = pg_queue.wait_status(next_attempt, "sucesso", timeout=30)
     assert row["tentativa"] == 2
-    assert queue.count(f"id_inicial = {waiting}") == 1
+    assert pg_queue.count(f"id_inicial = {waiting}") == 1
 
     # the ended chain: a new attempt, linked to the failed one, run by the worker
     status, where, page = browser.post("/acao", {**fields, "id": ended})
     assert status == 200
-    new = queue.value(f"SELECT id FROM {queue.table} WHERE id_inicial = {ended}")
+    new = pg_queue.value(f"SELECT id FROM {pg_queue.table} WHERE id_inicial = {ended}")
     assert new is not None and f"Cadeia reenfileirada: nova tentativa #{new}" in page
-    row = queue.wait_status(new, "sucesso", timeout=30)
+    row = pg_queue.wait_status(new, "sucesso", timeout=30)
     assert row["tentativa"] == 2 and row["id_anterior"] == ended
-    assert queue.row(ended)["reenfileirado"] is True
+    assert pg_queue.row(ended)["reenfileirado"] is True
 
     # neither is a failure any more
     page = browser.get(f"/fila?{fila}")[1]

@@ -25,16 +25,16 @@ def _tag(page: str) -> str:
     return m.group(1)
 
 
-def test_queue_page_and_overview_show_the_mode(queue, dashboard):
-    fila = "/fila?" + urllib.parse.urlencode({"f": queue.table})
+def test_queue_page_and_overview_show_the_mode(pg_queue, dashboard):
+    fila = "/fila?" + urllib.parse.urlencode({"f": pg_queue.table})
     page = _get(dashboard, fila)
     assert _tag(page) == "desligado"
     assert "Modo de frota mista com a 1.2.2:" in page and "(só workers 2.x)" in page
     # The overview flags only the queues in mixed-fleet mode.
-    row = re.search(rf'<tr data-fila="{re.escape(queue.table)}">.*?</tr>', _get(dashboard, "/"))
+    row = re.search(rf'<tr data-fila="{re.escape(pg_queue.table)}">.*?</tr>', _get(dashboard, "/"))
     assert row and "frota-mista" not in row.group(0)
 
-    admin = QueueAdmin.from_settings(queue.settings())
+    admin = QueueAdmin.from_settings(pg_queue.settings())
     try:
         admin.compat_on(por="painel-teste")
     finally:
@@ -42,7 +42,7 @@ def test_queue_page_and_overview_show_the_mode(queue, dashboard):
     page = _get(dashboard, fila)  # (read on every request: no cache)
     assert _tag(page) == "ligado"
     assert "(workers 1.2.2 podem usar a fila) desde " in page and "por painel-teste" in page
-    row = re.search(rf'<tr data-fila="{re.escape(queue.table)}">.*?</tr>', _get(dashboard, "/"))
+    row = re.search(rf'<tr data-fila="{re.escape(pg_queue.table)}">.*?</tr>', _get(dashboard, "/"))
     assert row and _tag(row.group(0)) == "frota mista 1.2.2"
 
 

@@ -43,13 +43,13 @@ def task_count(pid: int) -> int:
 
 
 @pytest.fixture
-def inproc(queue):
+def inproc(pg_queue):
     """A DashboardServer in a thread of this process with short limits (timeouts the
     test can wait for), on the queue's database."""
     servers: List[DashboardServer] = []
 
     def start(**limits) -> DashboardServer:
-        server = DashboardServer(queue.settings(), host="127.0.0.1", port=0, token=TOKEN,
+        server = DashboardServer(pg_queue.settings(), host="127.0.0.1", port=0, token=TOKEN,
                                  limits=Limits(**{"read_timeout": 1.0, "request_deadline": 2.0,
                                                   "max_threads": 8, **limits}))
         server.start()
@@ -61,12 +61,12 @@ def inproc(queue):
         server.stop()
 
 
-def test_host_header_is_checked_when_bound_to_all_interfaces(queue, tmp_path):
-    env = dict(queue.server.env(), DASHBOARD_BIND_HOST="0.0.0.0",
+def test_host_header_is_checked_when_bound_to_all_interfaces(pg_queue, tmp_path):
+    env = dict(pg_queue.server.env(), DASHBOARD_BIND_HOST="0.0.0.0",
                DASHBOARD_ALLOWED_HOSTS="painel.example, *.interno.example")
-    dash = start_dashboard(queue, tmp_path, token=TOKEN, db_env=env)
+    dash = start_dashboard(pg_queue, tmp_path, token=TOKEN, db_env=env)
     port = dash.port
-    table = queue.table.encode()
+    table = pg_queue.table.encode()
     for host in ("evil.example", f"evil.example:{port}", "painel.example.evil.com",
                  "interno.example", "127.0.0.1.evil.example", "evil.example@127.0.0.1",
                  "0.0.0.0"):
@@ -75,7 +75,7 @@ def test_host_header_is_checked_when_bound_to_all_interfaces(queue, tmp_path):
         assert "Host não permitido".encode() in body and table not in body
         assert b"DASHBOARD_ALLOWED_HOSTS" in body
     # every route, and a POST, before anything else happens
-    fila = urllib.parse.urlencode({"f": queue.table})
+    fila = urllib.parse.urlencode({"f": pg_queue.table})
     assert get(port, f"/fila?{fila}", "evil.example")[0] == 421
     form = f"op=pause&{fila}".encode()
     status, _, _ = exchange(port, b"POST /acao HTTP/1.1\r\nHost: evil.example\r\n"
@@ -98,8 +98,8 @@ def test_host_header_is_checked_when_bound_to_all_interfaces(queue, tmp_path):
     assert log.count("Host 'evil.example' recusado") == 1  # warned once per name
 
 
-def test_malformed_and_oversized_requests_are_refused(queue, tmp_path):
-    dash = start_dashboard(queue, tmp_path, token=TOKEN)
+def test_malformed_and_oversized_requests_are_refused(pg_queue, tmp_path):
+    dash = start_dashboard(pg_queue, tmp_path, token=TOKEN)
     port = dash.port
     post = b"POST /entrar HTTP/1.1\r\nHost: 127.0.0.1\r\n"
     cases = {
@@ -130,11 +130,11 @@ def test_malformed_and_oversized_requests_are_refused(queue, tmp_path):
     assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
 
 
-def test_half_open_connections_hold_a_bounded_number_of_threads(queue, tmp_path):
+def test_half_open_connections_hold_a_bounded_number_of_threads(pg_queue, tmp_path):
     """The real process with its default limits: 150 half-open requests; the process
     keeps at most DASHBOARD_LIMITS.max_threads handler threads, the rest are answered
     503 at once by the accepting thread."""
-    dash = start_dashboard(queue, tmp_path, token=TOKEN)
+    dash = start_dashboard(pg_queue, tmp_path, token=TOKEN)
     before = task_count(dash.proc.pid)
     socks = []
     try:
@@ -201,11 +201,11 @@ def _reset(sock: socket.socket) -> None:
     sock.close()
 
 
-def test_clients_that_leave_are_logged_at_debug_only(queue, inproc, caplog):
+def test_clients_that_leave_are_logged_at_debug_only(pg_queue, inproc, caplog):
     big = "x" * (8 * 1024 * 1024)
-    task = queue.insert(big, processo="grande")
+    task = pg_queue.insert(big, processo="grande")
     server = inproc(read_timeout=5.0, request_deadline=5.0)
-    path = "/payload?" + urllib.parse.urlencode({"f": queue.table, "id": task})
+    path = "/payload?" + urllib.parse.urlencode({"f": pg_queue.table, "id": task})
     caplog.set_level(logging.DEBUG, logger="nsj_queue_lib")
     n = 20
     for _ in range(n):
@@ -228,17 +228,17 @@ def test_clients_that_leave_are_logged_at_debug_only(queue, inproc, caplog):
     assert get(server.port)[0] == 200
 
 
-def test_a_large_payload_is_cut_in_the_page_and_streamed_whole(queue, tmp_path):
-    dash = start_dashboard(queue, tmp_path, token=TOKEN)
+def test_a_large_payload_is_cut_in_the_page_and_streamed_whole(pg_queue, tmp_path):
+    dash = start_dashboard(pg_queue, tmp_path, token=TOKEN)
     payload = ("0123456789abcdef" * (50 * 1024 * 1024 // 16))[:-3] + "fim"  # 50 MB
-    task = queue.insert(payload, processo="grande")
+    task = pg_queue.insert(payload, processo="grande")
     status, head, body = get(dash.port, "/cadeia?" + urllib.parse.urlencode(
-        {"f": queue.table, "id": task}))
+        {"f": pg_queue.table, "id": task}))
     assert status == 200
     assert len(body) < PAYLOAD_PREVIEW + 20_000, len(body)  # was the whole 50 MB
     page = body.decode()
     assert "Payload cortado" in page and f"{len(payload)} caracteres" in page
-    link = "/payload?" + urllib.parse.urlencode({"f": queue.table, "id": task})
+    link = "/payload?" + urllib.parse.urlencode({"f": pg_queue.table, "id": task})
     assert f'href="{link.replace("&", "&amp;")}"' in page
     # the link serves it whole, in slices, as text
     digest = hashlib.sha256()
@@ -261,10 +261,10 @@ def test_a_large_payload_is_cut_in_the_page_and_streamed_whole(queue, tmp_path):
     assert total == len(payload)
     assert digest.hexdigest() == hashlib.sha256(payload.encode()).hexdigest()
     # a small payload stays whole in the page; an attempt without payload: 404
-    small = queue.insert({"efeito": "pequeno"})
+    small = pg_queue.insert({"efeito": "pequeno"})
     page = get(dash.port, "/cadeia?" + urllib.parse.urlencode(
-        {"f": queue.table, "id": small}))[2].decode()
+        {"f": pg_queue.table, "id": small}))[2].decode()
     assert "Payload cortado" not in page and "pequeno" in page
-    empty = queue.insert(None)
+    empty = pg_queue.insert(None)
     assert get(dash.port, "/payload?" + urllib.parse.urlencode(
-        {"f": queue.table, "id": empty}))[0] == 404
+        {"f": pg_queue.table, "id": empty}))[0] == 404

@@ -19,9 +19,9 @@ def _fields(page: str) -> dict:
     return {k: v for k, v in re.findall(r'data-campo="([\w-]+)">([0-9+]+)<', page)}
 
 
-def test_pages_on_mariadb_match_the_table(myqueue, tmp_path):
-    t = myqueue.table
-    q = myqueue.sql
+def test_pages_on_mariadb_match_the_table(mariadb_queue, tmp_path):
+    t = mariadb_queue.table
+    q = mariadb_queue.sql
     q(f"INSERT INTO {t} (processo, status, data_hora) VALUES ('p', 'pendente', "
       "UTC_TIMESTAMP(6)), ('p', 'pendente', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR), "
       "('p', 'agendada', UTC_TIMESTAMP(6) - INTERVAL 1 SECOND), ('p', 'sucesso', "
@@ -31,7 +31,8 @@ def test_pages_on_mariadb_match_the_table(myqueue, tmp_path):
     live = q(f"SELECT max(id) AS id FROM {t}")[0]["id"]
     q(f"INSERT INTO {t} (processo, status, mensagem, dead, live_id) "
       f"VALUES ('p', 'falha', 'erro na fila de mortos', TRUE, {live})")
-    dashboard = start_dashboard(None, tmp_path, db_env=myqueue.server.env(myqueue.database))
+    dashboard = start_dashboard(None, tmp_path,
+                                db_env=mariadb_queue.server.env(mariadb_queue.database))
 
     overview = _get(dashboard.url("/"))
     assert f'data-fila="{t}"' in overview
@@ -39,11 +40,11 @@ def test_pages_on_mariadb_match_the_table(myqueue, tmp_path):
     got = _fields(page)
     assert {k: int(got[k]) for k in ("pendente", "agendada", "processando", "devidas",
                                      "mortas", "hora-sucesso")} == {
-        "pendente": myqueue.count("status = 'pendente'"),
-        "agendada": myqueue.count("status = 'agendada'"),
+        "pendente": mariadb_queue.count("status = 'pendente'"),
+        "agendada": mariadb_queue.count("status = 'agendada'"),
         "processando": 0,
-        "devidas": myqueue.count("status IN ('pendente', 'agendada') "
-                                 "AND data_hora <= UTC_TIMESTAMP(6)"),
+        "devidas": mariadb_queue.count("status IN ('pendente', 'agendada') "
+                                       "AND data_hora <= UTC_TIMESTAMP(6)"),
         "mortas": 1, "hora-sucesso": 1}
     assert "erro &lt;b&gt;original&lt;/b&gt;" in page  # the live chain's error, escaped
     oldest = q(f"SELECT id FROM {t} WHERE status IN ('pendente', 'agendada') "

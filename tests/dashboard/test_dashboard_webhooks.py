@@ -12,19 +12,19 @@ from tests.fixtures.waiting import eventually
 WEBHOOK = "nsj_queue_lib.worker_webhook"
 
 
-def test_webhook_page_lists_subscriptions_and_redelivers(queue, dashboard, browser,
-                                                         http_server, artifacts):
-    http_server.script("/hook", statuses=[500, 200], body="<script>x()</script>")
-    with QueueAdmin.from_settings(queue.settings()) as admin:
-        secret = admin.subscriber_add("painel", "proc", http_server.url + "/hook?token=abc",
+def test_webhook_page_lists_subscriptions_and_redelivers(pg_queue, dashboard, browser,
+                                                         http_endpoint, artifacts):
+    http_endpoint.script("/hook", statuses=[500, 200], body="<script>x()</script>")
+    with QueueAdmin.from_settings(pg_queue.settings()) as admin:
+        secret = admin.subscriber_add("painel", "proc", http_endpoint.url + "/hook?token=abc",
                                       headers={"Authorization": "Bearer zz9"},
                                       generate_secret=True)
-    queue.start_worker(WEBHOOK)
-    queue.publish({"p": 1})
-    eventually(lambda: len(http_server.received("/hook")) == 2, timeout=30)
-    queue.wait_idle()
+    pg_queue.start_worker(WEBHOOK)
+    pg_queue.publish({"p": 1})
+    eventually(lambda: len(http_endpoint.received("/hook")) == 2, timeout=30)
+    pg_queue.wait_idle()
 
-    page = dashboard.url("/webhooks?" + urllib.parse.urlencode({"f": queue.table}))
+    page = dashboard.url("/webhooks?" + urllib.parse.urlencode({"f": pg_queue.table}))
     browser.get(page)
     section = browser.find_element("css selector", 'section[data-assinatura="painel"]')
     text = section.text
@@ -35,9 +35,9 @@ def test_webhook_page_lists_subscriptions_and_redelivers(queue, dashboard, brows
     assert "<script>x()" not in source  # the receiver's answer is escaped
     assert not browser.find_elements("css selector", 'button[data-acao="redeliver"]')
 
-    with QueueAdmin.from_settings(queue.settings()) as admin:
+    with QueueAdmin.from_settings(pg_queue.settings()) as admin:
         newest = admin.subscriber_deliveries("painel")[0]
-    fields = {"op": "redeliver", "f": queue.table, "id": newest["id"]}
+    fields = {"op": "redeliver", "f": pg_queue.table, "id": newest["id"]}
     assert _post(dashboard.url("/acao"), fields) == 403  # no session, no CSRF field
 
     _sign_in(browser, dashboard)
@@ -47,6 +47,6 @@ def test_webhook_page_lists_subscriptions_and_redelivers(queue, dashboard, brows
         "css selector",
         f'tr[data-entrega="{newest["id"]}"] button[data-acao="redeliver"]').click()
     eventually(lambda: "Entrega reenfileirada" in browser.page_source, message="aviso")
-    eventually(lambda: len(http_server.received("/hook")) == 3, timeout=30)
-    first, _, again = http_server.received("/hook")
+    eventually(lambda: len(http_endpoint.received("/hook")) == 3, timeout=30)
+    first, _, again = http_endpoint.received("/hook")
     assert again.headers["webhook-id"] == first.headers["webhook-id"]

@@ -1,5 +1,5 @@
 """Fixtures of the MySQL dialect tests: settings, a session and a repository on the
-queue of `myqueue` (tests/fixtures/queue.py)."""
+queue of `mariadb_queue` (tests/fixtures/queue.py)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def make_settings(q: Queue, **extra: str) -> Settings:
 
 
 @pytest.fixture
-def settings(myqueue) -> Settings:
-    return make_settings(myqueue)
+def settings(mariadb_queue) -> Settings:
+    return make_settings(mariadb_queue)
 
 
 @pytest.fixture

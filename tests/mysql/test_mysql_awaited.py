@@ -26,8 +26,8 @@ def test_an_awaited_statement_gives_the_rows_fetch_one_gives(session):
     assert session.fetch_value("SELECT 2") == 2  # the connection is in step afterwards
 
 
-def test_an_awaited_get_lock_waits_in_the_server(session, settings, myqueue):
-    other = myqueue.server.connect()
+def test_an_awaited_get_lock_waits_in_the_server(session, settings, mariadb_queue):
+    other = mariadb_queue.server.connect()
     try:
         with other.cursor() as cur:
             cur.execute("SELECT GET_LOCK('nsjq_robust_espera', 0)")

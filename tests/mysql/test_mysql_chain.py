@@ -38,10 +38,10 @@ def _mysqlclient_ignoring_and_chain() -> Any:
     return MySQLdbIgnoresAndChain
 
 
-def _session(myqueue, ignores_and_chain: bool = False) -> DbSession:
-    srv = myqueue.server
+def _session(mariadb_queue, ignores_and_chain: bool = False) -> DbSession:
+    srv = mariadb_queue.server
     kwargs = {"host": srv.host, "port": srv.port, "user": srv.user, "password": srv.password,
-              "database": myqueue.database, "autocommit": True, "charset": "utf8mb4"}
+              "database": mariadb_queue.database, "autocommit": True, "charset": "utf8mb4"}
     if srv.driver == "mysqlclient":
         import MySQLdb.connections
 
@@ -58,75 +58,75 @@ def _in_trans(session: DbSession) -> bool:
     return bool(status & IN_TRANS)
 
 
-def _insert(session: DbSession, myqueue, key: str) -> None:
-    session.execute(f"INSERT INTO {myqueue.qeffects} (tarefa_id, chave, tipo) "
+def _insert(session: DbSession, mariadb_queue, key: str) -> None:
+    session.execute(f"INSERT INTO {mariadb_queue.qeffects} (tarefa_id, chave, tipo) "
                     "VALUES (1, %(k)s, 'execute')", {"k": key})
 
 
-def _keys(myqueue) -> list:
-    return sorted(e["chave"] for e in myqueue.effects())
+def _keys(mariadb_queue) -> list:
+    return sorted(e["chave"] for e in mariadb_queue.effects())
 
 
-def test_a_chained_commit_opens_the_next_transaction_on_the_server(myqueue):
-    session = _session(myqueue)
+def test_a_chained_commit_opens_the_next_transaction_on_the_server(mariadb_queue):
+    session = _session(mariadb_queue)
     try:
         session.begin()
         session.chain_commit()
         session.commit()
         assert _in_trans(session)
         session.begin()  # takes the chained transaction: no BEGIN
-        _insert(session, myqueue, "desfeito")
+        _insert(session, mariadb_queue, "desfeito")
         session.rollback()
         session.begin()
-        _insert(session, myqueue, "gravado")
+        _insert(session, mariadb_queue, "gravado")
         session.commit()  # plain COMMIT: no transaction left open
         assert not _in_trans(session)
     finally:
         session.close()
-    assert _keys(myqueue) == ["gravado"]
+    assert _keys(mariadb_queue) == ["gravado"]
 
 
-def test_a_chain_the_server_ignores_is_followed_by_a_begin(myqueue):
+def test_a_chain_the_server_ignores_is_followed_by_a_begin(mariadb_queue):
     # Fails without the server-status check: begin() sent no BEGIN, the INSERT ran in
     # autocommit and survived the rollback.
-    session = _session(myqueue, ignores_and_chain=True)
+    session = _session(mariadb_queue, ignores_and_chain=True)
     try:
         session.begin()
         session.chain_commit()
         session.commit()
         assert not _in_trans(session)
         session.begin()
-        _insert(session, myqueue, "desfeito")
+        _insert(session, mariadb_queue, "desfeito")
         session.rollback()
     finally:
         session.close()
-    assert _keys(myqueue) == []
+    assert _keys(mariadb_queue) == []
 
 
-def test_a_statement_between_a_chained_commit_and_begin_runs_in_autocommit(myqueue):
+def test_a_statement_between_a_chained_commit_and_begin_runs_in_autocommit(mariadb_queue):
     # `_end_chained`: the chained (empty) transaction is committed before the statement,
     # so its effect is durable even if the next transaction rolls back.
-    session = _session(myqueue)
+    session = _session(mariadb_queue)
     try:
         session.begin()
         session.chain_commit()
         session.commit()
-        _insert(session, myqueue, "autocommit")
+        _insert(session, mariadb_queue, "autocommit")
         assert not _in_trans(session)
-        assert _keys(myqueue) == ["autocommit"]  # visible to another session: committed
+        assert _keys(mariadb_queue) == ["autocommit"]  # visible to another session: committed
         session.begin()
-        _insert(session, myqueue, "desfeito")
+        _insert(session, mariadb_queue, "desfeito")
         session.rollback()
     finally:
         session.close()
-    assert _keys(myqueue) == ["autocommit"]
+    assert _keys(mariadb_queue) == ["autocommit"]
 
 
-def test_the_library_connects_with_the_driver_under_test(session, myqueue):
+def test_the_library_connects_with_the_driver_under_test(session, mariadb_queue):
     """DB_MYSQL_DRIVER (from NSJQ_TEST_MYSQL_DRIVER) picks the queue's driver: the suite
     run with mysqlclient really runs on it."""
     module = type(session.conn).__module__.split(".")[0]
-    assert module == {"pymysql": "pymysql", "mysqlclient": "MySQLdb"}[myqueue.server.driver]
+    assert module == {"pymysql": "pymysql", "mysqlclient": "MySQLdb"}[mariadb_queue.server.driver]
 
 
 class HidesStatus:
@@ -142,12 +142,12 @@ class HidesStatus:
         return getattr(self.real, name)
 
 
-def test_without_the_servers_status_the_commit_is_plain_and_begin_follows(myqueue):
+def test_without_the_servers_status_the_commit_is_plain_and_begin_follows(mariadb_queue):
     # Fails if chain_commit() sends AND CHAIN anyway: the server keeps a transaction open.
-    srv = myqueue.server
+    srv = mariadb_queue.server
     real = pymysql.connections.Connection(
         host=srv.host, port=srv.port, user=srv.user, password=srv.password,
-        database=myqueue.database, autocommit=True, charset="utf8mb4")
+        database=mariadb_queue.database, autocommit=True, charset="utf8mb4")
     session = DbSession(HidesStatus(real), dialect_for_driver("MYSQL"))
     try:
         session.begin()
@@ -156,8 +156,8 @@ def test_without_the_servers_status_the_commit_is_plain_and_begin_follows(myqueu
         assert not real.server_status & IN_TRANS  # plain COMMIT
         session.begin()  # sends BEGIN
         assert real.server_status & IN_TRANS
-        _insert(session, myqueue, "desfeito")
+        _insert(session, mariadb_queue, "desfeito")
         session.rollback()
     finally:
         session.close()
-    assert _keys(myqueue) == []
+    assert _keys(mariadb_queue) == []

@@ -85,11 +85,11 @@ def test_a_real_deadlock_is_an_error_of_the_statement_not_a_lost_connection(sett
         b.close()
 
 
-def test_a_killed_connection_is_database_unavailable_on_the_next_statement(session, myqueue):
+def test_a_killed_connection_is_database_unavailable_on_the_next_statement(session, mariadb_queue):
     """The server ends the session (KILL): the driver's error (2006 / 2013 / 1927, by
     driver and timing) becomes DatabaseUnavailable, whichever driver is under test."""
     thread_id = session.fetch_value("SELECT CONNECTION_ID()")
-    other = myqueue.server.connect()
+    other = mariadb_queue.server.connect()
     try:
         with other.cursor() as cur:
             cur.execute(f"KILL CONNECTION {int(thread_id)}")
@@ -100,12 +100,12 @@ def test_a_killed_connection_is_database_unavailable_on_the_next_statement(sessi
     assert not session.is_alive()
 
 
-def test_a_refused_password_is_database_refused_with_the_mysql_code(myqueue):
+def test_a_refused_password_is_database_refused_with_the_mysql_code(mariadb_queue):
     """The driver under test's refusal (1045) becomes DatabaseRefused, not a retry loop."""
     from nsj_queue_lib.exceptions import DatabaseRefused
     from tests.mysql.conftest import make_settings
 
-    settings = make_settings(myqueue, DB_USER="nsjq_nobody", DB_PASS="errada")
+    settings = make_settings(mariadb_queue, DB_USER="nsjq_nobody", DB_PASS="errada")
     with pytest.raises(DatabaseRefused) as info:
         DbSession.open(settings)
     # 1045; MariaDB answers 1698 for an unknown user instead once accounts with host '%'

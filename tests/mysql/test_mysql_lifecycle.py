@@ -63,16 +63,16 @@ class Worker:
 
 
 @pytest.fixture
-def backend(myqueue) -> RecordingBackend:
-    return RecordingBackend(make_settings(myqueue))
+def backend(mariadb_queue) -> RecordingBackend:
+    return RecordingBackend(make_settings(mariadb_queue))
 
 
 @pytest.fixture
-def workers(myqueue, backend):
+def workers(mariadb_queue, backend):
     made: List[Worker] = []
 
     def make(handler, **settings_env: str) -> Worker:
-        w = Worker(make_settings(myqueue, **settings_env), backend, handler)
+        w = Worker(make_settings(mariadb_queue, **settings_env), backend, handler)
         made.append(w)
         return w
 
@@ -100,72 +100,73 @@ def handler_ok(q):
     return run
 
 
-def test_claim_skips_a_task_locked_by_another_worker(myqueue, workers):
-    first = _enqueue(myqueue, prioridade=90)
-    second = _enqueue(myqueue, prioridade=10)
-    a, b = workers(handler_ok(myqueue)), workers(handler_ok(myqueue))
-    assert a.locker.try_lock(task_lock_key(myqueue.table, first))  # a holds its lock
+def test_claim_skips_a_task_locked_by_another_worker(mariadb_queue, workers):
+    first = _enqueue(mariadb_queue, prioridade=90)
+    second = _enqueue(mariadb_queue, prioridade=10)
+    a, b = workers(handler_ok(mariadb_queue)), workers(handler_ok(mariadb_queue))
+    assert a.locker.try_lock(task_lock_key(mariadb_queue.table, first))  # a holds its lock
     # The waiting row whose lock another session holds is left as it is (the claim
     # returns nothing this time; the consumer retries at once with a short back-off).
-    assert b.claim() is None and myqueue.row(first)["status"] == "pendente"
-    assert a.locker.unlock(task_lock_key(myqueue.table, first))
+    assert b.claim() is None and mariadb_queue.row(first)["status"] == "pendente"
+    assert a.locker.unlock(task_lock_key(mariadb_queue.table, first))
     assert [b.claim()["id"], b.claim()["id"]] == [first, second]
     assert b.claim() is None
 
 
-def test_sql_errors_of_the_handler_are_task_failures_not_lost_connections(myqueue, workers):
-    task_id = _enqueue(myqueue)
+def test_sql_errors_of_the_handler_are_task_failures_not_lost_connections(mariadb_queue, workers):
+    task_id = _enqueue(mariadb_queue)
 
     def signal(tarefa, bd_conn):
         bd_conn.execute("SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'regra de negocio'")
 
     w = workers(signal)
     assert w.run_next()[1] is False
-    assert "regra de negocio" in myqueue.row(task_id)["mensagem"]
+    assert "regra de negocio" in mariadb_queue.row(task_id)["mensagem"]
     assert w.session.is_alive()
 
 
-def test_lock_wait_timeout_in_handler_is_a_task_failure(myqueue, workers):
-    task_id = _enqueue(myqueue)
-    myqueue.sql(f"INSERT INTO `{myqueue.database}`.efeitos (id, chave) VALUES (1, 'x')")
-    other = myqueue.server.connect(myqueue.database, autocommit=False)
+def test_lock_wait_timeout_in_handler_is_a_task_failure(mariadb_queue, workers):
+    task_id = _enqueue(mariadb_queue)
+    mariadb_queue.sql(f"INSERT INTO `{mariadb_queue.database}`.efeitos (id, chave) VALUES (1, 'x')")
+    other = mariadb_queue.server.connect(mariadb_queue.database, autocommit=False)
     try:
         other.cursor().execute("UPDATE efeitos SET chave = 'y' WHERE id = 1")
 
         def blocked(tarefa, bd_conn):
             bd_conn.execute("SET SESSION innodb_lock_wait_timeout = 1")
-            bd_conn.execute(f"UPDATE `{myqueue.database}`.efeitos SET chave = 'z' WHERE id = 1")
+            bd_conn.execute(f"UPDATE `{mariadb_queue.database}`.efeitos SET chave = 'z' "
+                            "WHERE id = 1")
 
         w = workers(blocked)
         assert w.run_next()[1] is False
-        assert "Lock wait timeout" in myqueue.row(task_id)["mensagem"]
+        assert "Lock wait timeout" in mariadb_queue.row(task_id)["mensagem"]
     finally:
         other.rollback()
         other.close()
 
 
-def test_killed_connection_is_reported_as_unavailable(myqueue, workers):
-    w = workers(handler_ok(myqueue))
+def test_killed_connection_is_reported_as_unavailable(mariadb_queue, workers):
+    w = workers(handler_ok(mariadb_queue))
     conn_id = w.session.fetch_value("SELECT CONNECTION_ID()")
-    myqueue.sql(f"KILL CONNECTION {int(conn_id)}")
+    mariadb_queue.sql(f"KILL CONNECTION {int(conn_id)}")
     with pytest.raises(DatabaseUnavailable):
         w.repo.task_has_due()
 
 
-def test_task_inserted_now_is_due_immediately(myqueue, workers):
+def test_task_inserted_now_is_due_immediately(mariadb_queue, workers):
     """Microsecond clock: no wait for the next whole second (defect of 1.2.2 on MySQL)."""
-    w = workers(handler_ok(myqueue))
+    w = workers(handler_ok(mariadb_queue))
     for _ in range(5):
         now = dt.datetime.now(dt.timezone.utc)
-        task_id = _enqueue(myqueue, data_hora=now)
-        stored = myqueue.row(task_id)["data_hora"]
+        task_id = _enqueue(mariadb_queue, data_hora=now)
+        stored = mariadb_queue.row(task_id)["data_hora"]
         assert stored == now.replace(tzinfo=None)
         assert w.repo.task_has_due() is True
         assert w.repo.task_seconds_to_next_due() <= 0
         tarefa = w.claim()
         assert tarefa is not None and tarefa["id"] == task_id
         w.runner.run(tarefa)
-    default_id = _enqueue(myqueue)  # data_hora from UTC_TIMESTAMP(6)
+    default_id = _enqueue(mariadb_queue)  # data_hora from UTC_TIMESTAMP(6)
     assert w.claim()["id"] == default_id
 
 

@@ -119,10 +119,10 @@ def holder(settings):
 @pytest.mark.mysql
 @pytest.mark.parametrize("mode", FORMS)
 def test_fence_without_skip_locked_takes_a_free_row_and_not_a_held_one(
-        mode, settings, repo, myqueue, holder):
-    free = _processing(repo, myqueue)["id"]
-    held = _processing(repo, myqueue)["id"]
-    pending = _insert(repo, myqueue)
+        mode, settings, repo, mariadb_queue, holder):
+    free = _processing(repo, mariadb_queue)["id"]
+    held = _processing(repo, mariadb_queue)["id"]
+    pending = _insert(repo, mariadb_queue)
     holder_repo = TaskRepository(holder, settings.queue_table)
     holder.begin()
     assert holder_repo.task_lock_row(held)  # the task transaction's own fence
@@ -143,41 +143,41 @@ def test_fence_without_skip_locked_takes_a_free_row_and_not_a_held_one(
     finally:
         fencer.close()
     holder.rollback()
-    assert myqueue.row(held)["status"] == "processando"
+    assert mariadb_queue.row(held)["status"] == "processando"
 
 
 @pytest.mark.mysql
 @pytest.mark.parametrize("mode", FORMS)
 def test_rescue_without_skip_locked_leaves_a_running_task_and_rescues_a_dead_one(
-        mode, settings, repo, myqueue, holder):
+        mode, settings, repo, mariadb_queue, holder):
     # Both tasks are 'processando' and their locks are free (their workers lost the
     # socket session); one row is still held by its task's transaction.
-    running = _processing(repo, myqueue)["id"]
-    dead = _processing(repo, myqueue)["id"]
+    running = _processing(repo, mariadb_queue)["id"]
+    dead = _processing(repo, mariadb_queue)["id"]
     holder.begin()
     assert TaskRepository(holder, settings.queue_table).task_lock_row(running)
-    admin = _forced(make_settings(myqueue), mode)
+    admin = _forced(make_settings(mariadb_queue), mode)
     try:
         backend = RecordingBackend(settings)
         result = RetryService(settings, backend, frozenset(range(60))).run_on(admin)
     finally:
         admin.close()
     assert (result.skipped, result.count) == (False, 1)
-    assert myqueue.row(running)["status"] == "processando"
-    row = myqueue.row(dead)
+    assert mariadb_queue.row(running)["status"] == "processando"
+    row = mariadb_queue.row(dead)
     assert row["status"] == "falha" and row["mensagem"].startswith(WORKER_STOPPED)
-    assert [r["status"] for r in myqueue.rows("id_inicial = %s", (dead,))] == ["agendada"]
+    assert [r["status"] for r in mariadb_queue.rows("id_inicial = %s", (dead,))] == ["agendada"]
     # The running task ends normally afterwards (its success commits).
     holder_repo = TaskRepository(holder, settings.queue_table)
     assert holder_repo.task_finish(running, "ok")
     holder.commit()
-    assert myqueue.row(running)["status"] == "sucesso"
+    assert mariadb_queue.row(running)["status"] == "sucesso"
 
 
 @pytest.mark.mysql
 @pytest.mark.parametrize("mode", [NOWAIT, LOCK_WAIT])
-def test_client_server_refuses_batch_mode_without_skip_locked(mode, myqueue):
-    batch = make_settings(myqueue, QUEUE_BATCH_SIZE="10")
+def test_client_server_refuses_batch_mode_without_skip_locked(mode, mariadb_queue):
+    batch = make_settings(mariadb_queue, QUEUE_BATCH_SIZE="10")
     s = _forced(batch, mode)
     try:
         backend = SocketBackend(batch)

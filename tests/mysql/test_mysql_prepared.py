@@ -25,9 +25,9 @@ def _claim(repo: TaskRepository) -> list:
         repo.session.rollback()
 
 
-def test_the_claim_is_prepared_once_and_executed_each_time(repo, myqueue):
-    low = _insert(repo, myqueue, prioridade=10)
-    high = _insert(repo, myqueue, prioridade=90)
+def test_the_claim_is_prepared_once_and_executed_each_time(repo, mariadb_queue):
+    low = _insert(repo, mariadb_queue, prioridade=10)
+    high = _insert(repo, mariadb_queue, prioridade=90)
     prepared, executed = (_status(repo, "Com_prepare_sql"), _status(repo, "Com_execute_sql"))
     assert [_claim(repo) for _ in range(3)] == [[high]] * 3  # rolled back: the same row
     assert _status(repo, "Com_prepare_sql") - prepared == 1
@@ -39,17 +39,17 @@ def test_the_claim_is_prepared_once_and_executed_each_time(repo, myqueue):
     assert rows[0]["prioridade"] == 90 and rows[0]["payload"] == "p"
 
 
-def test_a_claim_deallocated_by_task_code_is_prepared_again(repo, myqueue):
-    task_id = _insert(repo, myqueue)
+def test_a_claim_deallocated_by_task_code_is_prepared_again(repo, mariadb_queue):
+    task_id = _insert(repo, mariadb_queue)
     assert _claim(repo) == [task_id]
     repo.session.execute("DEALLOCATE PREPARE nsjq_claim_skip_locked")
     assert _claim(repo) == [task_id]
 
 
-def test_the_prepared_claim_skips_rows_another_session_holds(repo, myqueue, settings):
+def test_the_prepared_claim_skips_rows_another_session_holds(repo, mariadb_queue, settings):
     from nsj_queue_lib.db.session import DbSession
 
-    first, second = _insert(repo, myqueue), _insert(repo, myqueue)
+    first, second = _insert(repo, mariadb_queue), _insert(repo, mariadb_queue)
     other = TaskRepository(DbSession.open(settings), settings.queue_table)
     try:
         other.session.begin()
@@ -61,18 +61,18 @@ def test_the_prepared_claim_skips_rows_another_session_holds(repo, myqueue, sett
 
 
 def test_the_claim_ahead_and_the_finish_are_prepared_once_and_give_their_row_counts(
-        repo, myqueue, settings):
+        repo, mariadb_queue, settings):
     # Each task's statements in a backlog: the claim-ahead, then the success with the mark
     # of the next task (or the success alone): parsed once per connection, same effects.
     from nsj_queue_lib.coordination.base import task_lock_key
     from nsj_queue_lib.coordination.mysql import lock_name, lock_prefix
 
-    prefix, table = lock_prefix(settings), f"`{myqueue.database}`.`{myqueue.fila}`"
+    prefix, table = lock_prefix(settings), f"`{mariadb_queue.database}`.`{mariadb_queue.fila}`"
 
     def lock(task_id: int) -> str:
         return lock_name(prefix, task_lock_key(settings.queue_table, task_id))
 
-    ids = [_insert(repo, myqueue, prioridade=90 - i) for i in range(4)]
+    ids = [_insert(repo, mariadb_queue, prioridade=90 - i) for i in range(4)]
     ns_prefix = f"{prefix}{task_lock_key(settings.queue_table, 0)[0]}:"
     repo.session.execute(f"UPDATE {table} SET status = 'processando' WHERE id = %(i)s",
                          {"i": ids[0]})
@@ -94,7 +94,7 @@ def test_the_claim_ahead_and_the_finish_are_prepared_once_and_give_their_row_cou
     repo.session.commit()
     assert _status(repo, "Com_prepare_sql") - prepared == 3  # claim-ahead, mark, release
     assert _status(repo, "Com_execute_sql") - executed == 3 + 3 + 1 + 1
-    rows = myqueue.sql(f"SELECT status, mensagem FROM {table} ORDER BY id")
+    rows = mariadb_queue.sql(f"SELECT status, mensagem FROM {table} ORDER BY id")
     assert [(r["status"], r["mensagem"]) for r in rows] == [("sucesso", "feito")] * 3 + [
         ("sucesso", "fim")]
     for task_id in ids:  # each named lock taken by the mark, released by the success

@@ -41,11 +41,11 @@ def test_db_gen_module_prints_the_mysql_dialect():
         assert absent not in statements
 
 
-def test_schema_applies_with_the_expected_columns_and_indexes(myqueue):
-    cols = myqueue.sql(
+def test_schema_applies_with_the_expected_columns_and_indexes(mariadb_queue):
+    cols = mariadb_queue.sql(
         "SELECT column_name AS c, column_type AS t FROM information_schema.columns WHERE"
         " table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-        (myqueue.database, myqueue.fila))
+        (mariadb_queue.database, mariadb_queue.fila))
     types = {r["c"]: r["t"] for r in cols}
     assert len(types) == 28
     assert types["id"].startswith("bigint")
@@ -54,16 +54,17 @@ def test_schema_applies_with_the_expected_columns_and_indexes(myqueue):
     assert types["payload_hash"] == "varchar(64)"
     assert types["mensagem"] == "varchar(500)"
     assert types["pub_sub"] == types["dead"] == "tinyint(1)"
-    indexes = {r["k"] for r in myqueue.sql(
+    indexes = {r["k"] for r in mariadb_queue.sql(
         "SELECT DISTINCT index_name AS k FROM information_schema.statistics"
-        " WHERE table_schema = %s AND table_name = %s", (myqueue.database, myqueue.fila))}
-    assert {f"ix_{myqueue.fila}_{s}" for s in ("claim", "due", "running", "chain")} <= indexes
-    assert myqueue.sql("SELECT * FROM information_schema.triggers WHERE trigger_schema = %s",
-                       (myqueue.database,)) == []
-    sub_cols = {r["c"] for r in myqueue.sql(
+        " WHERE table_schema = %s AND table_name = %s", (mariadb_queue.database,
+                                                         mariadb_queue.fila))}
+    assert {f"ix_{mariadb_queue.fila}_{s}" for s in ("claim", "due", "running", "chain")} <= indexes
+    assert mariadb_queue.sql("SELECT * FROM information_schema.triggers WHERE trigger_schema = %s",
+                             (mariadb_queue.database,)) == []
+    sub_cols = {r["c"] for r in mariadb_queue.sql(
         "SELECT column_name AS c FROM information_schema.columns"
         " WHERE table_schema = %s AND table_name = %s",
-        (myqueue.database, f"{myqueue.fila}_subscriber"))}
+        (mariadb_queue.database, f"{mariadb_queue.fila}_subscriber"))}
     assert sub_cols == {"id", "tenant", "grupo_empresarial", "processo", "url", "http_method",
                         "headers", "ativo", "created_at"}
 
@@ -89,30 +90,32 @@ def test_shipped_file_applies_to_an_empty_database(mysql_server):
         conn.close()
 
 
-def test_native_claim_and_probe_read_the_indexes_db_gen_writes(myqueue):
+def test_native_claim_and_probe_read_the_indexes_db_gen_writes(mariadb_queue):
     # A queue in use: 2,000 finished tasks, 500 due, 1,000 of a higher priority scheduled
     # for tomorrow.
-    table = f"`{myqueue.database}`.`{myqueue.fila}`"
+    table = f"`{mariadb_queue.database}`.`{mariadb_queue.fila}`"
     for status, count, priority, when in (
             ("sucesso", 2000, 50, "- INTERVAL 1 HOUR"), ("pendente", 500, 50, ""),
             ("pendente", 1000, 90, "+ INTERVAL 1 DAY")):
-        myqueue.sql(f"INSERT INTO {table} (processo, status, prioridade, data_hora) "
-                    f"SELECT 'x', %s, %s, UTC_TIMESTAMP(6) {when} FROM "
-                    f"information_schema.columns a, information_schema.columns b LIMIT {count}",
-                    (status, priority))
-    myqueue.sql(f"ANALYZE TABLE {table}")
-    q = Queries(MYSQL, myqueue.table)
+        mariadb_queue.sql(f"INSERT INTO {table} (processo, status, prioridade, data_hora) "
+                          f"SELECT 'x', %s, %s, UTC_TIMESTAMP(6) {when} FROM "
+                          f"information_schema.columns a, information_schema.columns b LIMIT "
+                          f"{count}",
+                          (status, priority))
+    mariadb_queue.sql(f"ANALYZE TABLE {table}")
+    q = Queries(MYSQL, mariadb_queue.table)
     # The probe: one min() per status, answered from the first entry of ix_due.
-    assert list(myqueue.sql(q["task_has_due"])[0].values()) == [1]
-    plan = myqueue.sql("EXPLAIN " + q["task_has_due"])
+    assert list(mariadb_queue.sql(q["task_has_due"])[0].values()) == [1]
+    plan = mariadb_queue.sql("EXPLAIN " + q["task_has_due"])
     assert {r["Extra"] for r in plan if r["table"] is None} <= {
         "No tables used", "Select tables optimized away", "No matching min/max row"}, plan
     assert all(r["table"] is None for r in plan), plan  # no index range read at all
     # The claim: one ordered range of ix_claim per waiting status, index only, then the
     # rows by primary key.
-    plan = myqueue.sql("EXPLAIN " + q["task_claim_skip_locked"], {"limit": 1, "candidates": 16})
-    ranges = [r for r in plan if r["table"] == myqueue.fila]
-    assert [r["key"] for r in ranges] == [f"ix_{myqueue.fila}_claim"] * 2, plan
+    plan = mariadb_queue.sql("EXPLAIN " + q["task_claim_skip_locked"], {"limit": 1,
+                                                                        "candidates": 16})
+    ranges = [r for r in plan if r["table"] == mariadb_queue.fila]
+    assert [r["key"] for r in ranges] == [f"ix_{mariadb_queue.fila}_claim"] * 2, plan
     assert all("Using index" in r["Extra"] for r in ranges), plan
     assert {r["key"] for r in plan if r["table"] == "t"} == {"PRIMARY"}, plan
     # The claim-ahead (each task's path in a backlog): one ordered range of ix_claim read
@@ -120,18 +123,18 @@ def test_native_claim_and_probe_read_the_indexes_db_gen_writes(myqueue):
     # check answered from ix_due alone (i: the payload of a retry, by primary key, read
     # only when the row has none).  Its answer: the first due task, none scheduled.
     claim_ahead = q["task_claim_ahead_pending"]
-    plan = myqueue.sql("EXPLAIN " + claim_ahead, {"limit": 1})
+    plan = mariadb_queue.sql("EXPLAIN " + claim_ahead, {"limit": 1})
     assert [(r["table"], r["key"]) for r in plan if r["table"] is not None] == [
-        ("t", f"ix_{myqueue.fila}_claim"), ("i", "PRIMARY")], plan
+        ("t", f"ix_{mariadb_queue.fila}_claim"), ("i", "PRIMARY")], plan
     assert not any("temporary" in (r["Extra"] or "") or "filesort" in (r["Extra"] or "")
                    for r in plan), plan
     assert {r["Extra"] for r in plan if r["table"] is None} <= {
         "Select tables optimized away", "No matching min/max row"}, plan
-    myqueue.sql("BEGIN")
+    mariadb_queue.sql("BEGIN")
     try:
-        [row] = myqueue.sql(claim_ahead, {"limit": 1})
+        [row] = mariadb_queue.sql(claim_ahead, {"limit": 1})
     finally:
-        myqueue.sql("ROLLBACK")
+        mariadb_queue.sql("ROLLBACK")
     assert list(row) == ["tarefa_json"]  # one column (pymysql decodes each one's metadata)
     # A JSON array, the row's values in TAREFA_COLUMNS order, then the 'agendada' check
     # (no keys: MariaDB sets up and writes half the items of an object's).

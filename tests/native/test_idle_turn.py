@@ -25,28 +25,28 @@ from tests.fixtures.waiting import eventually
 IDLE = 4
 
 
-def _turn(nq) -> str:
-    return turn_lock_name(lock_prefix(nq.settings()), nq.table)
+def _turn(mariadb_queue) -> str:
+    return turn_lock_name(lock_prefix(mariadb_queue.settings()), mariadb_queue.table)
 
 
-def _holder(nq):
+def _holder(mariadb_queue):
     """Connection id holding the queue's idle turn (None: nobody)."""
-    return nq.value("SELECT IS_USED_LOCK(%s) AS h", (_turn(nq),))
+    return mariadb_queue.value("SELECT IS_USED_LOCK(%s) AS h", (_turn(mariadb_queue),))
 
 
-def _workers_sessions(nq) -> List[Dict]:
-    return nq.sql("SELECT ID, STATE, QUERY_ID FROM information_schema.PROCESSLIST "
-                  "WHERE DB = %s AND ID <> CONNECTION_ID()", (nq.schema,))
+def _workers_sessions(mariadb_queue) -> List[Dict]:
+    return mariadb_queue.sql("SELECT ID, STATE, QUERY_ID FROM information_schema.PROCESSLIST "
+                             "WHERE DB = %s AND ID <> CONNECTION_ID()", (mariadb_queue.schema,))
 
 
-def _sample(nq, seconds: float) -> Dict[int, Dict]:
+def _sample(mariadb_queue, seconds: float) -> Dict[int, Dict]:
     """Per worker connection over `seconds`: samples taken, samples waiting in GET_LOCK
     ('User lock'), and distinct statements seen (QUERY_ID is the server's id of the
     connection's current or last statement)."""
     seen: Dict[int, Dict] = {}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        for row in _workers_sessions(nq):
+        for row in _workers_sessions(mariadb_queue):
             s = seen.setdefault(row["ID"], {"samples": 0, "locked": 0, "queries": set()})
             s["samples"] += 1
             s["locked"] += row["STATE"] == "User lock"
@@ -55,65 +55,67 @@ def _sample(nq, seconds: float) -> Dict[int, Dict]:
     return seen
 
 
-def test_only_the_turn_holder_polls(nq):
-    workers = [nq.start_worker() for _ in range(IDLE)]
+def test_only_the_turn_holder_polls(mariadb_queue):
+    workers = [mariadb_queue.start_worker() for _ in range(IDLE)]
     wait_all_ready(workers)
     time.sleep(1.5)  # start-up statements (rescue, first probes) settle
     seconds = 3.0
-    holder = _holder(nq)
-    seen = _sample(nq, seconds)
+    holder = _holder(mariadb_queue)
+    seen = _sample(mariadb_queue, seconds)
     assert len(seen) == IDLE, seen  # one connection per worker
     # A waiter sends one GET_LOCK per HALT_CHECK (0.5 s); a poller probes every
     # QUEUE_POLL_INTERVAL (0.1 s): dozens of statements.
     most = seconds / HALT_CHECK + 3
     polling = {c: len(s["queries"]) for c, s in seen.items() if len(s["queries"]) > most}
     assert list(polling) == [holder], (holder, polling)
-    assert _holder(nq) == holder  # an idle holder keeps the turn
+    assert _holder(mariadb_queue) == holder  # an idle holder keeps the turn
     assert seen[holder]["locked"] == 0
     for conn_id, s in seen.items():
         if conn_id != holder:  # the others wait inside the server
             assert s["locked"] >= 0.7 * s["samples"], (conn_id, s)
     # Tasks are still picked up, by whichever worker.
-    ids = [nq.insert({"efeito": f"t{i}"}) for i in range(5)]
+    ids = [mariadb_queue.insert({"efeito": f"t{i}"}) for i in range(5)]
     for task_id in ids:
-        nq.wait_status(task_id, "sucesso")
+        mariadb_queue.wait_status(task_id, "sucesso")
 
 
-def test_a_killed_turn_holder_is_replaced(nq):
-    first = nq.start_worker()
+def test_a_killed_turn_holder_is_replaced(mariadb_queue):
+    first = mariadb_queue.start_worker()
     wait_ready(first)
-    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
-    others = [nq.start_worker() for _ in range(2)]
+    holder = eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
+    others = [mariadb_queue.start_worker() for _ in range(2)]
     wait_all_ready(others)
     time.sleep(1.0)
-    assert _holder(nq) == holder  # the first idle worker still holds it
+    assert _holder(mariadb_queue) == holder  # the first idle worker still holds it
     first.kill9()
-    new = eventually(lambda: (_holder(nq) or holder) != holder and _holder(nq), 10,
+    new = eventually(lambda: ((_holder(mariadb_queue) or holder) != holder
+                              and _holder(mariadb_queue)), 10,
                      message="outro worker tomou a vez")
-    assert new in {r["ID"] for r in _workers_sessions(nq)}
+    assert new in {r["ID"] for r in _workers_sessions(mariadb_queue)}
     # Pickup stays prompt under the new holder (its probe, not the 30 s periodic claim).
     ids, lags = [], []
     for i in range(5):
-        ids.append(nq.insert({"efeito": f"k{i}"}))
+        ids.append(mariadb_queue.insert({"efeito": f"k{i}"}))
         t0 = time.monotonic()
-        nq.wait_status(ids[-1], "sucesso")
+        mariadb_queue.wait_status(ids[-1], "sucesso")
         lags.append(time.monotonic() - t0)
     assert sorted(lags)[2] < 1.0, lags
-    pids = {e["pid"] for e in nq.effects()}
+    pids = {e["pid"] for e in mariadb_queue.effects()}
     assert pids and first.pid not in pids
     assert pids <= {w.pid for w in others}
 
 
-def test_halt_reaches_workers_waiting_for_the_turn(nq):
-    workers = [nq.start_worker() for _ in range(3)]
+def test_halt_reaches_workers_waiting_for_the_turn(mariadb_queue):
+    workers = [mariadb_queue.start_worker() for _ in range(3)]
     wait_all_ready(workers)
-    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
-    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 2,
+    holder = eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
+    eventually(lambda: sum(r["STATE"] == "User lock"
+                           for r in _workers_sessions(mariadb_queue)) == 2,
                10, message="dois workers aguardando a vez")
-    session = DbSession.open(nq.settings())
+    session = DbSession.open(mariadb_queue.settings())
     try:
         started = time.monotonic()
-        QueueAdmin(session, nq.table).halt()
+        QueueAdmin(session, mariadb_queue.table).halt()
     finally:
         session.close()
     for worker in workers:
@@ -122,30 +124,30 @@ def test_halt_reaches_workers_waiting_for_the_turn(nq):
     elapsed = time.monotonic() - started
     # HALT_CHECK (0.5 s) per read, plus the process's exit.
     assert elapsed < 4 * HALT_CHECK + 2.0, elapsed
-    assert holder is not None and _holder(nq) is None
+    assert holder is not None and _holder(mariadb_queue) is None
 
 
-def test_pickup_and_scheduled_tasks_with_idle_workers(nq):
-    workers = [nq.start_worker() for _ in range(IDLE)]
+def test_pickup_and_scheduled_tasks_with_idle_workers(mariadb_queue):
+    workers = [mariadb_queue.start_worker() for _ in range(IDLE)]
     wait_all_ready(workers)
-    eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
     lags = []
     for i in range(5):
-        task_id = nq.insert({"efeito": f"p{i}"})
+        task_id = mariadb_queue.insert({"efeito": f"p{i}"})
         t0 = time.monotonic()
-        nq.wait_status(task_id, "sucesso", timeout=10)
+        mariadb_queue.wait_status(task_id, "sucesso", timeout=10)
         lags.append(time.monotonic() - t0)
         time.sleep(0.3)
     # Found by the holder's next probe (QUEUE_POLL_INTERVAL 0.1 s), not by the periodic
     # claim of QUEUE_WAIT_NOTIFY_INTERVAL (30 s).
     assert sorted(lags)[2] < 1.0, lags
-    at = nq.db_now() + dt.timedelta(seconds=2)
-    task_id = nq.insert({"efeito": "agendada"}, data_hora=at)
-    row = nq.wait_status(task_id, "sucesso", timeout=10)
-    assert nq.count(f"id = {int(task_id)} AND status = 'sucesso'") == 1
-    done = nq.effects("chave = 'agendada'")
+    at = mariadb_queue.db_now() + dt.timedelta(seconds=2)
+    task_id = mariadb_queue.insert({"efeito": "agendada"}, data_hora=at)
+    row = mariadb_queue.wait_status(task_id, "sucesso", timeout=10)
+    assert mariadb_queue.count(f"id = {int(task_id)} AND status = 'sucesso'") == 1
+    done = mariadb_queue.effects("chave = 'agendada'")
     assert len(done) == 1
-    assert row["data_hora"] <= nq.db_now()
+    assert row["data_hora"] <= mariadb_queue.db_now()
     # SIGTERM: the workers waiting for the turn see it within one wait (HALT_CHECK).
     started = time.monotonic()
     for worker in workers:
@@ -155,11 +157,11 @@ def test_pickup_and_scheduled_tasks_with_idle_workers(nq):
     assert time.monotonic() - started < 4 * HALT_CHECK + 2.0
 
 
-def test_a_waiter_sends_one_get_lock_per_wait(nq):
+def test_a_waiter_sends_one_get_lock_per_wait(mariadb_queue):
     """While another session holds the turn, each wait of HALT_CHECK seconds is one
     GET_LOCK statement (fails before the fix: a second, zero-second GET_LOCK followed
     each timed-out one, doubling every idle waiter's statements)."""
-    settings = nq.settings()
+    settings = mariadb_queue.settings()
     backend = MysqlBackend(settings)
     holder_session, waiter_session = DbSession.open(settings), DbSession.open(settings)
     try:
@@ -168,7 +170,7 @@ def test_a_waiter_sends_one_get_lock_per_wait(nq):
         waiter.listen()
         holder.wait(0.2)  # the first idle worker takes the turn
         assert holder.turn is not None and holder.turn.held
-        assert _holder(nq) == holder_session.fetch_value("SELECT CONNECTION_ID()")
+        assert _holder(mariadb_queue) == holder_session.fetch_value("SELECT CONNECTION_ID()")
         assert waiter.turn is not None
         for n in range(1, 4):
             started = time.monotonic()
@@ -183,15 +185,15 @@ def test_a_waiter_sends_one_get_lock_per_wait(nq):
 
 
 def test_with_concurrency_the_listener_holds_the_turn_only_while_a_thread_is_idle(
-        nq, tmp_path):
+        mariadb_queue, tmp_path):
     """QUEUE_CONCURRENCY=2: the listener thread of a process takes part in the turn (its
     task threads send no statements while idle); a process whose task threads are all
     busy hands the turn on, so an idle process picks up the next task at once."""
-    first = nq.start_worker(QUEUE_CONCURRENCY="2")
+    first = mariadb_queue.start_worker(QUEUE_CONCURRENCY="2")
     wait_ready(first)
-    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    holder = eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
     time.sleep(1.0)  # start-up statements (rescue, first claims) settle
-    seen = _sample(nq, 2.0)
+    seen = _sample(mariadb_queue, 2.0)
     assert len(seen) == 3, seen  # 2 task threads + the listener
     most = 2.0 / HALT_CHECK + 3
     assert [c for c, s in seen.items() if len(s["queries"]) > most] == [holder], seen
@@ -199,101 +201,105 @@ def test_with_concurrency_the_listener_holds_the_turn_only_while_a_thread_is_idl
     # what it would find).
     release = tmp_path / "release"
     started = [tmp_path / f"started{i}" for i in range(2)]
-    busy = nq.insert_many([{"efeito": f"b{i}", "started_file": str(started[i]),
-                            "wait_file": str(release)} for i in range(2)])
+    busy = mariadb_queue.insert_many([{"efeito": f"b{i}", "started_file": str(started[i]),
+                                       "wait_file": str(release)} for i in range(2)])
     eventually(lambda: all(f.exists() for f in started), 15, message="2 tarefas rodando")
-    eventually(lambda: _holder(nq) is None, 5, message="vez ociosa liberada")
-    second = nq.start_worker(QUEUE_CONCURRENCY="2")
+    eventually(lambda: _holder(mariadb_queue) is None, 5, message="vez ociosa liberada")
+    second = mariadb_queue.start_worker(QUEUE_CONCURRENCY="2")
     wait_ready(second)
-    eventually(lambda: _holder(nq) is not None, 10, message="outro processo tomou a vez")
+    eventually(lambda: _holder(mariadb_queue) is not None, 10, message="outro processo tomou a vez")
     lags = []
     for i in range(3):
-        task_id = nq.insert({"efeito": f"n{i}"})
+        task_id = mariadb_queue.insert({"efeito": f"n{i}"})
         t0 = time.monotonic()
-        nq.wait_status(task_id, "sucesso", timeout=10)
+        mariadb_queue.wait_status(task_id, "sucesso", timeout=10)
         lags.append(time.monotonic() - t0)
         time.sleep(0.2)
     assert sorted(lags)[1] < 1.0, lags
-    assert {e["pid"] for e in nq.effects("chave LIKE %s", ("n%",))} == {second.pid}
+    assert {e["pid"] for e in mariadb_queue.effects("chave LIKE %s", ("n%",))} == {second.pid}
     release.touch()
     for task_id in busy:
-        nq.wait_status(task_id, "sucesso", timeout=15)
-    assert {e["pid"] for e in nq.effects("chave LIKE %s", ("b%",))} == {first.pid}
-    assert sorted(e["tarefa_id"] for e in nq.effects("chave LIKE %s", ("b%",))) == sorted(busy)
+        mariadb_queue.wait_status(task_id, "sucesso", timeout=15)
+    assert {e["pid"] for e in mariadb_queue.effects("chave LIKE %s", ("b%",))} == {first.pid}
+    assert sorted(e["tarefa_id"] for e in mariadb_queue.effects("chave LIKE %s",
+                                                                ("b%",))) == sorted(busy)
     started_at = time.monotonic()
     for worker in (first, second):
         worker.signal(signal.SIGTERM)
     for worker in (first, second):
         assert worker.wait_exit(timeout=10) == 0, worker.log()[-3000:]
     assert time.monotonic() - started_at < 4 * HALT_CHECK + 2.0
-    assert _holder(nq) is None
+    assert _holder(mariadb_queue) is None
 
 
-def test_a_holder_that_takes_a_long_task_hands_the_turn_on(nq, tmp_path):
+def test_a_holder_that_takes_a_long_task_hands_the_turn_on(mariadb_queue, tmp_path):
     """The holder's probe that finds a task due releases the turn in the same statement:
     while it runs a long task, the other idle worker polls and picks up new tasks."""
-    workers = [nq.start_worker() for _ in range(2)]
+    workers = [mariadb_queue.start_worker() for _ in range(2)]
     wait_all_ready(workers)
-    eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
+    eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
     release, started = tmp_path / "release", tmp_path / "started"
-    long_id = nq.insert({"efeito": "longa", "started_file": str(started),
-                         "wait_file": str(release)})
+    long_id = mariadb_queue.insert({"efeito": "longa", "started_file": str(started),
+                                    "wait_file": str(release)})
     eventually(started.exists, 10, message="tarefa longa rodando")
     busy_pid = int(started.read_text())
     idle = next(w for w in workers if w.pid != busy_pid)
-    eventually(lambda: _holder(nq) is not None, 5, message="o worker ocioso tomou a vez")
+    eventually(lambda: _holder(mariadb_queue) is not None, 5, message="o worker ocioso tomou a vez")
     lags = []
     for i in range(3):
-        task_id = nq.insert({"efeito": f"q{i}"})
+        task_id = mariadb_queue.insert({"efeito": f"q{i}"})
         t0 = time.monotonic()
-        nq.wait_status(task_id, "sucesso", timeout=10)
+        mariadb_queue.wait_status(task_id, "sucesso", timeout=10)
         lags.append(time.monotonic() - t0)
     assert sorted(lags)[1] < 1.0, lags
-    assert {e["pid"] for e in nq.effects("chave LIKE %s", ("q%",))} == {idle.pid}
+    assert {e["pid"] for e in mariadb_queue.effects("chave LIKE %s", ("q%",))} == {idle.pid}
     release.touch()
-    nq.wait_status(long_id, "sucesso", timeout=10)
-    assert [e["pid"] for e in nq.effects("chave = 'longa'")] == [busy_pid]
+    mariadb_queue.wait_status(long_id, "sucesso", timeout=10)
+    assert [e["pid"] for e in mariadb_queue.effects("chave = 'longa'")] == [busy_pid]
 
 
-def _kill_connection(nq, conn_id: int) -> None:
-    nq.sql(f"KILL CONNECTION {int(conn_id)}")
+def _kill_connection(mariadb_queue, conn_id: int) -> None:
+    mariadb_queue.sql(f"KILL CONNECTION {int(conn_id)}")
 
 
-def test_lost_connections_of_the_holder_and_of_a_waiter(nq):
+def test_lost_connections_of_the_holder_and_of_a_waiter(mariadb_queue):
     """The holder's connection and then a waiter's are killed by the server (KILL
     CONNECTION, as a DBA or a network cut would): the turn passes to the other worker
     at once, each worker reconnects and waits for the turn again, tasks keep flowing."""
-    workers = [nq.start_worker() for _ in range(2)]
+    workers = [mariadb_queue.start_worker() for _ in range(2)]
     wait_all_ready(workers)
-    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
-    eventually(lambda: len(_workers_sessions(nq)) == 2, 10, message="2 conexões")
-    _kill_connection(nq, holder)
-    new = eventually(lambda: (_holder(nq) or holder) != holder and _holder(nq), 5,
+    holder = eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
+    eventually(lambda: len(_workers_sessions(mariadb_queue)) == 2, 10, message="2 conexões")
+    _kill_connection(mariadb_queue, holder)
+    new = eventually(lambda: ((_holder(mariadb_queue) or holder) != holder
+                              and _holder(mariadb_queue)), 5,
                      message="o outro worker tomou a vez")
     # The worker whose connection died comes back and waits for the turn.
-    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 1,
+    eventually(lambda: sum(r["STATE"] == "User lock"
+                           for r in _workers_sessions(mariadb_queue)) == 1,
                15, message="o worker reconectado aguarda a vez")
-    waiter = next(r["ID"] for r in _workers_sessions(nq) if r["STATE"] == "User lock")
-    _kill_connection(nq, waiter)
-    assert _holder(nq) == new  # a waiter's loss leaves the turn where it is
-    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 1,
+    waiter = next(r["ID"] for r in _workers_sessions(mariadb_queue) if r["STATE"] == "User lock")
+    _kill_connection(mariadb_queue, waiter)
+    assert _holder(mariadb_queue) == new  # a waiter's loss leaves the turn where it is
+    eventually(lambda: sum(r["STATE"] == "User lock"
+                           for r in _workers_sessions(mariadb_queue)) == 1,
                15, message="o waiter reconectado aguarda a vez")
-    ids = [nq.insert({"efeito": f"l{i}"}) for i in range(4)]
+    ids = [mariadb_queue.insert({"efeito": f"l{i}"}) for i in range(4)]
     for task_id in ids:
-        nq.wait_status(task_id, "sucesso", timeout=15)
-    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)  # once each
+        mariadb_queue.wait_status(task_id, "sucesso", timeout=15)
+    assert sorted(e["tarefa_id"] for e in mariadb_queue.effects()) == sorted(ids)  # once each
     assert all(w.proc.poll() is None for w in workers)
     for worker in workers:
         assert "Erro inesperado" not in worker.log(), worker.log()[-3000:]
 
 
-def test_get_lock_waits_in_whole_seconds_unless_the_server_is_mariadb(nq):
+def test_get_lock_waits_in_whole_seconds_unless_the_server_is_mariadb(mariadb_queue):
     """MySQL reads GET_LOCK's timeout as whole seconds (0.3 -> 0: no wait, so a waiter
     would spin through GET_LOCK statements until its slice ends); MariaDB takes
     fractions.  The turn detects MariaDB from the handshake and, elsewhere, rounds a
     wait up to whole seconds.  (No MySQL server here: the whole-second path runs on
     MariaDB, whose GET_LOCK(name, 1) waits one second as MySQL's does.)"""
-    settings = nq.settings()
+    settings = mariadb_queue.settings()
     holder_session, waiter_session = DbSession.open(settings), DbSession.open(settings)
     try:
         holder, waiter = (MysqlBackend(settings).notifier(s)
@@ -319,33 +325,33 @@ def test_get_lock_waits_in_whole_seconds_unless_the_server_is_mariadb(nq):
 
 
 @pytest.mark.parametrize("concurrency", ["1", "2"])
-def test_a_paused_queue_with_a_backlog_keeps_its_workers_quiet(nq, concurrency):
+def test_a_paused_queue_with_a_backlog_keeps_its_workers_quiet(mariadb_queue, concurrency):
     """Paused with tasks waiting, no worker polls (fails before the fix: every due probe
     ended the paused wait at once, so each worker -- with QUEUE_CONCURRENCY, the
     listener feeding its threads -- went round GET_LOCK, probe and pause read like the
     turn holder does); on resume the tasks run, once each."""
-    workers = [nq.start_worker(QUEUE_CONCURRENCY=concurrency) for _ in range(2)]
+    workers = [mariadb_queue.start_worker(QUEUE_CONCURRENCY=concurrency) for _ in range(2)]
     wait_all_ready(workers)
-    with QueueAdmin.from_settings(nq.settings()) as admin:
+    with QueueAdmin.from_settings(mariadb_queue.settings()) as admin:
         admin.pause(motivo="manutenção")
     time.sleep(CHECK_INTERVAL * 3)  # every worker has read the flag
-    ids = [nq.insert({"efeito": f"s{i}"}) for i in range(3)]
+    ids = [mariadb_queue.insert({"efeito": f"s{i}"}) for i in range(3)]
     time.sleep(1.0)
     seconds = 3.0
-    seen = _sample(nq, seconds)
+    seen = _sample(mariadb_queue, seconds)
     # Per connection: the pause flag and the HALT request, each read every 0.5 s.
     most = seconds * 4 + 4
     assert all(len(s["queries"]) <= most for s in seen.values()), (
         most, {c: len(s["queries"]) for c, s in seen.items()})
-    assert nq.count("status = 'pendente'") == 3
-    with QueueAdmin.from_settings(nq.settings()) as admin:
+    assert mariadb_queue.count("status = 'pendente'") == 3
+    with QueueAdmin.from_settings(mariadb_queue.settings()) as admin:
         admin.resume()
     for task_id in ids:
-        nq.wait_status(task_id, "sucesso", timeout=10)
-    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted(ids)
+        mariadb_queue.wait_status(task_id, "sucesso", timeout=10)
+    assert sorted(e["tarefa_id"] for e in mariadb_queue.effects()) == sorted(ids)
     # HALT still reaches paused workers.
-    nq.insert({"efeito": "depois"})
-    with QueueAdmin.from_settings(nq.settings()) as admin:
+    mariadb_queue.insert({"efeito": "depois"})
+    with QueueAdmin.from_settings(mariadb_queue.settings()) as admin:
         admin.pause()
         time.sleep(CHECK_INTERVAL * 3)
         admin.halt()
@@ -354,21 +360,22 @@ def test_a_paused_queue_with_a_backlog_keeps_its_workers_quiet(nq, concurrency):
 
 
 # -- statements of an idle fleet (#13 item 3), counted in each worker process ----------
-def _counted_fleet(nq, n: int, counted: Counted) -> List:
-    workers = counted.start_workers(nq, n)
-    eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
-    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == n - 1,
+def _counted_fleet(mariadb_queue, n: int, counted: Counted) -> List:
+    workers = counted.start_workers(mariadb_queue, n)
+    eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
+    eventually(lambda: sum(r["STATE"] == "User lock"
+                           for r in _workers_sessions(mariadb_queue)) == n - 1,
                20, message="os outros aguardando a vez")
     counted.mark()
     return workers
 
 
-def test_an_idle_fleet_costs_the_holders_probes_and_one_wait_per_turn_wait(nq, tmp_path):
+def test_an_idle_fleet_costs_the_holders_probes_and_one_wait_per_turn_wait(mariadb_queue, tmp_path):
     """No arrivals: the holder probes every QUEUE_POLL_INTERVAL; each other worker sends
     one GET_LOCK per TURN_WAIT (2 s), whatever the fleet's size.  (Before: two per 0.5 s,
     a zero-second GET_LOCK closing every wait slice: 4/s per waiter.)"""
     counted = Counted(tmp_path)
-    workers = _counted_fleet(nq, 6, counted)
+    workers = _counted_fleet(mariadb_queue, 6, counted)
     seconds = 6.0
     time.sleep(seconds)
     sent = counted.stop_and_count(workers)
@@ -379,72 +386,74 @@ def test_an_idle_fleet_costs_the_holders_probes_and_one_wait_per_turn_wait(nq, t
     assert holder >= seconds / 0.1 * 0.5, sent  # the holder did poll
 
 
-def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(nq, tmp_path):
+def test_statements_per_task_with_an_idle_fleet_and_steady_arrivals(mariadb_queue, tmp_path):
     """16 idle workers, tasks arriving at 100/s: at most 6 statements per completed task
     (#13 item 3), every process's statements counted (the task's own INSERT too).  Per
     task 4 as with a backlog (claim-ahead, success, COMMIT AND CHAIN, the INSERT); per
     wake-up the probe, the claim (BEGIN, read, mark; its COMMIT opens the task's
     transaction) and the worker's next wait; at most one wake-up per fast poll step."""
     counted = Counted(tmp_path)
-    workers = _counted_fleet(nq, 16, counted)
+    workers = _counted_fleet(mariadb_queue, 16, counted)
     rate, seconds = 100.0, 3.0
     started = time.monotonic()
-    ids = nq.insert_steadily(rate, seconds)
+    ids = mariadb_queue.insert_steadily(rate, seconds)
     arrival = len(ids) / (time.monotonic() - started)
-    eventually(lambda: nq.count("status = 'sucesso'") == len(ids), 30,
+    eventually(lambda: mariadb_queue.count("status = 'sucesso'") == len(ids), 30,
                message="todas as tarefas concluídas")
     sent = counted.stop_and_count(workers)
-    effects = nq.effects()
+    effects = mariadb_queue.effects()
     assert sorted(e["tarefa_id"] for e in effects) == sorted(ids)  # each exactly once
     per_task = sum(sent) / len(ids)
     assert arrival > 0.8 * rate, arrival
     assert per_task <= 6.0, (per_task, sent)
 
 
-def test_due_rows_held_by_a_running_batch_do_not_keep_idle_workers_spinning(nq, tmp_path):
+def test_due_rows_held_by_a_running_batch_do_not_keep_idle_workers_spinning(mariadb_queue,
+                                                                            tmp_path):
     """A batch holds its claimed rows (still 'pendente' to everyone else) until it commits:
     the probe sees them due, but no claim gets them.  Fails before the fix: the idle
     workers passed the turn round, each probing and claiming in vain (63-65 statements per
     connection in 3 s); now the one that announced them backs off keeping the turn, and a
     task that can be claimed is still picked up."""
     release, started = tmp_path / "release", tmp_path / "started"
-    batcher = nq.start_worker(QUEUE_BATCH_SIZE="5")
+    batcher = mariadb_queue.start_worker(QUEUE_BATCH_SIZE="5")
     wait_ready(batcher)
-    idle = [nq.start_worker() for _ in range(2)]
+    idle = [mariadb_queue.start_worker() for _ in range(2)]
     wait_all_ready(idle)
-    held = nq.insert_many([{"efeito": "lote0", "started_file": str(started),
-                            "wait_file": str(release)}]
+    held = mariadb_queue.insert_many([{"efeito": "lote0", "started_file": str(started),
+                                       "wait_file": str(release)}]
                           + [{"efeito": f"lote{i}"} for i in range(1, 5)])
     eventually(started.exists, 20, message="lote em execução")
     assert int(started.read_text()) == batcher.pid
     time.sleep(1.0)  # the back-off ramps up (2 ms doubling to 1 s)
     seconds = 3.0
-    seen = _sample(nq, seconds)
+    seen = _sample(mariadb_queue, seconds)
     # The batch's own connection sends nothing while its task waits; each idle worker: a
     # GET_LOCK per 0.5 s, or one probe and one claim per second.
     most = seconds / HALT_CHECK + 3
     assert all(len(s["queries"]) <= most for s in seen.values()), (
         most, {c: len(s["queries"]) for c, s in seen.items()})
-    late = nq.insert({"efeito": "avulsa"})
-    nq.wait_status(late, "sucesso", timeout=10)
-    assert nq.effects("chave = 'avulsa'")[0]["pid"] in {w.pid for w in idle}
+    late = mariadb_queue.insert({"efeito": "avulsa"})
+    mariadb_queue.wait_status(late, "sucesso", timeout=10)
+    assert mariadb_queue.effects("chave = 'avulsa'")[0]["pid"] in {w.pid for w in idle}
     release.touch()
-    nq.wait_idle()
-    done = nq.effects("chave LIKE %s", ("lote%",))
+    mariadb_queue.wait_idle()
+    done = mariadb_queue.effects("chave LIKE %s", ("lote%",))
     assert sorted(e["tarefa_id"] for e in done) == sorted(held)  # once each
     assert {e["pid"] for e in done} == {batcher.pid}
 
 
-def test_sigterm_ends_a_single_waiters_wait_at_once(nq):
+def test_sigterm_ends_a_single_waiters_wait_at_once(mariadb_queue):
     """A SIGTERM sent to one worker waiting for the turn ends its GET_LOCK (up to
     TURN_WAIT, 2 s) at once: the signal handler interrupts the wait, the worker closes
     its connection and exits 0.  (Without it each exit took up to TURN_WAIT.)"""
-    first = nq.start_worker()
+    first = mariadb_queue.start_worker()
     wait_ready(first)
-    holder = eventually(lambda: _holder(nq), 10, message="vez ociosa tomada")
-    others = [nq.start_worker() for _ in range(3)]
+    holder = eventually(lambda: _holder(mariadb_queue), 10, message="vez ociosa tomada")
+    others = [mariadb_queue.start_worker() for _ in range(3)]
     wait_all_ready(others)
-    eventually(lambda: sum(r["STATE"] == "User lock" for r in _workers_sessions(nq)) == 3,
+    eventually(lambda: sum(r["STATE"] == "User lock"
+                           for r in _workers_sessions(mariadb_queue)) == 3,
                20, message="três workers aguardando a vez")
     took = []
     for worker in others:
@@ -456,7 +465,7 @@ def test_sigterm_ends_a_single_waiters_wait_at_once(nq):
     # (mysqlclient too: its wait is in Python's select, not in libmariadb's read, which
     # retries on EINTR so that Python's handler ran only when GET_LOCK returned)
     assert max(took) < 0.6 * TURN_WAIT, took
-    assert _holder(nq) == holder  # the holder kept its turn and its connection
-    task_id = nq.insert({"efeito": "depois"})
-    nq.wait_status(task_id, "sucesso", timeout=10)
-    assert [e["pid"] for e in nq.effects("chave = 'depois'")] == [first.pid]
+    assert _holder(mariadb_queue) == holder  # the holder kept its turn and its connection
+    task_id = mariadb_queue.insert({"efeito": "depois"})
+    mariadb_queue.wait_status(task_id, "sucesso", timeout=10)
+    assert [e["pid"] for e in mariadb_queue.effects("chave = 'depois'")] == [first.pid]

@@ -16,84 +16,87 @@ from tests.fixtures.routers import FunctionRouter, insert_effect
 from tests.fixtures.waiting import eventually
 
 
-def test_joint_success_mark_on_mariadb_and_a_refused_one_redoes_the_batch(nq):
+def test_joint_success_mark_on_mariadb_and_a_refused_one_redoes_the_batch(mariadb_queue):
     """The successes of a batch are marked in one UPDATE at its end, each with its own
     message and never on a failed task; when a trigger refuses one message that UPDATE
     fails, the batch is rolled back and runs again marking each task at once, so only
     the refused task fails."""
-    nq.sql(f"""CREATE TRIGGER {nq.schema}.{nq.fila}_recusa BEFORE UPDATE ON {nq.table} FOR EACH ROW
+    mariadb_queue.sql(f"""CREATE TRIGGER {mariadb_queue.schema}.{mariadb_queue.fila}_recusa
+               BEFORE UPDATE ON {mariadb_queue.table} FOR EACH ROW
                BEGIN
                  IF NEW.status = 'sucesso' AND NEW.mensagem = 'recusada' THEN
                    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'mensagem recusada pelo gatilho';
                  END IF;
                END""")
     payloads = [{"efeito": f"j{i}", "fail": i % 4 == 1} for i in range(8)]
-    ids = nq.insert_many(payloads)
-    worker = nq.start_worker(QUEUE_BATCH_SIZE="8", QUEUE_MAX_RETRY="1")
+    ids = mariadb_queue.insert_many(payloads)
+    worker = mariadb_queue.start_worker(QUEUE_BATCH_SIZE="8", QUEUE_MAX_RETRY="1")
     wait_ready(worker)
     for task_id in ids:
-        nq.wait_chain_done(task_id)
+        mariadb_queue.wait_chain_done(task_id)
     failed = {i for i, p in zip(ids, payloads) if p["fail"]}
     for task_id in ids:
-        row = nq.row(task_id)
+        row = mariadb_queue.row(task_id)
         if task_id in failed:
             assert row["status"] == "falha" and "falha programada" in row["mensagem"]
         else:
             assert (row["status"], row["mensagem"]) == ("sucesso", f"ok {task_id}")
     assert "marca de sucesso conjunta" not in worker.log()
     # Now a batch with a message the trigger refuses.
-    more = nq.insert_many([{"efeito": f"k{i}", **({"return": "recusada"} if i == 2 else {})}
-                           for i in range(4)])
+    more = mariadb_queue.insert_many([{"efeito": f"k{i}",
+                                       **({"return": "recusada"} if i == 2 else {})}
+                                      for i in range(4)])
     for task_id in more:
-        nq.wait_chain_done(task_id)
-    assert nq.row(more[2])["status"] == "falha"
-    assert "recusada pelo gatilho" in nq.row(more[2])["mensagem"]
-    assert all(nq.row(i)["status"] == "sucesso" for i in more if i != more[2])
-    effects = [e["tarefa_id"] for e in nq.effects("tipo = 'execute'")]
+        mariadb_queue.wait_chain_done(task_id)
+    assert mariadb_queue.row(more[2])["status"] == "falha"
+    assert "recusada pelo gatilho" in mariadb_queue.row(more[2])["mensagem"]
+    assert all(mariadb_queue.row(i)["status"] == "sucesso" for i in more if i != more[2])
+    effects = [e["tarefa_id"] for e in mariadb_queue.effects("tipo = 'execute'")]
     assert sorted(effects) == sorted(i for i in [*ids, *more] if i not in failed
                                      and i != more[2])  # once each
     assert "marca de sucesso conjunta" in worker.log()
     assert worker.proc.poll() is None
 
 
-def test_a_producer_inserts_while_a_batch_runs(nq, tmp_path):
+def test_a_producer_inserts_while_a_batch_runs(mariadb_queue, tmp_path):
     # Fails before the fix: at REPEATABLE READ the batch claim's next-key locks made every
     # INSERT of a waiting task wait for the batch's COMMIT (here: lock wait timeout).
     started, release = tmp_path / "started", tmp_path / "release"
-    ids = nq.insert_many([{"efeito": "a", "started_file": str(started),
-                           "wait_file": str(release)}, {"efeito": "b"}])
-    worker = nq.start_worker(QUEUE_BATCH_SIZE="5")
+    ids = mariadb_queue.insert_many([{"efeito": "a", "started_file": str(started),
+                                      "wait_file": str(release)}, {"efeito": "b"}])
+    worker = mariadb_queue.start_worker(QUEUE_BATCH_SIZE="5")
     eventually(started.exists, 30, message="batch started")
-    conn = nq.new_conn()
+    conn = mariadb_queue.new_conn()
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION innodb_lock_wait_timeout = 5")
-        late = nq.client(conn).insert_task("teste", "teste", "teste", None, '{"efeito": "c"}')
+        late = mariadb_queue.client(conn).insert_task("teste", "teste", "teste", None,
+                                                      '{"efeito": "c"}')
         conn.commit()
     finally:
         conn.close()
-    assert nq.row(late)["status"] == "pendente"
+    assert mariadb_queue.row(late)["status"] == "pendente"
     release.touch()
-    nq.wait_idle(timeout=30)
-    assert sorted(e["tarefa_id"] for e in nq.effects()) == sorted([*ids, late])
+    mariadb_queue.wait_idle(timeout=30)
+    assert sorted(e["tarefa_id"] for e in mariadb_queue.effects()) == sorted([*ids, late])
     assert worker.proc.poll() is None
 
 
-def test_a_batch_on_mariadb_costs_two_statements_per_task_and_six_per_batch(nq):
+def test_a_batch_on_mariadb_costs_two_statements_per_task_and_six_per_batch(mariadb_queue):
     """Counted by the server for the session: per task its SAVEPOINT (no RELEASE: the
     next SAVEPOINT replaces it) and its work; per batch BEGIN, the claim's SELECT and
     UPDATE, one SAVEPOINT whose answer shows the transaction still open (see the deadlock
     test above), the joint success UPDATE and COMMIT.  (Before: 4 per task and 4 per
     batch.)"""
-    settings = nq.settings()
-    ids = [nq.insert({"n": n}) for n in range(4 * 9)]
+    settings = mariadb_queue.settings()
+    ids = [mariadb_queue.insert({"n": n}) for n in range(4 * 9)]
     session = DbSession.open(settings)
     try:
         repo = TaskRepository(session, settings.queue_table)
         backend = make_backend(settings)
         backend.check(session)
         claimer = BatchClaimer(backend.guard(session, repo), backend.capabilities, 4)
-        runner = BatchRunner(settings, repo, FunctionRouter(insert_effect(nq.qeffects)))
+        runner = BatchRunner(settings, repo, FunctionRouter(insert_effect(mariadb_queue.qeffects)))
 
         def run_batch() -> None:
             assert runner.run(claimer.claim()) == 4
@@ -103,13 +106,14 @@ def test_a_batch_on_mariadb_costs_two_statements_per_task_and_six_per_batch(nq):
         assert cost == {"Questions": 4 * 2 + 6, "Com_begin": 1, "Com_commit": 1}
     finally:
         session.close()
-    assert sorted(e["tarefa_id"] for e in nq.effects()) == ids  # each once
+    assert sorted(e["tarefa_id"] for e in mariadb_queue.effects()) == ids  # each once
     assert all(r["status"] == "sucesso" and r["mensagem"] == "Concluído com sucesso"
-               for r in nq.rows())
+               for r in mariadb_queue.rows())
 
 
 @pytest.mark.parametrize("raises", [False, True], ids=["caught", "raised"])
-def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds(nq, raises):
+def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds(
+        mariadb_queue, raises):
     """MariaDB: the last task of a batch catches a deadlock that rolled the whole batch
     transaction back (claim and effects); its error answer carries no transaction status,
     so the client still believes the transaction open.  Meanwhile another worker claims
@@ -128,16 +132,20 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
     # (bd_conn is the driver DB_MYSQL_DRIVER chose: NSJQ_TEST_MYSQL_DRIVER)
     task_errors = error_classes("OperationalError")
 
-    settings = nq.settings()
-    scratch = f"{nq.schema}.nsjq_impasse"
-    nq.sql(f"CREATE TABLE {scratch} (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
-    nq.sql(f"CREATE TABLE {scratch}_peso (k INT AUTO_INCREMENT PRIMARY KEY, v INT) "
-           "ENGINE=InnoDB")
-    nq.sql(f"INSERT INTO {scratch} SELECT seq, 0 FROM {nq.schema}.seq_1_to_10")
-    nq.sql(f"INSERT INTO {scratch}_peso (v) SELECT seq FROM {nq.schema}.seq_1_to_2000")
-    ids = [nq.insert({"n": n}) for n in range(3)]
-    other = nq.server.connect(nq.schema, autocommit=True)  # the rival transaction
-    rival = nq.server.connect(nq.schema, autocommit=True)  # another worker's claim
+    settings = mariadb_queue.settings()
+    scratch = f"{mariadb_queue.schema}.nsjq_impasse"
+    mariadb_queue.sql(f"CREATE TABLE {scratch} (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    mariadb_queue.sql(f"CREATE TABLE {scratch}_peso (k INT AUTO_INCREMENT PRIMARY KEY, v INT) "
+                      "ENGINE=InnoDB")
+    mariadb_queue.sql(f"INSERT INTO {scratch} SELECT seq, 0 FROM "
+                      f"{mariadb_queue.schema}.seq_1_to_10")
+    mariadb_queue.sql(f"INSERT INTO {scratch}_peso (v) SELECT seq FROM "
+                      f"{mariadb_queue.schema}.seq_1_to_2000")
+    ids = [mariadb_queue.insert({"n": n}) for n in range(3)]
+    other = mariadb_queue.server.connect(mariadb_queue.schema,
+                                         autocommit=True)  # the rival transaction
+    rival = mariadb_queue.server.connect(mariadb_queue.schema,
+                                         autocommit=True)  # another worker's claim
     with rival.cursor() as cur:  # (should the batch still hold the rows: fail fast)
         cur.execute("SET SESSION innodb_lock_wait_timeout = 5")
     caught: list = []
@@ -154,7 +162,7 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
                 rival_errors.append(exc.args)
             other.rollback()
 
-        effect = insert_effect(nq.qeffects)
+        effect = insert_effect(mariadb_queue.qeffects)
 
         def handler(tarefa, bd_conn):
             effect(tarefa, bd_conn)
@@ -183,7 +191,7 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
                 if caught:
                     break
             with rival.cursor() as cur:  # the tasks wait again: another worker takes them
-                cur.execute(f"UPDATE {nq.table} SET status = 'processando' "
+                cur.execute(f"UPDATE {mariadb_queue.table} SET status = 'processando' "
                             f"WHERE id IN ({', '.join(map(str, ids))}) AND status = 'pendente'")
             if raises and errors:
                 raise errors[-1]
@@ -209,12 +217,12 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
         session.close()
         for conn in (other, rival):
             conn.close()
-    assert [r["status"] for r in (nq.row(i) for i in ids)] == ["processando"] * 3
-    assert nq.effects() == []
+    assert [r["status"] for r in (mariadb_queue.row(i) for i in ids)] == ["processando"] * 3
+    assert mariadb_queue.effects() == []
 
 
 @pytest.mark.parametrize("raises", [False, True], ids=["caught", "raised"])
-def test_a_task_that_deadlocks_on_every_run_gets_a_recorded_failure(nq, raises):
+def test_a_task_that_deadlocks_on_every_run_gets_a_recorded_failure(mariadb_queue, raises):
     """MariaDB, batch mode, a real worker: the middle task of a batch deadlocks on every
     run (a rival session of its own locks two rows in the opposite order), caught by its
     code or let out.  Each deadlock rolls the whole batch back.  The worker must bound
@@ -223,28 +231,31 @@ def test_a_task_that_deadlocks_on_every_run_gets_a_recorded_failure(nq, raises):
     Before: the batch ran again for ever, with no failure recorded."""
     from nsj_queue_lib.runtime.batch import BATCH_DEADLOCK_RUNS
 
-    scratch = f"{nq.schema}.nsjq_impasse"
-    nq.sql(f"CREATE TABLE {scratch} (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
-    nq.sql(f"CREATE TABLE {scratch}_peso (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
-    nq.sql(f"INSERT INTO {scratch} VALUES (1, 0), (2, 0)")
-    nq.sql(f"INSERT INTO {scratch}_peso SELECT seq, 0 FROM {nq.schema}.seq_1_to_2000")
+    scratch = f"{mariadb_queue.schema}.nsjq_impasse"
+    mariadb_queue.sql(f"CREATE TABLE {scratch} (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    mariadb_queue.sql(f"CREATE TABLE {scratch}_peso (k INT PRIMARY KEY, v INT) ENGINE=InnoDB")
+    mariadb_queue.sql(f"INSERT INTO {scratch} VALUES (1, 0), (2, 0)")
+    mariadb_queue.sql(f"INSERT INTO {scratch}_peso SELECT seq, 0 FROM "
+                      f"{mariadb_queue.schema}.seq_1_to_2000")
     spec = {"tabela": scratch, "peso": f"{scratch}_peso", "raise": raises}
-    ids = nq.insert_many([{"efeito": "a"}, {"efeito": "b", "impasse": spec}, {"efeito": "c"}])
+    ids = mariadb_queue.insert_many([{"efeito": "a"}, {"efeito": "b", "impasse": spec},
+                                     {"efeito": "c"}])
     culprit = ids[1]
-    worker = nq.start_worker("tests.workers.deadlocking", QUEUE_BATCH_SIZE="3",
-                             QUEUE_BASE_INTERVAL_RETRY="10")  # the retry waits 600 s
-    row = nq.wait_status(culprit, "falha", timeout=60)
+    worker = mariadb_queue.start_worker("tests.workers.deadlocking", QUEUE_BATCH_SIZE="3",
+                                        QUEUE_BASE_INTERVAL_RETRY="10")  # the retry waits 600 s
+    row = mariadb_queue.wait_status(culprit, "falha", timeout=60)
     assert row["tentativa"] == 1
     assert "impasse" in row["mensagem"] and "reenfileirada" in row["mensagem"], row
     for task_id in (ids[0], ids[2]):
-        nq.wait_status(task_id, "sucesso")
+        mariadb_queue.wait_status(task_id, "sucesso")
     # The task ran a bounded number of times, each ending in a deadlock of its own.
-    runs = nq.effects("tipo = 'impasse'")
+    runs = mariadb_queue.effects("tipo = 'impasse'")
     assert [(e["tarefa_id"], e["chave"]) for e in runs] == \
         [(culprit, "1213")] * BATCH_DEADLOCK_RUNS, runs
     # The others' work committed once; the culprit's was rolled back every time.
-    assert sorted(e["tarefa_id"] for e in nq.effects("tipo = 'execute'")) == [ids[0], ids[2]]
-    [retry] = [r for r in nq.rows() if r["id"] not in ids]
+    assert (sorted(e["tarefa_id"] for e in mariadb_queue.effects("tipo = 'execute'"))
+            == [ids[0], ids[2]])
+    [retry] = [r for r in mariadb_queue.rows() if r["id"] not in ids]
     assert (retry["tentativa"], retry["status"], retry["id_inicial"]) == (2, "agendada", culprit)
     assert "impasse" in worker.log()
     assert worker.proc.poll() is None

@@ -16,11 +16,12 @@ from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 
 
-def _fail_on_nth_mark(nq) -> None:
+def _fail_on_nth_mark(mariadb_queue) -> None:
     """An AFTER UPDATE trigger that refuses the @nsjq_falha_em-th row marked
     'processando' by the session that set it (a session variable: other sessions and
     later statements of that session pass once it is cleared)."""
-    nq.sql(f"""CREATE TRIGGER {nq.quote(nq.schema)}.falha_claim AFTER UPDATE ON {nq.qtable}
+    mariadb_queue.sql(f"""CREATE TRIGGER {mariadb_queue.quote(mariadb_queue.schema)}.falha_claim
+        AFTER UPDATE ON {mariadb_queue.qtable}
         FOR EACH ROW BEGIN
           IF NEW.status = 'processando' AND @nsjq_falha_em IS NOT NULL THEN
             SET @nsjq_marcadas = coalesce(@nsjq_marcadas, 0) + 1;
@@ -40,9 +41,10 @@ def _guard(settings, session: DbSession) -> MysqlGuard:
                       lock_prefix(settings))
 
 
-def _lock_users(nq, ids) -> list:
-    prefix = lock_prefix(nq.settings())
-    return [nq.value("SELECT IS_USED_LOCK(%s)", (lock_name(prefix, nq.task_key(i)),))
+def _lock_users(mariadb_queue, ids) -> list:
+    prefix = lock_prefix(mariadb_queue.settings())
+    return [mariadb_queue.value("SELECT IS_USED_LOCK(%s)",
+                                (lock_name(prefix, mariadb_queue.task_key(i)),))
             for i in ids]
 
 
@@ -54,19 +56,19 @@ def _run(session: DbSession, guard: MysqlGuard, tarefa: dict) -> None:
 
 
 @pytest.mark.parametrize("limit", [1, 2])
-def test_a_claim_that_fails_after_get_lock_leaves_its_tasks_to_other_workers(nq, limit):
-    settings = nq.settings()
+def test_a_claim_that_fails_after_get_lock_leaves_its_tasks_to_other_workers(mariadb_queue, limit):
+    settings = mariadb_queue.settings()
     a, b = DbSession.open(settings), DbSession.open(settings)
     try:
         guard_a, guard_b = _guard(settings, a), _guard(settings, b)
-        ids = [nq.insert({"n": n}) for n in range(limit)]
-        _fail_on_nth_mark(nq)
+        ids = [mariadb_queue.insert({"n": n}) for n in range(limit)]
+        _fail_on_nth_mark(mariadb_queue)
         _arm(a, limit)  # the mark fails on its last row, every row's GET_LOCK taken
 
         with pytest.raises(error_classes("Error"), match="claim recusado pelo teste"):
             guard_a.claim(limit)
-        assert [nq.row(i)["status"] for i in ids] == ["pendente"] * limit
-        assert _lock_users(nq, ids) == [None] * limit
+        assert [mariadb_queue.row(i)["status"] for i in ids] == ["pendente"] * limit
+        assert _lock_users(mariadb_queue, ids) == [None] * limit
         _arm(a, None)
 
         # Another worker claims and runs them, once; the first one never gets them.
@@ -76,40 +78,40 @@ def test_a_claim_that_fails_after_get_lock_leaves_its_tasks_to_other_workers(nq,
         for tarefa in claimed:
             _run(b, guard_b, tarefa)
         assert guard_b.claim(limit) == [] and guard_a.claim(limit) == []
-        assert [nq.row(i)["status"] for i in ids] == ["sucesso"] * limit
-        assert nq.count() == limit
-        assert _lock_users(nq, ids) == [None] * limit
+        assert [mariadb_queue.row(i)["status"] for i in ids] == ["sucesso"] * limit
+        assert mariadb_queue.count() == limit
+        assert _lock_users(mariadb_queue, ids) == [None] * limit
     finally:
         b.close()
         a.close()
 
 
-def test_a_success_that_fails_after_marking_the_next_task_leaves_it_to_other_workers(nq):
+def test_a_success_that_fails_after_marking_the_next_task_leaves_it_to_other_workers(mariadb_queue):
     """Claim-ahead: the success UPDATE takes the next task's named lock, then fails."""
-    settings = nq.settings()
+    settings = mariadb_queue.settings()
     a, b = DbSession.open(settings), DbSession.open(settings)
     try:
         guard_a, guard_b = _guard(settings, a), _guard(settings, b)
-        first = nq.insert({"n": 1}, prioridade=90)
+        first = mariadb_queue.insert({"n": 1}, prioridade=90)
         [tarefa] = guard_a.claim()
         assert tarefa["id"] == first
-        second = nq.insert({"n": 2})
-        _fail_on_nth_mark(nq)
+        second = mariadb_queue.insert({"n": 2})
+        _fail_on_nth_mark(mariadb_queue)
         a.begin()
         _arm(a, 1)
         with pytest.raises(error_classes("Error"), match="claim recusado pelo teste"):
             guard_a.finish(tarefa, "feito")
         a.rollback()
         _arm(a, None)
-        assert nq.row(second)["status"] == "pendente"
-        assert _lock_users(nq, [second]) == [None]
+        assert mariadb_queue.row(second)["status"] == "pendente"
+        assert _lock_users(mariadb_queue, [second]) == [None]
 
         [other] = guard_b.claim()
         assert other["id"] == second
         _run(b, guard_b, other)
-        assert nq.row(second)["status"] == "sucesso"
-        assert nq.row(first)["status"] == "processando"  # still a's, to finish or rescue
-        assert _lock_users(nq, [second]) == [None]
+        assert mariadb_queue.row(second)["status"] == "sucesso"
+        assert mariadb_queue.row(first)["status"] == "processando"  # still a's, to finish or rescue
+        assert _lock_users(mariadb_queue, [second]) == [None]
     finally:
         b.close()
         a.close()

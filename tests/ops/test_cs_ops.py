@@ -12,8 +12,8 @@ def _probe(env: dict):
     return run_python(["-m", "nsj_queue_lib.health", "--json"], env=env)
 
 
-def test_mariadb_worker_health_status_and_views(mariadb_csq, tmp_path):
-    q = mariadb_csq
+def test_mariadb_worker_health_status_and_views(mariadb_socket_queue, tmp_path):
+    q = mariadb_socket_queue
     path = tmp_path / "w.health"
     q.start_server()
     q.start_ready_worker(QUEUE_HEALTH_FILE=str(path), QUEUE_MAX_RETRY="2")

@@ -32,8 +32,8 @@ def _admin(queue) -> QueueAdmin:
     return QueueAdmin.from_settings(queue.settings())
 
 
-def test_status_shows_the_mode_and_its_change(queue):
-    data = _status_json(queue)
+def test_status_shows_the_mode_and_its_change(pg_queue):
+    data = _status_json(pg_queue)
     fleet = data["frota_mista"]
     assert fleet == {"aplica": True, "misto": False, "gravado": False,
                      "desde": fleet["desde"], "por": "nsj-queue schema"}  # the DDL's row
@@ -42,12 +42,12 @@ def test_status_shows_the_mode_and_its_change(queue):
     text = status_mod.render_text(data)
     assert "  Frota mista com a 1.2.2:    desligado (só workers 2.x) desde " in text
 
-    admin = _admin(queue)
+    admin = _admin(pg_queue)
     try:
         admin.compat_on(por="teste de exibição")
     finally:
         admin.close()
-    data = _status_json(queue)
+    data = _status_json(pg_queue)
     fleet = data["frota_mista"]
     assert (fleet["aplica"], fleet["misto"], fleet["gravado"], fleet["por"]) == \
         (True, True, True, "teste de exibição")
@@ -57,29 +57,29 @@ def test_status_shows_the_mode_and_its_change(queue):
         in text and "por teste de exibição" in text
 
 
-def test_status_of_a_queue_without_control_table_is_mixed(queue):
-    queue.sql(f"DROP TABLE {queue.table}_controle")
-    fleet = status_mod.read_status(queue.settings())["frota_mista"]
+def test_status_of_a_queue_without_control_table_is_mixed(pg_queue):
+    pg_queue.sql(f"DROP TABLE {pg_queue.table}_controle")
+    fleet = status_mod.read_status(pg_queue.settings())["frota_mista"]
     assert fleet == {"aplica": True, "misto": True, "gravado": None, "desde": None,
                      "por": None}
     assert "esquema anterior ou sem tabela de controle" in status_mod.fleet_text(fleet)
 
 
 @pytest.mark.mysql
-def test_status_on_mysql_says_not_applicable(myqueue):
-    data = status_mod.read_status(make_settings(myqueue))
+def test_status_on_mysql_says_not_applicable(mariadb_queue):
+    data = status_mod.read_status(make_settings(mariadb_queue))
     assert data["frota_mista"]["aplica"] is False and data["frota_mista"]["misto"] is None
     assert "Frota mista" not in status_mod.render_text(data)
 
 
-def test_standalone_heartbeat_reads_the_mode_from_the_control_row(queue, tmp_path):
+def test_standalone_heartbeat_reads_the_mode_from_the_control_row(pg_queue, tmp_path):
     path = tmp_path / "h.json"
-    beat = health.HeartbeatService(queue.settings(), path=str(path), interval=0.1)
+    beat = health.HeartbeatService(pg_queue.settings(), path=str(path), interval=0.1)
     try:
         beat.mark_connected()
         state = json.loads(path.read_text())
         assert (state["frota_mista"], state["frota_mista_origem"]) == (False, "fila")
-        admin = _admin(queue)
+        admin = _admin(pg_queue)
         try:
             admin.compat_on()
         finally:
@@ -92,13 +92,13 @@ def test_standalone_heartbeat_reads_the_mode_from_the_control_row(queue, tmp_pat
         beat.close()
 
 
-def test_gauges_without_a_worker_read_the_control_row(queue):
-    gauges = QueueGauges(queue.settings(), interval=0)
+def test_gauges_without_a_worker_read_the_control_row(pg_queue):
+    gauges = QueueGauges(pg_queue.settings(), interval=0)
     try:
         samples = parse(render(gauges.families({"queue": "q"})), histogram=False)
         assert samples[("nsj_queue_compat_1_2_2", (("queue", "q"),))] == 0
         assert samples[("nsj_queue_paused", (("queue", "q"),))] == 0
-        admin = _admin(queue)
+        admin = _admin(pg_queue)
         try:
             admin.compat_on()
         finally:
@@ -109,8 +109,8 @@ def test_gauges_without_a_worker_read_the_control_row(queue):
         gauges.close_session()
 
 
-def test_gauge_follows_a_workers_fleet_mode_and_is_absent_where_it_does_not_apply(queue):
-    settings = queue.settings()
+def test_gauge_follows_a_workers_fleet_mode_and_is_absent_where_it_does_not_apply(pg_queue):
+    settings = pg_queue.settings()
     mode = FleetMode(settings.queue_table)
     assert mode.mixed and mode.stored is None  # (not read yet: the safe side)
     gauges = QueueGauges(settings, interval=60, fleet=mode)
@@ -128,16 +128,16 @@ def test_gauge_follows_a_workers_fleet_mode_and_is_absent_where_it_does_not_appl
         gauges.close_session()
 
 
-def test_running_worker_shows_the_change_in_health_and_metrics(queue, tmp_path):
+def test_running_worker_shows_the_change_in_health_and_metrics(pg_queue, tmp_path):
     path = tmp_path / "worker.health"
     port = free_port()
     # (an idle worker reads the control row before its next claim, and at the gauges'
     # reads, which a scrape asks for at most every METRICS_DB_INTERVAL seconds)
-    worker = queue.start_worker(QUEUE_HEALTH_FILE=str(path), METRICS_PORT=port,
-                                METRICS_DB_INTERVAL="0.2")
+    worker = pg_queue.start_worker(QUEUE_HEALTH_FILE=str(path), METRICS_PORT=port,
+                                   METRICS_DB_INTERVAL="0.2")
     wait_ready(worker)
-    env = queue.env(QUEUE_HEALTH_FILE=str(path))
-    key = ("nsj_queue_compat_1_2_2", (("queue", queue.env()["QUEUE_NAME"]),))
+    env = pg_queue.env(QUEUE_HEALTH_FILE=str(path))
+    key = ("nsj_queue_compat_1_2_2", (("queue", pg_queue.env()["QUEUE_NAME"]),))
 
     def seen(mixed: bool):
         res = run_python(["-m", "nsj_queue_lib.health", "--json"], env=env)
@@ -149,7 +149,7 @@ def test_running_worker_shows_the_change_in_health_and_metrics(queue, tmp_path):
         return (probe["frota_mista"] is mixed and probe["estado"]["frota_mista"] is mixed
                 and gauge == (1 if mixed else 0) and probe)
 
-    admin = _admin(queue)
+    admin = _admin(pg_queue)
     try:
         # A new queue is out of the mode; forced, in case the worker's look at start saw
         # a session of this shared database that looks like a 1.2.2 worker (its next look

@@ -100,33 +100,33 @@ def test_two_queues_with_the_same_name_do_not_share_health(pedidos, twin, tmp_pa
     assert _probe(pedidos, tmp_path).returncode == 1
 
 
-def test_worker_with_bad_configuration_leaves_live_state_alone(queue, tmp_path):
-    live = queue.start_ready_worker(TMPDIR=str(tmp_path))
-    eventually(lambda: _healthy_pids(queue, tmp_path) == [live.pid], timeout=15,
+def test_worker_with_bad_configuration_leaves_live_state_alone(pg_queue, tmp_path):
+    live = pg_queue.start_ready_worker(TMPDIR=str(tmp_path))
+    eventually(lambda: _healthy_pids(pg_queue, tmp_path) == [live.pid], timeout=15,
                message="live worker healthy")
     before = _files(tmp_path)
     # The same queue (same database and table: same health key), a login the database
     # refuses: exit 2 at start.  While it runs and after, the probe says healthy.
-    bad = queue.start_worker(TMPDIR=str(tmp_path), DB_USER=f"nao_existe_{uuid.uuid4().hex[:6]}")
+    bad = pg_queue.start_worker(TMPDIR=str(tmp_path), DB_USER=f"nao_existe_{uuid.uuid4().hex[:6]}")
     deadline = time.monotonic() + 30
     while bad.proc.poll() is None and time.monotonic() < deadline:
-        assert _healthy_pids(queue, tmp_path) == [live.pid], bad.log()
+        assert _healthy_pids(pg_queue, tmp_path) == [live.pid], bad.log()
     assert bad.wait_exit(5) == 2, bad.log()
     assert "recusou a conexão" in bad.log()
     assert _files(tmp_path) == before  # no file of the bad worker, ever
-    assert _healthy_pids(queue, tmp_path) == [live.pid]
+    assert _healthy_pids(pg_queue, tmp_path) == [live.pid]
 
 
-def test_bad_worker_leaves_a_shared_explicit_file_alone(queue, tmp_path):
+def test_bad_worker_leaves_a_shared_explicit_file_alone(pg_queue, tmp_path):
     path = tmp_path / "w.health"
-    live = queue.start_ready_worker(QUEUE_HEALTH_FILE=str(path))
-    eventually(lambda: _probe(queue, tmp_path, QUEUE_HEALTH_FILE=path).returncode == 0,
+    live = pg_queue.start_ready_worker(QUEUE_HEALTH_FILE=str(path))
+    eventually(lambda: _probe(pg_queue, tmp_path, QUEUE_HEALTH_FILE=path).returncode == 0,
                timeout=15, message="live worker healthy")
-    bad = queue.start_worker(QUEUE_HEALTH_FILE=str(path), QUEUE_TABLE=f"{queue.schema}.nada")
+    bad = pg_queue.start_worker(QUEUE_HEALTH_FILE=str(path), QUEUE_TABLE=f"{pg_queue.schema}.nada")
     assert bad.wait_exit(30) == 2, bad.log()
     state = json.loads(path.read_text())  # still there, still the live worker's
     assert state["pid"] == live.pid and state["ok"]
-    res = _probe(queue, tmp_path, QUEUE_HEALTH_FILE=path)
+    res = _probe(pg_queue, tmp_path, QUEUE_HEALTH_FILE=path)
     assert res.returncode == 0 and _verdict(res)["estado"]["pid"] == live.pid
 
 
@@ -141,47 +141,47 @@ def _plant(tmpdir: Path, q: Queue, pid: int, start: int, **state: Any) -> Path:
     return path
 
 
-def test_files_of_dead_or_reused_pids_are_ignored_and_removed(queue, pedidos, tmp_path):
+def test_files_of_dead_or_reused_pids_are_ignored_and_removed(pg_queue, pedidos, tmp_path):
     me = os.getpid()
-    dead = _plant(tmp_path, queue, _dead_pid(), 1)
-    reused = _plant(tmp_path, queue, me, health.process_start(me) + 1)  # pid reused
+    dead = _plant(tmp_path, pg_queue, _dead_pid(), 1)
+    reused = _plant(tmp_path, pg_queue, me, health.process_start(me) + 1)  # pid reused
     other_queue = _plant(tmp_path, pedidos, _dead_pid(), 1)  # not this queue's
-    res = _probe(queue, tmp_path)
+    res = _probe(pg_queue, tmp_path)
     out = _verdict(res)
     assert res.returncode == 1 and "nenhum worker ativo" in out["motivo"]
     assert not dead.exists() and not reused.exists() and other_queue.exists()
     assert len(out["removidos"]) == 2
 
     # A live worker cleans its queue's dead files when it first writes its own.
-    dead = _plant(tmp_path, queue, _dead_pid(), 1)
-    worker = queue.start_ready_worker(TMPDIR=str(tmp_path))
+    dead = _plant(tmp_path, pg_queue, _dead_pid(), 1)
+    worker = pg_queue.start_ready_worker(TMPDIR=str(tmp_path))
     eventually(lambda: not dead.exists(), timeout=15, message="dead file removed by worker")
     assert other_queue.exists()
-    eventually(lambda: _healthy_pids(queue, tmp_path) == [worker.pid], timeout=15,
+    eventually(lambda: _healthy_pids(pg_queue, tmp_path) == [worker.pid], timeout=15,
                message="healthy")
 
     # Every live worker counts: a live process of the queue whose heartbeat is stale
     # makes the queue unhealthy, and both are reported.
-    hung = _plant(tmp_path, queue, me, health.process_start(me), horario=time.time() - 60)
-    out = _verdict(_probe(queue, tmp_path))
+    hung = _plant(tmp_path, pg_queue, me, health.process_start(me), horario=time.time() - 60)
+    out = _verdict(_probe(pg_queue, tmp_path))
     assert out["saudavel"] is False
     assert sorted(w["pid"] for w in out["workers"]) == sorted([worker.pid, me])
     assert f"pid {me}: o worker não atualiza" in out["motivo"]
     assert out["estado"]["pid"] == me  # the top-level state is the unhealthy one's
     hung.unlink()
-    assert _healthy_pids(queue, tmp_path) == [worker.pid]
+    assert _healthy_pids(pg_queue, tmp_path) == [worker.pid]
 
 
-def test_probe_without_queue_identity_is_a_config_error(queue, tmp_path):
-    env = {**os.environ, **queue.env(TMPDIR=str(tmp_path))}
+def test_probe_without_queue_identity_is_a_config_error(pg_queue, tmp_path):
+    env = {**os.environ, **pg_queue.env(TMPDIR=str(tmp_path))}
     del env["QUEUE_TABLE"]
     res = run_python(["-m", "nsj_queue_lib.health"], env=env)
     assert res.returncode == 2 and "QUEUE_TABLE" in res.stderr
     assert "QUEUE_HEALTH_FILE" in res.stderr
 
 
-def test_key_is_the_database_and_the_table(queue):
-    settings = queue.settings()
+def test_key_is_the_database_and_the_table(pg_queue):
+    settings = pg_queue.settings()
     key = health.queue_key(settings)
     assert health.queue_key(settings.replace(queue_name="outro")) == key
     assert health.queue_key(settings.replace(server_host="x")) == key

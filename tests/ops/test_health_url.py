@@ -16,16 +16,16 @@ def probe(*args: str):
     return run_python(["-m", "nsj_queue_lib.health", *args], env=env, timeout=30)
 
 
-def test_url_probe_follows_the_worker_healthz(queue):
+def test_url_probe_follows_the_worker_healthz(pg_queue):
     port = free_port()
     url = f"http://127.0.0.1:{port}/healthz"
-    worker = queue.start_worker(METRICS_PORT=port)
+    worker = pg_queue.start_worker(METRICS_PORT=port)
     wait_ready(worker)
     res = eventually(lambda: (r := probe("--url", url)).returncode == 0 and r,
                      message="healthz answers 200 once the worker is connected")
     assert res.stdout.startswith(f"saudável: {url} respondeu 200 (ok: "), res.stdout
-    task = queue.insert({"efeito": "ok"})
-    queue.wait_status(task, "sucesso")
+    task = pg_queue.insert({"efeito": "ok"})
+    pg_queue.wait_status(task, "sucesso")
     worker.signal(signal.SIGTERM)
     assert worker.wait_exit(15) == 0, worker.log()
     res = probe("--url", url, "--json")
@@ -40,7 +40,7 @@ def test_url_probe_rejects_other_schemes():
     assert res.returncode == 2 and "não pode ser usado com o argumento" in res.stderr
 
 
-def test_url_probe_of_the_dashboard_as_compose_runs_it(queue):
+def test_url_probe_of_the_dashboard_as_compose_runs_it(pg_queue):
     """The compose service's settings: DASHBOARD_BIND_HOST=0.0.0.0, probed with --url."""
     import subprocess
     import sys
@@ -48,7 +48,7 @@ def test_url_probe_of_the_dashboard_as_compose_runs_it(queue):
     from tests.fixtures.processes import ROOT
 
     port = free_port()
-    env = dict(queue.server.env(), PATH=os.environ.get("PATH", ""), PYTHONPATH=str(ROOT),
+    env = dict(pg_queue.server.env(), PATH=os.environ.get("PATH", ""), PYTHONPATH=str(ROOT),
                DASHBOARD_BIND_HOST="0.0.0.0", DASHBOARD_PORT=str(port), DASHBOARD_TOKEN="t0k")
     proc = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib.dashboard"], env=env,
                             cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

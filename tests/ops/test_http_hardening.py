@@ -50,9 +50,9 @@ def endpoint():
         ep.stop()
 
 
-def test_worker_metrics_endpoint_refuses_bad_requests_and_bounds_threads(queue):
+def test_worker_metrics_endpoint_refuses_bad_requests_and_bounds_threads(pg_queue):
     port = free_port()
-    worker = queue.start_worker(METRICS_PORT=port)
+    worker = pg_queue.start_worker(METRICS_PORT=port)
     wait_ready(worker)
     eventually(lambda: get(port, "/healthz")[0] == 200, message="healthz 200")
     cases = {

@@ -26,12 +26,12 @@ def _json_lines(text: str) -> list:
     return out
 
 
-def test_json_logs_carry_the_task_fields(queue):
-    worker = queue.start_ready_worker(LOG_FORMAT="json")
-    ok = queue.insert({"efeito": "ok"})
-    bad = queue.insert({"efeito": "bad", "fail": True})
-    queue.wait_status(ok, "sucesso")
-    queue.wait_status(bad, "falha")
+def test_json_logs_carry_the_task_fields(pg_queue):
+    worker = pg_queue.start_ready_worker(LOG_FORMAT="json")
+    ok = pg_queue.insert({"efeito": "ok"})
+    bad = pg_queue.insert({"efeito": "bad", "fail": True})
+    pg_queue.wait_status(ok, "sucesso")
+    pg_queue.wait_status(bad, "falha")
     wid = f"{socket.gethostname()}:{worker.pid}"
 
     def finished(task_id: int) -> dict:
@@ -39,7 +39,7 @@ def test_json_logs_carry_the_task_fields(queue):
                      if r["task_id"] == task_id and "terminou" in r["message"]), None)
 
     done = eventually(lambda: finished(ok), message="linha de fim da tarefa")
-    assert done["level"] == "INFO" and done["queue"] == queue.fila
+    assert done["level"] == "INFO" and done["queue"] == pg_queue.fila
     assert done["attempt"] == 1 and done["worker_id"] == wid
     assert isinstance(done["duration"], float) and done["duration"] >= 0
     assert done["logger"] == "nsj_queue_lib.observe"
@@ -51,23 +51,23 @@ def test_json_logs_carry_the_task_fields(queue):
     assert "falha programada" in failed["message"] and failed["attempt"] == 1
     assert "RuntimeError" in failed["exception"]
     startup = _json_lines(worker.log())[0]
-    assert startup["task_id"] is None and startup["queue"] == queue.fila
+    assert startup["task_id"] is None and startup["queue"] == pg_queue.fila
     assert worker.stop() == 0
 
 
-def test_plain_text_stays_the_default(queue):
-    worker = queue.start_ready_worker()
-    task = queue.insert({"efeito": "x"})
-    queue.wait_status(task, "sucesso")
+def test_plain_text_stays_the_default(pg_queue):
+    worker = pg_queue.start_ready_worker()
+    task = pg_queue.insert({"efeito": "x"})
+    pg_queue.wait_status(task, "sucesso")
     line = eventually(lambda: next((ln for ln in worker.log().splitlines()
                                     if f"Tarefa {task} terminou" in ln), None))
     assert not line.startswith("{") and " INFO " in line
 
 
-def test_loki_gets_the_fields_as_structured_metadata(queue, loki):
-    worker = queue.start_ready_worker(GRAFANA_URL=loki.url, LOG_FORMAT="json")
-    task = queue.insert({"efeito": "x"})
-    queue.wait_status(task, "sucesso")
+def test_loki_gets_the_fields_as_structured_metadata(pg_queue, loki):
+    worker = pg_queue.start_ready_worker(GRAFANA_URL=loki.url, LOG_FORMAT="json")
+    task = pg_queue.insert({"efeito": "x"})
+    pg_queue.wait_status(task, "sucesso")
 
     def entry() -> list:
         return next((v for v in loki.entries()
@@ -78,14 +78,14 @@ def test_loki_gets_the_fields_as_structured_metadata(queue, loki):
     assert float(meta["duration"]) >= 0 and meta["logger"] == "nsj_queue_lib.observe"
     assert json.loads(line)["task_id"] == task  # the line is the same JSON object
     stream = next(s["stream"] for s in loki.streams() if [ts, line, meta] in s["values"])
-    assert stream["queue"] == queue.fila and stream["level"] == "info"
+    assert stream["queue"] == pg_queue.fila and stream["level"] == "info"
 
 
-def test_loki_without_structured_metadata_still_gets_the_lines(queue, loki):
+def test_loki_without_structured_metadata_still_gets_the_lines(pg_queue, loki):
     loki.set_mode("old")
-    worker = queue.start_ready_worker(GRAFANA_URL=loki.url)
-    task = queue.insert({"efeito": "x"})
-    queue.wait_status(task, "sucesso")
+    worker = pg_queue.start_ready_worker(GRAFANA_URL=loki.url)
+    task = pg_queue.insert({"efeito": "x"})
+    pg_queue.wait_status(task, "sucesso")
     eventually(lambda: any(f"Tarefa {task} terminou" in ln for ln in loki.lines()),
                message="linhas sem metadados")
     assert all(len(v) == 2 for v in loki.entries())

@@ -142,17 +142,17 @@ def test_credentials_in_url_are_sent_but_never_logged(loki, caplog):
     assert {s["stream"]["queue"] for s in loki.streams()} == {"fila_y"}
 
 
-def test_worker_keeps_its_pace_with_a_hanging_loki(queue, loki):
+def test_worker_keeps_its_pace_with_a_hanging_loki(pg_queue, loki):
     loki.set_mode("hang")
-    worker = queue.start_ready_worker(GRAFANA_URL=loki.url, LOG_DEBUG="true")
+    worker = pg_queue.start_ready_worker(GRAFANA_URL=loki.url, LOG_DEBUG="true")
     # The worker's first push is now hanging (HTTP timeout 5 s, then back-off, again ...).
     eventually(lambda: loki.attempts >= 1, timeout=10, message="primeiro push")
     started = time.monotonic()
-    ids = [queue.insert({"efeito": f"e{i}"}) for i in range(40)]
-    queue.wait_idle(timeout=30)
+    ids = [pg_queue.insert({"efeito": f"e{i}"}) for i in range(40)]
+    pg_queue.wait_idle(timeout=30)
     elapsed = time.monotonic() - started
-    assert all(queue.row(i)["status"] == "sucesso" for i in ids)
-    assert len(queue.effects()) == 40
+    assert all(pg_queue.row(i)["status"] == "sucesso" for i in ids)
+    assert len(pg_queue.effects()) == 40
     assert elapsed < 20, f"40 tarefas levaram {elapsed:.1f} s com o Loki travado"
     stop_started = time.monotonic()
     assert worker.stop(timeout=20) == 0

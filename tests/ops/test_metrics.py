@@ -52,10 +52,10 @@ def total(samples: dict, name: str, **labels: str) -> float:
     return sum(v for (n, lab), v in samples.items() if n == name and want <= set(lab))
 
 
-def test_worker_metrics_match_the_table(queue):
-    fila = queue.fila
+def test_worker_metrics_match_the_table(pg_queue):
+    fila = pg_queue.fila
     ports = [free_port(), free_port()]
-    workers = [queue.start_worker(METRICS_PORT=p, METRICS_DB_INTERVAL="0.2") for p in ports]
+    workers = [pg_queue.start_worker(METRICS_PORT=p, METRICS_DB_INTERVAL="0.2") for p in ports]
     for w in workers:
         wait_ready(w)
     # 200 once the consumer has connected (the log line comes just before that).
@@ -64,20 +64,20 @@ def test_worker_metrics_match_the_table(queue):
     assert body.startswith("ok: ") and "saudável" in body, body
     assert ctype.startswith("text/plain")
 
-    ok_ids = [queue.insert({"efeito": f"ok{i}"}) for i in range(12)]
-    flaky = queue.insert({"efeito": "flaky", "fail_until": 2})           # falha, then sucesso
-    dead = queue.insert({"efeito": "dead", "fail": True, "fail_dead": True})  # dead, dead fails
+    ok_ids = [pg_queue.insert({"efeito": f"ok{i}"}) for i in range(12)]
+    flaky = pg_queue.insert({"efeito": "flaky", "fail_until": 2})           # falha, then sucesso
+    dead = pg_queue.insert({"efeito": "dead", "fail": True, "fail_dead": True})  # dead, dead fails
     future = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(hours=1)
     for _ in range(3):
-        queue.insert({"efeito": "later"}, data_hora=future)
-    queue.wait_status(flaky, "falha")
-    eventually(lambda: queue.count("dead AND status = 'falha' AND NOT reenfileirado") == 1,
+        pg_queue.insert({"efeito": "later"}, data_hora=future)
+    pg_queue.wait_status(flaky, "falha")
+    eventually(lambda: pg_queue.count("dead AND status = 'falha' AND NOT reenfileirado") == 1,
                timeout=40, message="dead-letter chain exhausted")
-    eventually(lambda: queue.count("status = 'processando' OR (status IN ('pendente', "
-                                   "'agendada') AND data_hora <= now())") == 0,
+    eventually(lambda: pg_queue.count("status = 'processando' OR (status IN ('pendente', "
+                                      "'agendada') AND data_hora <= now())") == 0,
                timeout=40, message="due tasks all run")
-    assert all(queue.row(i)["status"] == "sucesso" for i in ok_ids)
-    assert queue.row(dead)["status"] == "falha"
+    assert all(pg_queue.row(i)["status"] == "sucesso" for i in ok_ids)
+    assert pg_queue.row(dead)["status"] == "falha"
 
     def counters_match() -> bool:
         per_worker = [parse(scrape(p)[2]) for p in ports]
@@ -94,19 +94,19 @@ def test_worker_metrics_match_the_table(queue):
             "hist": total(merged, "nsj_queue_task_duration_seconds_count"),
         }
         want = {
-            "sucesso": queue.count("status = 'sucesso'"),
-            "falha": queue.count("status = 'falha' AND reenfileirado"),
-            "dead_letter": queue.count("status = 'falha' AND NOT reenfileirado"),
-            "claims": queue.count("status IN ('sucesso', 'falha')"),
-            "hist": queue.count("status IN ('sucesso', 'falha')"),
+            "sucesso": pg_queue.count("status = 'sucesso'"),
+            "falha": pg_queue.count("status = 'falha' AND reenfileirado"),
+            "dead_letter": pg_queue.count("status = 'falha' AND NOT reenfileirado"),
+            "claims": pg_queue.count("status IN ('sucesso', 'falha')"),
+            "hist": pg_queue.count("status IN ('sucesso', 'falha')"),
         }
         gauges = per_worker[0]
         got.update(agendada=total(gauges, "nsj_queue_depth", status="agendada"),
                    pendente=total(gauges, "nsj_queue_depth", status="pendente"),
                    dead_waiting=total(gauges, "nsj_queue_dead_letters_waiting"),
                    due=total(gauges, "nsj_queue_due_tasks"))
-        want.update(agendada=queue.count("status = 'agendada'"),
-                    pendente=queue.count("status = 'pendente'"),
+        want.update(agendada=pg_queue.count("status = 'agendada'"),
+                    pendente=pg_queue.count("status = 'pendente'"),
                     dead_waiting=1, due=0)
         counters_match.last = (got, want)
         return got == want
@@ -137,13 +137,13 @@ def test_worker_metrics_match_the_table(queue):
     assert scrape(ports[0], "/nada")[0] == 404
 
     # A lost connection is counted, and the workers go on after reconnecting.
-    killed = queue.value("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                         "WHERE application_name = %s", (f"nsj_queue_lib:{fila}",))
+    killed = pg_queue.value("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            "WHERE application_name = %s", (f"nsj_queue_lib:{fila}",))
     assert killed >= 2
     eventually(lambda: sum(total(parse(scrape(p)[2]), "nsj_queue_reconnects_total")
                            for p in ports) >= 2, message="reconexões contadas")
-    after = queue.insert({"efeito": "depois"})
-    queue.wait_status(after, "sucesso")
+    after = pg_queue.insert({"efeito": "depois"})
+    pg_queue.wait_status(after, "sucesso")
     eventually(lambda: sum(total(parse(scrape(p)[2]), "nsj_queue_tasks_finished_total",
                                  outcome="sucesso") for p in ports) == 14,
                message="tarefa depois da reconexão contada")
@@ -162,35 +162,35 @@ def test_worker_metrics_match_the_table(queue):
     assert all(w.proc.poll() is None for w in workers)
 
 
-def test_worker_metrics_port_in_use_is_a_config_error(queue):
+def test_worker_metrics_port_in_use_is_a_config_error(pg_queue):
     import socket
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
-        w = queue.start_worker(METRICS_PORT=busy.getsockname()[1])
+        w = pg_queue.start_worker(METRICS_PORT=busy.getsockname()[1])
         assert w.wait_exit(20) == 2
     assert "METRICS_PORT" in w.log()
 
 
-def test_server_metrics_and_healthz(queue, tmp_path):
+def test_server_metrics_and_healthz(pg_queue, tmp_path):
     from tests.fixtures.processes import WorkerProc
 
     def server(**extra: str) -> Tuple[WorkerProc, int]:
         port = free_port()
-        env = queue.env(METRICS_PORT=port, METRICS_DB_INTERVAL="0.2",
+        env = pg_queue.env(METRICS_PORT=port, METRICS_DB_INTERVAL="0.2",
                                NOTIFY_SERVICE_PORT=free_port(), LOCK_SERVICE_PORT=free_port(),
                                **extra)
         proc = WorkerProc("nsj_queue_lib.server.server_main", env,
                           tmp_path / f"server-{port}.log")
-        queue.workers.append(proc)
+        pg_queue.workers.append(proc)
         eventually(lambda: proc.proc.poll() is None and "Métricas em" in proc.log(),
                    message="server metrics up")
         return proc, port
 
     future = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(hours=1)
-    queue.insert({"efeito": "x"}, data_hora=future)
-    queue.insert({"efeito": "y"})
+    pg_queue.insert({"efeito": "x"}, data_hora=future)
+    pg_queue.insert({"efeito": "y"})
     _, port = server()
     status, _, body = scrape(port, "/healthz")
     assert status == 200, body
@@ -203,9 +203,9 @@ def test_server_metrics_and_healthz(queue, tmp_path):
     assert total(samples, "nsj_queue_paused") == 0
     from nsj_queue_lib.admin import QueueAdmin
 
-    conn = queue.server.connect(autocommit=True)
+    conn = pg_queue.server.connect(autocommit=True)
     try:
-        QueueAdmin(conn, queue.table).pause(por="teste")
+        QueueAdmin(conn, pg_queue.table).pause(por="teste")
     finally:
         conn.close()
     eventually(lambda: total(parse(scrape(port)[2], histogram=False), "nsj_queue_paused") == 1,
@@ -219,16 +219,16 @@ def test_server_metrics_and_healthz(queue, tmp_path):
 
 
 
-def test_batch_mode_counts_every_task_once(queue):
+def test_batch_mode_counts_every_task_once(pg_queue):
     port = free_port()
-    w = queue.start_worker(METRICS_PORT=port, QUEUE_BATCH_SIZE=4, LOG_FORMAT="json")
+    w = pg_queue.start_worker(METRICS_PORT=port, QUEUE_BATCH_SIZE=4, LOG_FORMAT="json")
     wait_ready(w)
     eventually(lambda: scrape(port, "/healthz")[0] == 200, message="healthz 200")
-    ids = [queue.insert({"efeito": f"b{i}", "sleep": 0.02}) for i in range(9)]
-    flaky = queue.insert({"efeito": "flaky", "fail_until": 2})
+    ids = [pg_queue.insert({"efeito": f"b{i}", "sleep": 0.02}) for i in range(9)]
+    flaky = pg_queue.insert({"efeito": "flaky", "fail_until": 2})
     for i in ids:
-        queue.wait_status(i, "sucesso")
-    eventually(lambda: queue.count(f"id_inicial = {flaky} AND status = 'sucesso'") == 1,
+        pg_queue.wait_status(i, "sucesso")
+    eventually(lambda: pg_queue.count(f"id_inicial = {flaky} AND status = 'sucesso'") == 1,
                message="retentativa com sucesso")
 
     def matches() -> bool:
@@ -241,10 +241,9 @@ def test_batch_mode_counts_every_task_once(queue):
     try:
         eventually(matches, timeout=10, message="contadores do modo lote")
     except AssertionError:
-        raise AssertionError(f"métricas {matches.last}; tabela "
-                             f"{queue.sql('SELECT id, status, tentativa FROM ' + queue.table)}"
-                             ) from None
-    assert queue.count("status = 'sucesso'") == 10 and queue.count("status = 'falha'") == 1
+        rows = pg_queue.sql("SELECT id, status, tentativa FROM " + pg_queue.table)
+        raise AssertionError(f"métricas {matches.last}; tabela {rows}") from None
+    assert pg_queue.count("status = 'sucesso'") == 10 and pg_queue.count("status = 'falha'") == 1
     s = parse(scrape(port)[2])
     # each task its own duration (0.02 s sleeps), not the whole batch's
     assert total(s, "nsj_queue_task_duration_seconds_bucket", le="0.01") <= 3

@@ -109,21 +109,21 @@ def test_a_missing_required_variable_names_its_misspelt_twin(fresh_warnings):
         in str(err.value)
 
 
-def test_worker_warns_a_misspelt_variable_and_runs(queue):
-    worker = queue.start_worker(QUEUE_BACH_SIZE="4", LOG_FORMAT="text")
+def test_worker_warns_a_misspelt_variable_and_runs(pg_queue):
+    worker = pg_queue.start_worker(QUEUE_BACH_SIZE="4", LOG_FORMAT="text")
     wait_ready(worker)
     log = worker.log()
     warning = [line for line in log.splitlines() if "QUEUE_BACH_SIZE" in line]
     assert len(warning) == 1, log
     assert " WARNING " in warning[0] and "quis dizer QUEUE_BATCH_SIZE?" in warning[0]
-    task_id = queue.insert({"efeito": "x"})
-    queue.wait_status(task_id, "sucesso", 30)
+    task_id = pg_queue.insert({"efeito": "x"})
+    pg_queue.wait_status(task_id, "sucesso", 30)
 
 
-def test_worker_warning_follows_log_format_json(queue):
+def test_worker_warning_follows_log_format_json(pg_queue):
     import json
 
-    worker = queue.start_worker(QUEUE_BACH_SIZE="4", LOG_FORMAT="json")
+    worker = pg_queue.start_worker(QUEUE_BACH_SIZE="4", LOG_FORMAT="json")
     wait_ready(worker)
     line = next(ln for ln in worker.log().splitlines() if "QUEUE_BACH_SIZE" in ln)
     record = json.loads(line)
@@ -137,9 +137,9 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_worker_on_a_closed_port_names_host_port_and_driver(queue):
+def test_worker_on_a_closed_port_names_host_port_and_driver(pg_queue):
     port = closed_port()
-    worker = queue.start_worker(DB_HOST="127.0.0.1", DB_PORT=str(port))
+    worker = pg_queue.start_worker(DB_HOST="127.0.0.1", DB_PORT=str(port))
     eventually(lambda: f"porta {port}" in worker.log(), 30, message="linha da falha")
     line = next(ln for ln in worker.log().splitlines() if f"porta {port}" in ln)
     assert "host 127.0.0.1" in line and "DB_DRIVER=POSTGRES via psycopg2" in line
@@ -149,11 +149,11 @@ def test_worker_on_a_closed_port_names_host_port_and_driver(queue):
 
 
 @pytest.mark.mysql
-def test_postgres_worker_on_a_mariadb_port_gets_the_hint(queue):
+def test_postgres_worker_on_a_mariadb_port_gets_the_hint(pg_queue):
     maria = MySqlServer.from_env()
     if maria.reachable():
         pytest.skip(maria.reachable())
-    worker = queue.start_worker(DB_HOST=maria.host, DB_PORT=str(maria.port))
+    worker = pg_queue.start_worker(DB_HOST=maria.host, DB_PORT=str(maria.port))
     eventually(lambda: HINT_MYSQL_PORT in worker.log(), 30, message="dica DB_DRIVER=MYSQL")
     line = next(ln for ln in worker.log().splitlines() if HINT_MYSQL_PORT in ln)
     assert f"host {maria.host}" in line and f"porta {maria.port}" in line
@@ -180,9 +180,9 @@ def test_postgres_probe_does_not_take_a_mariadb_for_postgres():
 
 
 @pytest.mark.slow
-def test_mysql_worker_on_a_postgres_port_gets_the_hint(queue, pg_server):
-    worker = queue.start_worker(DB_DRIVER="MYSQL", DB_HOST=pg_server.host,
-                                DB_PORT=str(pg_server.port), DB_MYSQL_DRIVER="pymysql")
+def test_mysql_worker_on_a_postgres_port_gets_the_hint(pg_queue, pg_server):
+    worker = pg_queue.start_worker(DB_DRIVER="MYSQL", DB_HOST=pg_server.host,
+                                   DB_PORT=str(pg_server.port), DB_MYSQL_DRIVER="pymysql")
     eventually(lambda: HINT_POSTGRES_PORT in worker.log(), 120, interval=0.5,
                message="dica DB_DRIVER=POSTGRES")
     line = next(ln for ln in worker.log().splitlines() if HINT_POSTGRES_PORT in ln)

@@ -45,8 +45,8 @@ def _check_common(data: dict, history: scenario.History) -> None:
     assert running["segundos"] >= 0
 
 
-def test_status_json_postgres(queue):
-    settings = queue.settings(**SETTINGS)
+def test_status_json_postgres(pg_queue):
+    settings = pg_queue.settings(**SETTINGS)
     driver = scenario.Driver(settings)
     try:
         history = scenario.build(driver)
@@ -61,19 +61,19 @@ def test_status_json_postgres(queue):
         worker.begin()
         pid = worker.fetch_value("SELECT pg_backend_pid()")
         # Until the holder's transaction is 0.3 s old, by the database's own clock.
-        eventually(lambda: queue.value(
+        eventually(lambda: pg_queue.value(
             "SELECT extract(epoch FROM clock_timestamp() - xact_start) >= 0.3 "
             "FROM pg_stat_activity WHERE pid = %s", (pid,)), 10, interval=0.05,
             message="transação do worker com 0.3 s")
         res = run_python(["-m", "nsj_queue_lib.status", "--json"],
-                         env=_status_env(queue.env()))
+                         env=_status_env(pg_queue.env()))
     finally:
         worker.close()
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert data["fila"] == queue.table and data["banco"] == "postgres"
-    expected_rows = {r["status"]: int(r["n"]) for r in queue.sql(
-        f"SELECT status, count(*) AS n FROM {queue.table} GROUP BY status")}
+    assert data["fila"] == pg_queue.table and data["banco"] == "postgres"
+    expected_rows = {r["status"]: int(r["n"]) for r in pg_queue.sql(
+        f"SELECT status, count(*) AS n FROM {pg_queue.table} GROUP BY status")}
     assert data["por_status"] == expected_rows
     _check_common(data, history)
     [running] = data["em_execucao"]
@@ -83,8 +83,8 @@ def test_status_json_postgres(queue):
 
 
 @pytest.mark.mysql
-def test_status_json_mariadb(myqueue):
-    settings = make_settings(myqueue, **SETTINGS)
+def test_status_json_mariadb(mariadb_queue):
+    settings = make_settings(mariadb_queue, **SETTINGS)
     driver = scenario.Driver(settings)
     try:
         history = scenario.build(driver)
@@ -99,17 +99,17 @@ def test_status_json_mariadb(myqueue):
     assert data["gerado_em"].endswith("+00:00")
 
 
-def test_status_text_and_watch(queue):
-    settings = queue.settings(**SETTINGS)
+def test_status_text_and_watch(pg_queue):
+    settings = pg_queue.settings(**SETTINGS)
     driver = scenario.Driver(settings)
     try:
         scenario.build(driver)
     finally:
         driver.close()
-    env = _status_env(queue.env())
+    env = _status_env(pg_queue.env())
     res = run_python(["-m", "nsj_queue_lib.status"], env=env)
     assert res.returncode == 0, res.stderr
-    assert f"Fila {queue.table} (postgres)" in res.stdout
+    assert f"Fila {pg_queue.table} (postgres)" in res.stdout
     assert "Mortas nas últimas 24 h:    2" in res.stdout
     # --watch with --json prints one JSON line per reading until interrupted.
     import subprocess
@@ -126,27 +126,28 @@ def test_status_text_and_watch(queue):
         proc.send_signal(2)
         proc.wait(10)
     assert proc.returncode == 0
-    assert all(json.loads(line)["fila"] == queue.table for line in lines)
+    assert all(json.loads(line)["fila"] == pg_queue.table for line in lines)
 
 
-def test_status_config_and_missing_table(queue):
-    env = _status_env(queue.env())
+def test_status_config_and_missing_table(pg_queue):
+    env = _status_env(pg_queue.env())
     env.pop("QUEUE_TABLE")
     res = run_python(["-m", "nsj_queue_lib.status"], env=env)
     assert res.returncode == 2
     assert "QUEUE_TABLE" in res.stderr
-    res = run_python(["-m", "nsj_queue_lib.status", "--tabela", f"{queue.schema}.nao_existe"],
+    res = run_python(["-m", "nsj_queue_lib.status", "--tabela", f"{pg_queue.schema}.nao_existe"],
                      env=env)
     assert res.returncode == 1
     assert "nao_existe" in res.stderr
 
 
-def test_status_with_an_unknown_database_user_is_a_configuration_error(queue):
+def test_status_with_an_unknown_database_user_is_a_configuration_error(pg_queue):
     res = run_python(["-m", "nsj_queue_lib.status"],
-                     env=_status_env(queue.env(DB_USER="usuario_inexistente")))
+                     env=_status_env(pg_queue.env(DB_USER="usuario_inexistente")))
     assert res.returncode == 2, res
     assert res.stdout == ""
     assert res.stderr.strip().splitlines() == [
-        f"Erro: O banco {queue.server.host}:{queue.server.port}/{queue.server.dbname} recusou "
+        f"Erro: O banco {pg_queue.server.host}:{pg_queue.server.port}/{pg_queue.server.dbname} "
+        f"recusou "
         "a conexão: o usuário 'usuario_inexistente' não existe no servidor (verifique DB_USER) "
         "[SQLSTATE 28000]"]

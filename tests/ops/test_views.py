@@ -31,36 +31,40 @@ def _check(rows_cadeias, rows_resumo, history):
     assert tentativas[("proc", "tarefa", "sucesso")] == 3  # ok (1) + retry_ok (2)
 
 
-def test_views_postgres(queue):
-    driver = scenario.Driver(queue.settings(**SETTINGS))
+def test_views_postgres(pg_queue):
+    driver = scenario.Driver(pg_queue.settings(**SETTINGS))
     try:
         history = scenario.build(driver)
     finally:
         driver.close()
-    cadeias = queue.sql(f'SELECT * FROM "{queue.schema}"."{queue.fila}_cadeias"')
-    resumo = queue.sql(f'SELECT * FROM "{queue.schema}"."{queue.fila}_resumo"')
+    cadeias = pg_queue.sql(f'SELECT * FROM "{pg_queue.schema}"."{pg_queue.fila}_cadeias"')
+    resumo = pg_queue.sql(f'SELECT * FROM "{pg_queue.schema}"."{pg_queue.fila}_resumo"')
     _check(cadeias, resumo, history)
     # The queries of docs/conceitos/status.md.
-    pend = queue.sql(f'SELECT processo, sum(cadeias) AS n FROM "{queue.schema}".'
-                     f'"{queue.fila}_resumo" WHERE status IN (\'pendente\', \'agendada\') '
-                     "GROUP BY processo ORDER BY processo")
+    pend = pg_queue.sql(f'SELECT processo, sum(cadeias) AS n FROM "{pg_queue.schema}".'
+                        f'"{pg_queue.fila}_resumo" WHERE status IN (\'pendente\', \'agendada\') '
+                        "GROUP BY processo ORDER BY processo")
     assert [(r["processo"], int(r["n"])) for r in pend] == [("proc", 2), ("pub", 1)]
-    mortas = queue.sql(f'SELECT id_inicial, morta_status FROM "{queue.schema}".'
-                       f'"{queue.fila}_cadeias" WHERE enviada_fila_mortos ORDER BY id_inicial')
+    mortas = pg_queue.sql(f'SELECT id_inicial, morta_status FROM "{pg_queue.schema}".'
+                          f'"{pg_queue.fila}_cadeias" WHERE enviada_fila_mortos ORDER BY '
+                          f'id_inicial')
     assert [r["id_inicial"] for r in mortas] == [history.ids["to_dead"], history.ids["s2"]]
 
 
 @pytest.mark.mysql
-def test_views_mariadb(myqueue):
-    driver = scenario.Driver(make_settings(myqueue, **SETTINGS))
+def test_views_mariadb(mariadb_queue):
+    driver = scenario.Driver(make_settings(mariadb_queue, **SETTINGS))
     try:
         history = scenario.build(driver)
     finally:
         driver.close()
-    cadeias = myqueue.sql(f"SELECT * FROM `{myqueue.database}`.`{myqueue.fila}_cadeias`")
-    resumo = myqueue.sql(f"SELECT * FROM `{myqueue.database}`.`{myqueue.fila}_resumo`")
+    cadeias = mariadb_queue.sql(f"SELECT * FROM "
+                                f"`{mariadb_queue.database}`.`{mariadb_queue.fila}_cadeias`")
+    resumo = mariadb_queue.sql(f"SELECT * FROM "
+                               f"`{mariadb_queue.database}`.`{mariadb_queue.fila}_resumo`")
     _check(cadeias, resumo, history)
-    mortas = myqueue.sql(f"SELECT id_inicial FROM `{myqueue.database}`.`{myqueue.fila}_cadeias`"
+    mortas = mariadb_queue.sql(f"SELECT id_inicial FROM "
+                               f"`{mariadb_queue.database}`.`{mariadb_queue.fila}_cadeias`"
                          " WHERE enviada_fila_mortos ORDER BY id_inicial")
     assert [r["id_inicial"] for r in mortas] == [history.ids["to_dead"], history.ids["s2"]]
 

@@ -32,27 +32,27 @@ def loki():
 
 
 @pytest.mark.parametrize("dependencies", [False, True], ids=["lib", "dependencies-too"])
-def test_debug_logs_keep_url_secrets_out_of_stdout_loki_and_rows(queue, http_server, loki,
+def test_debug_logs_keep_url_secrets_out_of_stdout_loki_and_rows(pg_queue, http_endpoint, loki,
                                                                  refused_url, dependencies):
-    http_server.script("/falha", [500])
-    queue.add_subscriber("ok", url=f"{http_server.url}/ok?api_key={HOOK_KEYS[0]}",
+    http_endpoint.script("/falha", [500])
+    pg_queue.add_subscriber("ok", url=f"{http_endpoint.url}/ok?api_key={HOOK_KEYS[0]}",
                    method="POST")
-    queue.add_subscriber("falha", url=f"{http_server.url}/falha?api_key={HOOK_KEYS[1]}",
+    pg_queue.add_subscriber("falha", url=f"{http_endpoint.url}/falha?api_key={HOOK_KEYS[1]}",
                    method="POST")
-    queue.add_subscriber("recusa", url=f"{refused_url}/x?api_key={HOOK_KEYS[2]}",
+    pg_queue.add_subscriber("recusa", url=f"{refused_url}/x?api_key={HOOK_KEYS[2]}",
                    method="GET")
     grafana = loki.url.replace("http://", f"http://lokiuser:{LOKI_PASSWORD}@")
     grafana += f"?X-Scope-OrgID={LOKI_QUERY}"
-    pub_id = queue.publish({"pedido": 1})
-    worker = queue.start_worker(WEBHOOK, LOG_DEBUG="true", QUEUE_MAX_RETRY="1",
-                                LOG_DEBUG_DEPENDENCIES=str(dependencies).lower(),
-                                GRAFANA_URL=grafana)
-    queue.wait_status(pub_id, "sucesso")
-    queue.wait_idle()
-    rows = {r["subscriber_id"]: r for r in queue.rows("NOT dead AND subscriber_id IS NOT NULL")}
+    pub_id = pg_queue.publish({"pedido": 1})
+    worker = pg_queue.start_worker(WEBHOOK, LOG_DEBUG="true", QUEUE_MAX_RETRY="1",
+                                   LOG_DEBUG_DEPENDENCIES=str(dependencies).lower(),
+                                   GRAFANA_URL=grafana)
+    pg_queue.wait_status(pub_id, "sucesso")
+    pg_queue.wait_idle()
+    rows = {r["subscriber_id"]: r for r in pg_queue.rows("NOT dead AND subscriber_id IS NOT NULL")}
     assert {k: (r["status"]) for k, r in rows.items()} == {
         "ok": "sucesso", "falha": "falha", "recusa": "falha"}
-    assert [r.query for r in http_server.received("/ok")] == [f"api_key={HOOK_KEYS[0]}"]
+    assert [r.query for r in http_endpoint.received("/ok")] == [f"api_key={HOOK_KEYS[0]}"]
     eventually(lambda: any("Tarefa" in line for line in loki.lines()), 15,
                message="linhas das tarefas no Loki")
     worker.stop()
@@ -63,7 +63,7 @@ def test_debug_logs_keep_url_secrets_out_of_stdout_loki_and_rows(queue, http_ser
     assert " DEBUG " in log
     assert ("urllib3" in log) is dependencies
     loki_text = json.dumps([loki.entries(), loki.streams()])
-    rows_text = json.dumps(queue.rows(), default=str)
+    rows_text = json.dumps(pg_queue.rows(), default=str)
     for secret in SECRETS:
         assert secret not in log, f"{secret} no stdout/stderr"
         assert secret not in loki_text, f"{secret} no Loki"
@@ -78,24 +78,24 @@ def test_debug_logs_keep_url_secrets_out_of_stdout_loki_and_rows(queue, http_ser
     assert {h.get("Authorization") for h in loki.headers} == {f"Basic {expected}"}
 
 
-def test_a_url_the_http_library_cannot_parse_leaves_no_secret_in_rows_or_logs(queue):
+def test_a_url_the_http_library_cannot_parse_leaves_no_secret_in_rows_or_logs(pg_queue):
     # Fails before the fix: requests' InvalidURL quotes the whole URL ("Failed to parse:
     # http://user:password@host:99999/x?api_key=..."), and that text went into the task's
     # mensagem and the worker's log.
     password, key = "senha-webhook-6b1d", "api-key-porta-e4a7"
-    queue.add_subscriber("porta", url=f"http://hookuser:{password}@127.0.0.1:99999/x"
+    pg_queue.add_subscriber("porta", url=f"http://hookuser:{password}@127.0.0.1:99999/x"
                                       f"?api_key={key}", method="POST")
-    pub_id = queue.publish({"pedido": 2})
-    worker = queue.start_worker(WEBHOOK, LOG_DEBUG="true", QUEUE_MAX_RETRY="1")
-    queue.wait_status(pub_id, "sucesso")
-    queue.wait_idle()
-    [row] = queue.rows("NOT dead AND subscriber_id = 'porta' AND status = 'falha'")
+    pub_id = pg_queue.publish({"pedido": 2})
+    worker = pg_queue.start_worker(WEBHOOK, LOG_DEBUG="true", QUEUE_MAX_RETRY="1")
+    pg_queue.wait_status(pub_id, "sucesso")
+    pg_queue.wait_idle()
+    [row] = pg_queue.rows("NOT dead AND subscriber_id = 'porta' AND status = 'falha'")
     assert "requisição inválida" in row["mensagem"], row["mensagem"]
     assert "127.0.0.1:99999/x?…" in row["mensagem"], row["mensagem"]  # still identified
     worker.stop()
     log = worker.log()
     assert "requisição inválida" in log
-    rows_text = json.dumps(queue.rows(), default=str)
+    rows_text = json.dumps(pg_queue.rows(), default=str)
     for secret in (password, key):
         assert secret not in rows_text, f"{secret} numa linha da fila"
         assert secret not in log, f"{secret} no stdout/stderr"

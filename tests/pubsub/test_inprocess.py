@@ -29,19 +29,19 @@ class MultiDbWorker(WorkerPubSubBase):
         return "sem_mdb"
 
 
-def test_multi_db_conn_and_subscription_read_at_execution_time(queue):
-    queue.add_subscriber("com_mdb", tenant=3, headers={"A": "1"})
-    queue.add_subscriber("sem_mdb")
-    worker = MultiDbWorker(queue.settings())
+def test_multi_db_conn_and_subscription_read_at_execution_time(pg_queue):
+    pg_queue.add_subscriber("com_mdb", tenant=3, headers={"A": "1"})
+    pg_queue.add_subscriber("sem_mdb")
+    worker = MultiDbWorker(pg_queue.settings())
     MultiDbWorker.seen = []
-    pub_id = queue.publish({"k": "v"}, tenant=3)
-    run_in_process(queue, worker, pub_id)
-    tasks = {r["subscriber_id"]: r["id"] for r in queue.rows("publication_id = %s", (pub_id,))}
+    pub_id = pg_queue.publish({"k": "v"}, tenant=3)
+    run_in_process(pg_queue, worker, pub_id)
+    tasks = {r["subscriber_id"]: r["id"] for r in pg_queue.rows("publication_id = %s", (pub_id,))}
     # the subscription is read when the task runs, not copied at fan-out
-    queue.sql(f"UPDATE {queue.sub_table} SET url = 'http://depois.example' "
-              "WHERE id = 'com_mdb'")
-    assert run_in_process(queue, worker, tasks["com_mdb"], "MDB") == "com_mdb MDB 1"
-    assert run_in_process(queue, worker, tasks["sem_mdb"], "MDB") == "sem_mdb"
+    pg_queue.sql(f"UPDATE {pg_queue.sub_table} SET url = 'http://depois.example' "
+                 "WHERE id = 'com_mdb'")
+    assert run_in_process(pg_queue, worker, tasks["com_mdb"], "MDB") == "com_mdb MDB 1"
+    assert run_in_process(pg_queue, worker, tasks["sem_mdb"], "MDB") == "sem_mdb"
     _name, payload, mdb = MultiDbWorker.seen[0]
     assert mdb == "MDB"
     assert payload["publication"] == {"k": "v"}
@@ -51,19 +51,19 @@ def test_multi_db_conn_and_subscription_read_at_execution_time(queue):
     assert isinstance(sub["created_at"], dt.datetime) and sub["created_at"].tzinfo is not None
 
 
-def test_deleted_subscriber_fails_clearly(queue):
-    queue.add_subscriber("sem_mdb")
-    worker = MultiDbWorker(queue.settings())
-    pub_id = queue.publish({"k": "v"})
-    run_in_process(queue, worker, pub_id)
-    [task] = queue.rows("publication_id = %s", (pub_id,))
-    queue.sql(f"DELETE FROM {queue.sub_table}")
+def test_deleted_subscriber_fails_clearly(pg_queue):
+    pg_queue.add_subscriber("sem_mdb")
+    worker = MultiDbWorker(pg_queue.settings())
+    pub_id = pg_queue.publish({"k": "v"})
+    run_in_process(pg_queue, worker, pub_id)
+    [task] = pg_queue.rows("publication_id = %s", (pub_id,))
+    pg_queue.sql(f"DELETE FROM {pg_queue.sub_table}")
     with pytest.raises(SubscriptionNotFound, match="'sem_mdb'"):
-        run_in_process(queue, worker, task["id"])
+        run_in_process(pg_queue, worker, task["id"])
 
 
-def test_publication_without_subscriber_table_setting_fails(queue):
-    pub_id = queue.publish({"k": "v"})
-    settings = queue.settings().replace(queue_subscriber_table=None)
+def test_publication_without_subscriber_table_setting_fails(pg_queue):
+    pub_id = pg_queue.publish({"k": "v"})
+    settings = pg_queue.settings().replace(queue_subscriber_table=None)
     with pytest.raises(Exception, match="QUEUE_SUBSCRIBER_TABLE"):
-        run_in_process(queue, MultiDbWorker(settings), pub_id)
+        run_in_process(pg_queue, MultiDbWorker(settings), pub_id)

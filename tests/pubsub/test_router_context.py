@@ -53,17 +53,17 @@ def _built_repositories(monkeypatch) -> list:
     return built
 
 
-def test_subscriber_and_dead_tasks_read_the_subscription_through_the_context(queue,
+def test_subscriber_and_dead_tasks_read_the_subscription_through_the_context(pg_queue,
                                                                               monkeypatch):
-    queue.add_subscriber("s")
-    settings = queue.settings(QUEUE_COMPAT_1_2_2="true")
+    pg_queue.add_subscriber("s")
+    settings = pg_queue.settings(QUEUE_COMPAT_1_2_2="true")
     worker = Worker(settings)
-    pub_id = queue.publish({"k": "v"})
-    run_in_process(queue, worker, pub_id)
-    [task_id] = [r["id"] for r in queue.rows("publication_id = %s", (pub_id,))]
-    session = DbSession(queue.server.connect())
+    pub_id = pg_queue.publish({"k": "v"})
+    run_in_process(pg_queue, worker, pub_id)
+    [task_id] = [r["id"] for r in pg_queue.rows("publication_id = %s", (pub_id,))]
+    session = DbSession(pg_queue.server.connect())
     try:
-        repo = RecordingRepository(session, queue.table, queue.sub_table, legacy=True)
+        repo = RecordingRepository(session, pg_queue.table, pg_queue.sub_table, legacy=True)
         assert repo.legacy  # (PostgreSQL with 1.2.2 workers beside)
         tarefa = repo.task_get(task_id)
         built = _built_repositories(monkeypatch)
@@ -104,19 +104,19 @@ class Wrapping(WorkerPubSubBase):
         return "embrulhado: " + super().execute_dead(payload, tarefa, bd_conn, multi_db_conn)
 
 
-def test_an_overridden_execute_still_runs_for_subscriber_and_dead_tasks(queue):
+def test_an_overridden_execute_still_runs_for_subscriber_and_dead_tasks(pg_queue):
     # Fails before the fix: the router's typed path went straight to the handlers, so an
     # override of execute / execute_dead (called for every task by 1.2.2 and before the
     # router) was silently skipped.
-    queue.add_subscriber("s")
-    settings = queue.settings()
+    pg_queue.add_subscriber("s")
+    settings = pg_queue.settings()
     worker = Wrapping(settings)
-    pub_id = queue.publish({"k": "v"})
-    run_in_process(queue, worker, pub_id)
-    [task_id] = [r["id"] for r in queue.rows("publication_id = %s", (pub_id,))]
-    session = DbSession(queue.server.connect())
+    pub_id = pg_queue.publish({"k": "v"})
+    run_in_process(pg_queue, worker, pub_id)
+    [task_id] = [r["id"] for r in pg_queue.rows("publication_id = %s", (pub_id,))]
+    session = DbSession(pg_queue.server.connect())
     try:
-        repo = TaskRepository(session, queue.table, queue.sub_table)
+        repo = TaskRepository(session, pg_queue.table, pg_queue.sub_table)
         tarefa = repo.task_get(task_id)
         Wrapping.calls = []
         with session.transaction():
@@ -131,27 +131,27 @@ def test_an_overridden_execute_still_runs_for_subscriber_and_dead_tasks(queue):
         session.close()
 
 
-def test_a_direct_call_with_the_workers_bd_conn_runs_on_its_own_session(queue):
+def test_a_direct_call_with_the_workers_bd_conn_runs_on_its_own_session(pg_queue):
     """A direct call (`dispatch`, a pub/sub `execute` that overriding code calls) with the
     worker's `bd_conn` builds its context on the session that `bd_conn` belongs to, with
     that session's transaction state, not on a second session wrapped around its raw
     `.conn` (before: `getattr(bd_conn, "conn", bd_conn)`).  A caller's DB-API connection,
     given as is or as the `.conn` of a 1.2.2-style wrapper, gets a session on it."""
-    queue.add_subscriber("s")
-    settings = queue.settings()
+    pg_queue.add_subscriber("s")
+    settings = pg_queue.settings()
     worker = Worker(settings)
-    pub_id = queue.publish({"k": "v"})
-    session = DbSession(queue.server.connect())
+    pub_id = pg_queue.publish({"k": "v"})
+    session = DbSession(pg_queue.server.connect())
     try:
-        tarefa = TaskRepository(session, queue.table, queue.sub_table).task_get(pub_id)
+        tarefa = TaskRepository(session, pg_queue.table, pg_queue.sub_table).task_get(pub_id)
         bd_conn = TaskConnection(session)
         with session.transaction():
             ctx = TaskContext.for_connection(tarefa, settings, bd_conn)
             assert ctx.session is session and ctx.bd_conn is bd_conn
             assert ctx.session.in_transaction
             worker.dispatch(tarefa, bd_conn)  # the fan-out, in the caller's transaction
-            assert queue.count("publication_id = %s", (pub_id,)) == 0  # not committed yet
-        assert queue.count("publication_id = %s", (pub_id,)) == 1
+            assert pg_queue.count("publication_id = %s", (pub_id,)) == 0  # not committed yet
+        assert pg_queue.count("publication_id = %s", (pub_id,)) == 1
         raw = session.conn
 
         class Legacy:  # what 1.2.2 callers pass: an object exposing the connection

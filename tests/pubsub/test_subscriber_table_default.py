@@ -37,65 +37,65 @@ def test_the_default_is_the_table_schema_apply_creates():
 
 
 
-def test_pubsub_worker_without_the_variable_uses_fila_subscriber_and_delivers(dbq):
-    dbq.add_subscriber("a")
-    dbq.add_subscriber("b")
-    worker = dbq.start_worker("tests.workers.pubsub_scripted",
-                              drop_env=["QUEUE_SUBSCRIBER_TABLE"])
+def test_pubsub_worker_without_the_variable_uses_fila_subscriber_and_delivers(each_db_queue):
+    each_db_queue.add_subscriber("a")
+    each_db_queue.add_subscriber("b")
+    worker = each_db_queue.start_worker("tests.workers.pubsub_scripted",
+                                        drop_env=["QUEUE_SUBSCRIBER_TABLE"])
     wait_ready(worker)
-    pub_id = dbq.publish(json.dumps({"x": 1}))
-    eventually(lambda: sorted(e["chave"] for e in dbq.effects()) == ["a", "b"], 30,
+    pub_id = each_db_queue.publish(json.dumps({"x": 1}))
+    eventually(lambda: sorted(e["chave"] for e in each_db_queue.effects()) == ["a", "b"], 30,
                message=f"assinantes a e b executados\n{worker.log()}")
-    assert dbq.row(pub_id)["status"] == "sucesso"
+    assert each_db_queue.row(pub_id)["status"] == "sucesso"
     log = worker.log()
     assert "QUEUE_SUBSCRIBER_TABLE não definida: usando a tabela de assinaturas" in log
-    assert f"{dbq.fila}_subscriber" in log
+    assert f"{each_db_queue.fila}_subscriber" in log
     assert " ERROR " not in log and "Traceback" not in log
 
 
-def test_webhook_worker_without_the_variable_delivers(queue, http_server):
-    http_server.script("/hook", statuses=(200,))
-    queue.add_subscriber("hook", url=f"{http_server.url}/hook", method="POST")
-    worker = queue.start_worker("nsj_queue_lib.worker_webhook",
-                                drop_env=["QUEUE_SUBSCRIBER_TABLE"])
+def test_webhook_worker_without_the_variable_delivers(pg_queue, http_endpoint):
+    http_endpoint.script("/hook", statuses=(200,))
+    pg_queue.add_subscriber("hook", url=f"{http_endpoint.url}/hook", method="POST")
+    worker = pg_queue.start_worker("nsj_queue_lib.worker_webhook",
+                                   drop_env=["QUEUE_SUBSCRIBER_TABLE"])
     wait_ready(worker)
-    queue.publish(json.dumps({"pedido": 7}))
-    got = eventually(lambda: http_server.received("/hook"), 30,
+    pg_queue.publish(json.dumps({"pedido": 7}))
+    got = eventually(lambda: http_endpoint.received("/hook"), 30,
                      message=f"webhook chamado\n{worker.log()}")
     assert json.loads(got[0].body) == {"pedido": 7}
 
 
 @pytest.mark.parametrize("module", ["tests.workers.pubsub_scripted",
                                     "nsj_queue_lib.worker_webhook"])
-def test_missing_default_subscriber_table_exits_2_with_the_command(queue, module):
-    queue.sql(f"DROP TABLE {queue.qsub_table}")
-    worker = queue.start_worker(module, drop_env=["QUEUE_SUBSCRIBER_TABLE"])
-    line = assert_config_exit(worker, "QUEUE_SUBSCRIBER_TABLE", f"{queue.fila}_subscriber",
+def test_missing_default_subscriber_table_exits_2_with_the_command(pg_queue, module):
+    pg_queue.sql(f"DROP TABLE {pg_queue.qsub_table}")
+    worker = pg_queue.start_worker(module, drop_env=["QUEUE_SUBSCRIBER_TABLE"])
+    line = assert_config_exit(worker, "QUEUE_SUBSCRIBER_TABLE", f"{pg_queue.fila}_subscriber",
                          "não existe", "QUEUE_SUBSCRIBER_TABLE não definida",
-                         f"nsj-queue schema apply {queue.schema} {queue.fila}")
+                         f"nsj-queue schema apply {pg_queue.schema} {pg_queue.fila}")
     assert "<fila>_subscriber" in line
 
 
-def test_missing_configured_subscriber_table_exits_2(myqueue):
-    worker = myqueue.start_worker("tests.workers.pubsub_scripted",
-                                  QUEUE_SUBSCRIBER_TABLE=f"{myqueue.schema}.nao_existe")
+def test_missing_configured_subscriber_table_exits_2(mariadb_queue):
+    worker = mariadb_queue.start_worker("tests.workers.pubsub_scripted",
+                                        QUEUE_SUBSCRIBER_TABLE=f"{mariadb_queue.schema}.nao_existe")
     line = assert_config_exit(worker, "QUEUE_SUBSCRIBER_TABLE", "nao_existe", "não existe",
                          "--mysql")
     assert "não definida" not in line
 
 
-def test_subscriber_table_without_its_columns_exits_2(queue):
-    queue.sql(f"CREATE TABLE {queue.quote(queue.schema)}.assinaturas (id text)")
-    worker = queue.start_worker("tests.workers.pubsub_scripted",
-                                QUEUE_SUBSCRIBER_TABLE=f"{queue.schema}.assinaturas")
+def test_subscriber_table_without_its_columns_exits_2(pg_queue):
+    pg_queue.sql(f"CREATE TABLE {pg_queue.quote(pg_queue.schema)}.assinaturas (id text)")
+    worker = pg_queue.start_worker("tests.workers.pubsub_scripted",
+                                   QUEUE_SUBSCRIBER_TABLE=f"{pg_queue.schema}.assinaturas")
     assert_config_exit(worker, "QUEUE_SUBSCRIBER_TABLE", "assinaturas",
                   "não tem as colunas de uma tabela de assinaturas", "nsj-queue schema print")
 
 
-def test_plain_worker_is_not_checked(queue):
+def test_plain_worker_is_not_checked(pg_queue):
     """Only pub/sub workers read the subscriber table: a plain worker starts without it."""
-    queue.sql(f"DROP TABLE {queue.qsub_table}")
-    worker = queue.start_worker(drop_env=["QUEUE_SUBSCRIBER_TABLE"])
+    pg_queue.sql(f"DROP TABLE {pg_queue.qsub_table}")
+    worker = pg_queue.start_worker(drop_env=["QUEUE_SUBSCRIBER_TABLE"])
     wait_ready(worker)
-    task_id = queue.insert({"efeito": "x"})
-    queue.wait_status(task_id, "sucesso", 30)
+    task_id = pg_queue.insert({"efeito": "x"})
+    pg_queue.wait_status(task_id, "sucesso", 30)

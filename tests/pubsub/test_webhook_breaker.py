@@ -24,14 +24,14 @@ def endpoint_state(queue):
 
 
 def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recovery(
-        dbq, http_server):
-    queue = dbq
+        each_db_queue, http_endpoint):
+    queue = each_db_queue
     healthy = RecordingServer().start()  # another endpoint (another port)
     try:
-        http_server.script("/down", statuses=[503])
-        queue.add_subscriber("down", url=http_server.url + "/down", method="POST")
+        http_endpoint.script("/down", statuses=[503])
+        queue.add_subscriber("down", url=http_endpoint.url + "/down", method="POST")
         queue.add_subscriber("up", url=healthy.url + "/up", method="POST")
-        down_ep = f"http://127.0.0.1:{http_server.httpd.server_address[1]}"
+        down_ep = f"http://127.0.0.1:{http_endpoint.httpd.server_address[1]}"
         worker = queue.start_worker(WEBHOOK, QUEUE_CONCURRENCY="2", **BREAKER_ENV)
         pubs = [queue.publish({"n": n}) for n in range(8)]
 
@@ -40,7 +40,7 @@ def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recover
                    timeout=30, message="disjuntor aberto e sonda falhou")
         state = endpoint_state(queue)[down_ep]
         assert state["estado"] in ("aberto", "meio-aberto") and state["falhas"] >= 4
-        assert len(http_server.received("/down")) >= 4
+        assert len(http_endpoint.received("/down")) >= 4
         shown = read_status(queue.settings())
         [b] = [b for b in shown["disjuntores"]["endpoints"] if b["endpoint"] == down_ep]
         assert b["estado"] != "fechado" and shown["disjuntores"]["abertos"] == 1
@@ -55,7 +55,7 @@ def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recover
 
         # Meanwhile the healthy endpoint got every delivery.
         eventually(lambda: len(healthy.received("/up")) == 8, timeout=20)
-        http_server.script("/down", statuses=[200])
+        http_endpoint.script("/down", statuses=[200])
         recovered_at = time.monotonic()
 
         for pub in pubs:  # every delivery to the endpoint that was down arrives
@@ -70,7 +70,7 @@ def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recover
         # Only real calls cost attempts: every failed attempt is one 503 answer (the 8
         # other calls are the successes), and there are fewer of them than deliveries:
         # without the breaker each of the 8 would have failed until the recovery.
-        failing_calls = len(http_server.received("/down")) - 8
+        failing_calls = len(http_endpoint.received("/down")) - 8
         assert len(failed) == failing_calls < len(pubs)
         assert max(r["tentativa"] for r in rows) <= 3
         assert endpoint_state(queue)[down_ep]["estado"] == "fechado"
@@ -90,18 +90,18 @@ def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recover
         healthy.close()
 
 
-def test_delivery_log_bounds_the_answer_and_redelivery_keeps_the_webhook_id(queue,
-                                                                            http_server):
+def test_delivery_log_bounds_the_answer_and_redelivery_keeps_the_webhook_id(pg_queue,
+                                                                            http_endpoint):
     long_answer = "<b>x</b>\n" * 200
-    http_server.script("/log", statuses=[201], body=long_answer)
-    with QueueAdmin.from_settings(queue.settings()) as admin:
-        secret = admin.subscriber_add("logado", "proc", http_server.url + "/log",
+    http_endpoint.script("/log", statuses=[201], body=long_answer)
+    with QueueAdmin.from_settings(pg_queue.settings()) as admin:
+        secret = admin.subscriber_add("logado", "proc", http_endpoint.url + "/log",
                                       generate_secret=True)
-    queue.start_worker(WEBHOOK)
-    pub = queue.publish({"a": 1})
-    eventually(lambda: http_server.received("/log"))
-    queue.wait_idle()
-    env = queue.env()
+    pg_queue.start_worker(WEBHOOK)
+    pub = pg_queue.publish({"a": 1})
+    eventually(lambda: http_endpoint.received("/log"))
+    pg_queue.wait_idle()
+    env = pg_queue.env()
     listed = run_python(["-m", "nsj_queue_lib", "subscriber", "deliveries", "logado",
                          "--json"], env=env, timeout=60)
     assert listed.returncode == 0, listed.stderr
@@ -115,12 +115,12 @@ def test_delivery_log_bounds_the_answer_and_redelivery_keeps_the_webhook_id(queu
                             "--json"], env=env, timeout=60)
     assert again_cli.returncode == 0, again_cli.stderr
     new_id = json.loads(again_cli.stdout)["id"]
-    eventually(lambda: len(http_server.received("/log")) == 2)
-    queue.wait_idle()
-    first, again = http_server.received("/log")
+    eventually(lambda: len(http_endpoint.received("/log")) == 2)
+    pg_queue.wait_idle()
+    first, again = http_endpoint.received("/log")
     assert first.headers["webhook-id"] == again.headers["webhook-id"]
     from standardwebhooks.webhooks import Webhook
 
     assert Webhook(secret).verify(again.body, again.headers) == {"a": 1}
-    assert queue.row(new_id)["status"] == "sucesso"
-    assert queue.row(new_id)["publication_id"] == pub
+    assert pg_queue.row(new_id)["status"] == "sucesso"
+    assert pg_queue.row(new_id)["publication_id"] == pub

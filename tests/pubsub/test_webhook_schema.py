@@ -25,15 +25,15 @@ def make_version_4(queue) -> None:
         queue.sql(f"COMMENT ON TABLE {queue.qtable} IS '{stamp}'")
 
 
-def test_version_4_queue_delivers_unsigned_then_upgrades_to_5(dbq, http_server):
-    queue = dbq
+def test_version_4_queue_delivers_unsigned_then_upgrades_to_5(each_db_queue, http_endpoint):
+    queue = each_db_queue
     make_version_4(queue)
-    queue.add_subscriber("antigo", url=http_server.url + "/v4", method="POST")
+    queue.add_subscriber("antigo", url=http_endpoint.url + "/v4", method="POST")
     worker = queue.start_worker(WEBHOOK)
     queue.publish({"v": 4})
-    eventually(lambda: http_server.received("/v4"))
+    eventually(lambda: http_endpoint.received("/v4"))
     queue.wait_idle()
-    [req] = http_server.received("/v4")
+    [req] = http_endpoint.received("/v4")
     assert not any(h.startswith("webhook-") for h in req.headers)
     assert "schema upgrade" in worker.log()
     worker.stop()
@@ -58,8 +58,8 @@ def test_version_4_queue_delivers_unsigned_then_upgrades_to_5(dbq, http_server):
     secret = rot.stdout.split(": ", 1)[1].split()[0]
     queue.start_worker(WEBHOOK)
     queue.publish({"v": 5})
-    eventually(lambda: len(http_server.received("/v4")) == 2)
+    eventually(lambda: len(http_endpoint.received("/v4")) == 2)
     from standardwebhooks.webhooks import Webhook
 
-    assert Webhook(secret).verify(http_server.received("/v4")[1].body,
-                                  http_server.received("/v4")[1].headers) == {"v": 5}
+    assert Webhook(secret).verify(http_endpoint.received("/v4")[1].body,
+                                  http_endpoint.received("/v4")[1].headers) == {"v": 5}

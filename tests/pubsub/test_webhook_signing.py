@@ -25,24 +25,25 @@ def verified(secret, request):
     return Webhook(secret).verify(request.body, request.headers)
 
 
-def test_signed_delivery_verifies_and_retries_share_the_webhook_id(queue, http_server):
-    http_server.script("/hook", statuses=[500, 200])
-    with admin_of(queue) as admin:
-        secret = admin.subscriber_add("assinado", "proc", http_server.url + "/hook",
+def test_signed_delivery_verifies_and_retries_share_the_webhook_id(pg_queue, http_endpoint):
+    http_endpoint.script("/hook", statuses=[500, 200])
+    with admin_of(pg_queue) as admin:
+        secret = admin.subscriber_add("assinado", "proc", http_endpoint.url + "/hook",
                                       generate_secret=True)
-        admin.subscriber_add("sem_segredo", "proc", http_server.url + "/livre")
+        admin.subscriber_add("sem_segredo", "proc", http_endpoint.url + "/livre")
     assert secret.startswith("whsec_")
-    pub_id = queue.publish({"pedido": 7})
-    worker = queue.start_worker(WEBHOOK)
-    eventually(lambda: len(http_server.received("/hook")) == 2 and http_server.received("/livre"))
-    queue.wait_idle()
+    pub_id = pg_queue.publish({"pedido": 7})
+    worker = pg_queue.start_worker(WEBHOOK)
+    eventually(lambda: (len(http_endpoint.received("/hook")) == 2
+                        and http_endpoint.received("/livre")))
+    pg_queue.wait_idle()
 
-    first, second = http_server.received("/hook")
+    first, second = http_endpoint.received("/hook")
     assert verified(secret, first) == {"pedido": 7}
     assert verified(secret, second) == {"pedido": 7}
     assert first.body == json.dumps({"pedido": 7}).encode()  # the body itself: no envelope
     assert first.headers["webhook-id"] == second.headers["webhook-id"]
-    chain = [r for r in queue.rows("publication_id = %s", (pub_id,))
+    chain = [r for r in pg_queue.rows("publication_id = %s", (pub_id,))
              if r["subscriber_id"] == "assinado"]
     root = min(r["id"] for r in chain)
     assert first.headers["webhook-id"].endswith(f"_{root}")
@@ -50,30 +51,30 @@ def test_signed_delivery_verifies_and_retries_share_the_webhook_id(queue, http_s
     with pytest.raises(WebhookVerificationError):
         Webhook(generate_secret()).verify(first.body, first.headers)
 
-    [free] = http_server.received("/livre")
+    [free] = http_endpoint.received("/livre")
     assert not any(h.startswith("webhook-") for h in free.headers)
     log = worker.log()
     assert "sem_segredo" in log and "SEM assinatura" in log
     assert secret not in log and secret[6:] not in log
 
 
-def test_rotation_signs_with_both_secrets_until_the_overlap_ends(queue, http_server):
-    with admin_of(queue) as admin:
-        old = admin.subscriber_add("rot", "proc", http_server.url + "/rot", generate_secret=True)
+def test_rotation_signs_with_both_secrets_until_the_overlap_ends(pg_queue, http_endpoint):
+    with admin_of(pg_queue) as admin:
+        old = admin.subscriber_add("rot", "proc", http_endpoint.url + "/rot", generate_secret=True)
         new = admin.subscriber_rotate_secret("rot", overlap_seconds=3600)
-    queue.start_worker(WEBHOOK)
-    queue.publish({"n": 1})
-    eventually(lambda: http_server.received("/rot"))
-    [req] = http_server.received("/rot")
+    pg_queue.start_worker(WEBHOOK)
+    pg_queue.publish({"n": 1})
+    eventually(lambda: http_endpoint.received("/rot"))
+    [req] = http_endpoint.received("/rot")
     assert len(req.headers["webhook-signature"].split(" ")) == 2
     assert verified(new, req) == {"n": 1}
     assert verified(old, req) == {"n": 1}  # a receiver still holding the old secret
 
-    with admin_of(queue) as admin:  # a rotation without overlap: only the newest signs
+    with admin_of(pg_queue) as admin:  # a rotation without overlap: only the newest signs
         newest = admin.subscriber_rotate_secret("rot", overlap_seconds=0)
-    queue.publish({"n": 2})
-    eventually(lambda: len(http_server.received("/rot")) == 2)
-    req = http_server.received("/rot")[1]
+    pg_queue.publish({"n": 2})
+    eventually(lambda: len(http_endpoint.received("/rot")) == 2)
+    req = http_endpoint.received("/rot")[1]
     assert len(req.headers["webhook-signature"].split(" ")) == 1
     assert verified(newest, req) == {"n": 2}
     with pytest.raises(WebhookVerificationError):
@@ -84,36 +85,36 @@ FERNET_KEYS = ("dZuhwyIyTRadCJEvf3_k5UsuwzRWuWaft_u2OgWreEU=",
                "6o9Y_mB1ZMqm4ndKP0INVDvYaTZlvhsPgRCjrEh5glY=")
 
 
-def test_secrets_encrypted_at_rest_and_reencrypted_after_a_key_rotation(queue, http_server):
+def test_secrets_encrypted_at_rest_and_reencrypted_after_a_key_rotation(pg_queue, http_endpoint):
     secret = generate_secret()
-    with admin_of(queue, WEBHOOK_SECRETS_KEY=FERNET_KEYS[0]) as admin:
-        admin.subscriber_add("cifrado", "proc", http_server.url + "/c", secret=secret)
-    [row] = queue.sql(f"SELECT segredo FROM {queue.qsub_table} WHERE id = 'cifrado'")
+    with admin_of(pg_queue, WEBHOOK_SECRETS_KEY=FERNET_KEYS[0]) as admin:
+        admin.subscriber_add("cifrado", "proc", http_endpoint.url + "/c", secret=secret)
+    [row] = pg_queue.sql(f"SELECT segredo FROM {pg_queue.qsub_table} WHERE id = 'cifrado'")
     assert row["segredo"].startswith("enc:fernet:") and secret not in row["segredo"]
     assert secret[6:] not in row["segredo"]
 
     # New key first, old one still listed: reencrypt moves every secret to the new key.
     both = ",".join(reversed(FERNET_KEYS))
-    with admin_of(queue, WEBHOOK_SECRETS_KEY=both) as admin:
+    with admin_of(pg_queue, WEBHOOK_SECRETS_KEY=both) as admin:
         assert admin.subscriber_reencrypt() == 1
         listed = admin.subscriber_list()
     assert secret not in json.dumps(listed, default=str)
-    [row2] = queue.sql(f"SELECT segredo FROM {queue.qsub_table} WHERE id = 'cifrado'")
+    [row2] = pg_queue.sql(f"SELECT segredo FROM {pg_queue.qsub_table} WHERE id = 'cifrado'")
     assert row2["segredo"] != row["segredo"]
 
-    worker = queue.start_worker(WEBHOOK, WEBHOOK_SECRETS_KEY=FERNET_KEYS[1])  # new key only
-    queue.publish({"x": "y"})
-    eventually(lambda: http_server.received("/c"))
-    assert verified(secret, http_server.received("/c")[0]) == {"x": "y"}
+    worker = pg_queue.start_worker(WEBHOOK, WEBHOOK_SECRETS_KEY=FERNET_KEYS[1])  # new key only
+    pg_queue.publish({"x": "y"})
+    eventually(lambda: http_endpoint.received("/c"))
+    assert verified(secret, http_endpoint.received("/c")[0]) == {"x": "y"}
     assert secret not in worker.log() and FERNET_KEYS[1] not in worker.log()
 
 
-def test_secrets_key_without_the_crypto_extra_is_a_clear_config_error(queue, tmp_path):
+def test_secrets_key_without_the_crypto_extra_is_a_clear_config_error(pg_queue, tmp_path):
     # A real process where `cryptography` cannot be imported (as without the extra).
     blocker = tmp_path / "sem_crypto"
     (blocker / "cryptography").mkdir(parents=True)
     (blocker / "cryptography" / "__init__.py").write_text("raise ImportError('ausente')\n")
-    env = queue.env(WEBHOOK_SECRETS_KEY=FERNET_KEYS[0])
+    env = pg_queue.env(WEBHOOK_SECRETS_KEY=FERNET_KEYS[0])
     code = (f"import sys, runpy; sys.path.insert(0, {str(blocker)!r}); "
             f"runpy.run_module({WEBHOOK!r}, run_name='__main__')")
     res = run_python(["-c", code], env=env, timeout=60)
@@ -122,22 +123,22 @@ def test_secrets_key_without_the_crypto_extra_is_a_clear_config_error(queue, tmp
     assert FERNET_KEYS[0] not in res.stderr + res.stdout
 
 
-def test_cli_add_list_disable_enable_remove_and_rotate(queue, http_server):
-    env = queue.env()
+def test_cli_add_list_disable_enable_remove_and_rotate(pg_queue, http_endpoint):
+    env = pg_queue.env()
 
     def cli(*args):
         return run_python(["-m", "nsj_queue_lib", "subscriber", *args], env=env, timeout=60)
 
-    res = cli("add", "hook1", "--processo", "proc", "--url", http_server.url + "/h1",
+    res = cli("add", "hook1", "--processo", "proc", "--url", http_endpoint.url + "/h1",
               "--header", "Authorization=Bearer abc123", "--header", "X-Origem=erp",
               "--generate-secret")
     assert res.returncode == 0, res.stderr
     secret = res.stdout.strip().split()[-1]
     assert secret.startswith("whsec_")
     assert cli("add", "metodo", "--processo", "proc").returncode == 0
-    dup = cli("add", "hook1", "--processo", "proc", "--url", http_server.url)
+    dup = cli("add", "hook1", "--processo", "proc", "--url", http_endpoint.url)
     assert dup.returncode == 1 and "já existe" in dup.stderr
-    bad = cli("add", "x", "--processo", "proc", "--url", http_server.url, "--secret", "abc")
+    bad = cli("add", "x", "--processo", "proc", "--url", http_endpoint.url, "--secret", "abc")
     assert bad.returncode == 1 and "whsec_" in bad.stderr
 
     listed = cli("list", "--json")
@@ -151,14 +152,15 @@ def test_cli_add_list_disable_enable_remove_and_rotate(queue, http_server):
     assert "hook1" in text.stdout and "abc123" not in text.stdout
 
     assert cli("disable", "hook1").returncode == 0
-    assert queue.value(f"SELECT ativo FROM {queue.qsub_table} WHERE id = 'hook1'") is False
+    assert pg_queue.value(f"SELECT ativo FROM {pg_queue.qsub_table} WHERE id = 'hook1'") is False
     assert cli("enable", "hook1").returncode == 0
-    assert queue.value(f"SELECT ativo FROM {queue.qsub_table} WHERE id = 'hook1'") is True
+    assert pg_queue.value(f"SELECT ativo FROM {pg_queue.qsub_table} WHERE id = 'hook1'") is True
     rot = cli("rotate-secret", "hook1", "--overlap", "1h")
     assert rot.returncode == 0 and secret not in rot.stdout
-    assert queue.value(f"SELECT segredo_anterior FROM {queue.qsub_table} "
-                       "WHERE id = 'hook1'") == secret
+    assert pg_queue.value(f"SELECT segredo_anterior FROM {pg_queue.qsub_table} "
+                          "WHERE id = 'hook1'") == secret
     assert cli("remove", "metodo").returncode == 0
     missing = cli("remove", "metodo")
     assert missing.returncode == 1 and "não encontrada" in missing.stderr
-    assert sorted(r["id"] for r in queue.sql(f"SELECT id FROM {queue.qsub_table}")) == ["hook1"]
+    rows = pg_queue.sql(f"SELECT id FROM {pg_queue.qsub_table}")
+    assert sorted(r["id"] for r in rows) == ["hook1"]

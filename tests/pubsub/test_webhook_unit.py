@@ -72,15 +72,15 @@ def test_repr_and_urls_hide_secrets():
     assert safe_url("https://u:senha@h.example:8443/x?token=abc") == "https://h.example:8443/x"
 
 
-def test_deliver_success_and_failures(http_server, refused_url):
-    http_server.script("/ok", [201], body="criado\ncom sucesso")
-    message = deliver(build_request(sub(url=http_server.url + "/ok"), '{"a": 1}'), 5)
+def test_deliver_success_and_failures(http_endpoint, refused_url):
+    http_endpoint.script("/ok", [201], body="criado\ncom sucesso")
+    message = deliver(build_request(sub(url=http_endpoint.url + "/ok"), '{"a": 1}'), 5)
     assert "POST" in message and "/ok" in message and "201" in message
     assert "criado com sucesso" in message
 
-    http_server.script("/erro", [503], body="indisponível agora")
+    http_endpoint.script("/erro", [503], body="indisponível agora")
     with pytest.raises(WebhookError) as info:
-        deliver(build_request(sub(url=http_server.url + "/erro"), "{}"), 5)
+        deliver(build_request(sub(url=http_endpoint.url + "/erro"), "{}"), 5)
     assert info.value.status == 503
     assert "HTTP 503" in str(info.value) and "indisponível agora" in str(info.value)
 
@@ -88,39 +88,39 @@ def test_deliver_success_and_failures(http_server, refused_url):
         deliver(build_request(sub(url=refused_url), "{}"), 5)
     assert info.value.status is None
 
-    http_server.script("/lento", [200], delay=2)
+    http_endpoint.script("/lento", [200], delay=2)
     with pytest.raises(WebhookError, match="tempo esgotado"):
-        deliver(build_request(sub(url=http_server.url + "/lento", http_method="GET"), None),
+        deliver(build_request(sub(url=http_endpoint.url + "/lento", http_method="GET"), None),
                 0.5)
 
 
-def test_long_response_body_is_cut(http_server):
-    http_server.script("/grande", [500], body="x" * 100_000)
+def test_long_response_body_is_cut(http_endpoint):
+    http_endpoint.script("/grande", [500], body="x" * 100_000)
     with pytest.raises(WebhookError) as info:
-        deliver(build_request(sub(url=http_server.url + "/grande"), "{}"), 5)
+        deliver(build_request(sub(url=http_endpoint.url + "/grande"), "{}"), 5)
     assert len(str(info.value)) < 450
 
 
-def test_worker_session_keeps_no_cookies_between_calls(http_server):
+def test_worker_session_keeps_no_cookies_between_calls(http_endpoint):
     from nsj_queue_lib.worker_webhook import WorkerWebhook
 
-    http_server.script("/c", [200], headers={"Set-Cookie": "sessao=abc; Path=/"})
+    http_endpoint.script("/c", [200], headers={"Set-Cookie": "sessao=abc; Path=/"})
     worker = WorkerWebhook()
     for _ in range(2):
-        worker.deliver_webhook("{}", sub(url=http_server.url + "/c"), {})
-    assert [r.headers.get("cookie") for r in http_server.received("/c")] == [None, None]
+        worker.deliver_webhook("{}", sub(url=http_endpoint.url + "/c"), {})
+    assert [r.headers.get("cookie") for r in http_endpoint.received("/c")] == [None, None]
 
 
-def test_worker_session_follows_the_proxy_variables_on_every_call(http_server, monkeypatch):
+def test_worker_session_follows_the_proxy_variables_on_every_call(http_endpoint, monkeypatch):
     """The session remembers the environment per host: HTTP_PROXY and NO_PROXY still
-    apply to every call, each host on its own (http_server is the proxy here)."""
+    apply to every call, each host on its own (http_endpoint is the proxy here)."""
     from nsj_queue_lib.worker_webhook import WorkerWebhook
     from tests.fixtures.http import RecordingServer
 
     for name in ("http_proxy", "no_proxy", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY",
                  "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", http_server.url)
+    monkeypatch.setenv("HTTP_PROXY", http_endpoint.url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     target = RecordingServer().start()
     try:
@@ -130,23 +130,23 @@ def test_worker_session_follows_the_proxy_variables_on_every_call(http_server, m
             worker.deliver_webhook("{}", sub(url=target.url + "/direct"), {})
     finally:
         target.close()
-    assert [r.headers["host"] for r in http_server.received()] == ["via-proxy.invalid"] * 2
+    assert [r.headers["host"] for r in http_endpoint.received()] == ["via-proxy.invalid"] * 2
     assert [r.path for r in target.received()] == ["/direct"] * 2
 
 
-def test_make_request_accepts_the_original_payload_shape(http_server):
+def test_make_request_accepts_the_original_payload_shape(http_endpoint):
     import json
 
     from nsj_queue_lib.worker_webhook import WorkerWebhook
 
     original = json.dumps({"publication": '{"order": 1}',
-                           "subscription": sub(url=http_server.url + "/orig",
+                           "subscription": sub(url=http_endpoint.url + "/orig",
                                                headers={"X-Test": "1"})})
     message = WorkerWebhook().make_request(original)
     assert "200" in message
     message = WorkerWebhook().make_request(
-        {"publication": {"order": 2}, "subscription": sub(url=http_server.url + "/orig")})
-    [first, second] = http_server.received("/orig")
+        {"publication": {"order": 2}, "subscription": sub(url=http_endpoint.url + "/orig")})
+    [first, second] = http_endpoint.received("/orig")
     assert first.body == b'{"order": 1}' and first.headers["x-test"] == "1"
     assert json.loads(second.body) == {"order": 2}
     assert second.headers["content-type"] == "application/json"

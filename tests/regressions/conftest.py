@@ -9,7 +9,7 @@ from tests.server.socket_server_helpers import HOST, TOKEN
 
 
 @pytest.fixture
-def socket_server():
+def inprocess_socket_server():
     """The socket server in this process (free ports, token, 1 s timeout and heartbeat)."""
     server = Server(lambda: True, host=HOST, notify_port=0, lock_port=0, token=TOKEN,
                     timeout=1.0, check_interval=0.2, accept_wait=0.2)

@@ -59,15 +59,15 @@ def _cs_env(server, notify_port: int = 0, lock_port: int = 0) -> dict:
 
 # -- critical ------------------------------------------------------------------------------
 def test_defect_01_lock_keys_do_not_collide_between_task_ids_admin_locks_and_queues(
-        queue, pg_server):
+        pg_queue, pg_server):
     other = Queue.create(pg_server, schema=f"t_{uuid.uuid4().hex[:10]}",
                          fila=f"fila_{uuid.uuid4().hex[:8]}")
     foreign = pg_server.connect()
     try:
         # Keys are (namespace of the queue, id): task 1..3 of a queue, its admin jobs
         # (retry 1, purge 2, notify 3) and task 1 of another queue are all different.
-        keys = {task_lock_key(queue.table, i) for i in (1, 2, 3)}
-        keys |= {admin_lock_key(queue.table, a) for a in (ADMIN_RETRY, ADMIN_PURGE,
+        keys = {task_lock_key(pg_queue.table, i) for i in (1, 2, 3)}
+        keys |= {admin_lock_key(pg_queue.table, a) for a in (ADMIN_RETRY, ADMIN_PURGE,
                                                             ADMIN_NOTIFY)}
         keys |= {task_lock_key(other.table, i) for i in (1, 2, 3)}
         assert len(keys) == 9
@@ -81,12 +81,12 @@ def test_defect_01_lock_keys_do_not_collide_between_task_ids_admin_locks_and_que
                 cur.execute("SELECT pg_advisory_lock(%s, %s)", task_lock_key(other.table, i))
             cur.execute("SELECT pg_advisory_lock(%s, %s)",
                         admin_lock_key(other.table, ADMIN_RETRY))
-        ids = [queue.insert({"efeito": f"id{i}"}) for i in range(3)]
+        ids = [pg_queue.insert({"efeito": f"id{i}"}) for i in range(3)]
         assert ids == [1, 2, 3]
-        queue.start_worker()
+        pg_queue.start_worker()
         for task_id in ids:
-            queue.wait_status(task_id, "sucesso")
-        settings = queue.settings()
+            pg_queue.wait_status(task_id, "sucesso")
+        settings = pg_queue.settings()
         result = RetryService(settings, PostgresBackend(settings), ALL_MINUTES).run_once()
         assert result.skipped is False  # its admin lock is not the other queue's, nor key 1
     finally:
@@ -95,12 +95,12 @@ def test_defect_01_lock_keys_do_not_collide_between_task_ids_admin_locks_and_que
 
 
 def test_defect_02_client_server_locks_are_released_with_their_connection_and_only_by_owner(
-        socket_server):
+        inprocess_socket_server):
     key_a, key_b = task_lock_key("fila_x", 1), task_lock_key("fila_x", 2)
-    a = SocketLocker(HOST, socket_server.lock_port, TOKEN, 2.0)
-    b = SocketLocker(HOST, socket_server.lock_port, TOKEN, 2.0)  # same host as `a`
-    probe = SocketLocker(HOST, socket_server.notify_port, TOKEN, 2.0)
-    holder = spawn_lock_holder(socket_server.lock_port, task_lock_key("fila_x", 3))
+    a = SocketLocker(HOST, inprocess_socket_server.lock_port, TOKEN, 2.0)
+    b = SocketLocker(HOST, inprocess_socket_server.lock_port, TOKEN, 2.0)  # same host as `a`
+    probe = SocketLocker(HOST, inprocess_socket_server.notify_port, TOKEN, 2.0)
+    holder = spawn_lock_holder(inprocess_socket_server.lock_port, task_lock_key("fila_x", 3))
     try:
         assert a.try_lock(key_a) and b.try_lock(key_b)
         assert not probe.unlock(key_b), "quem não é dono não libera o lock"
@@ -125,10 +125,10 @@ def test_defect_02_client_server_locks_are_released_with_their_connection_and_on
 
 
 def test_defect_03_task_longer_than_socket_timeout_keeps_its_lock_and_replies_stay_in_step(
-        socket_server):
+        inprocess_socket_server):
     k1, k2, k3 = (task_lock_key("fila_x", i) for i in (1, 2, 3))
-    worker = SocketLocker(HOST, socket_server.notify_port, TOKEN, 1.0)
-    other = SocketLocker(HOST, socket_server.notify_port, TOKEN, 1.0)
+    worker = SocketLocker(HOST, inprocess_socket_server.notify_port, TOKEN, 1.0)
+    other = SocketLocker(HOST, inprocess_socket_server.notify_port, TOKEN, 1.0)
     try:
         assert worker.try_lock(k1)
         generation = worker.generation
@@ -149,7 +149,7 @@ def test_defect_03_task_longer_than_socket_timeout_keeps_its_lock_and_replies_st
 
         # On the wire: a client silent after 'hello' gets only heartbeat pings, never an
         # unsolicited reply (and no crash of the server side).
-        with RawClient(socket_server.notify_port) as raw:
+        with RawClient(inprocess_socket_server.notify_port) as raw:
             assert raw.hello(TOKEN)["ok"] is True
             deadline = time.monotonic() + 3.0
             pings = 0
@@ -168,9 +168,9 @@ def test_defect_03_task_longer_than_socket_timeout_keeps_its_lock_and_replies_st
         other.close()
 
 
-def test_defect_04_frames_coalesced_or_split_are_each_answered_in_order(socket_server):
+def test_defect_04_frames_coalesced_or_split_are_each_answered_in_order(inprocess_socket_server):
     key = [*task_lock_key("fila_x", 7)]
-    with RawClient(socket_server.lock_port) as raw:
+    with RawClient(inprocess_socket_server.lock_port) as raw:
         assert raw.hello(TOKEN)["ok"] is True
         frames = [{"id": 11, "op": "try_lock", "key": key}, {"id": 12, "op": "ping"},
                   {"id": 13, "op": "unlock", "key": key}]
@@ -197,96 +197,97 @@ def test_defect_04_frames_coalesced_or_split_are_each_answered_in_order(socket_s
         assert (reply["id"], reply["result"]) == (14, True)
 
 
-def test_defect_05_lost_connection_during_a_long_task_never_runs_it_twice(queue, tmp_path):
+def test_defect_05_lost_connection_during_a_long_task_never_runs_it_twice(pg_queue, tmp_path):
     # PostgreSQL: the task's lock lives on the task's own session, so losing that
     # connection rolls the work back; the task is rescued and runs once more, and the
     # effect of the lost attempt never commits.
     payload, started, release = held_payload(tmp_path, "uma-vez")
-    worker = queue.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD=_far_minute())
-    task_id = queue.insert(payload)
+    worker = pg_queue.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD=_far_minute())
+    task_id = pg_queue.insert(payload)
     eventually(started.exists, message="tarefa iniciada")
-    [backend] = queue.sql("SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-                          "AND state = 'idle in transaction'", (f"nsj_queue_lib:{queue.fila}",))
-    queue.sql("SELECT pg_terminate_backend(%s)", (backend["pid"],))
+    [backend] = pg_queue.sql("SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                             "AND state = 'idle in transaction'",
+                             (f"nsj_queue_lib:{pg_queue.fila}",))
+    pg_queue.sql("SELECT pg_terminate_backend(%s)", (backend["pid"],))
     release.touch()
-    chain = eventually(lambda: [r for r in queue.chain(task_id) if r["status"] == "sucesso"]
-                       and queue.chain(task_id), 20, message="tarefa resgatada e concluída")
+    chain = eventually(lambda: [r for r in pg_queue.chain(task_id) if r["status"] == "sucesso"]
+                       and pg_queue.chain(task_id), 20, message="tarefa resgatada e concluída")
     assert [(r["tentativa"], r["status"]) for r in chain] == [(1, "falha"), (2, "sucesso")]
     assert chain[0]["mensagem"].startswith(WORKER_STOPPED)
-    assert [e["chave"] for e in queue.effects()] == ["uma-vez"]
-    assert queue.count("reenfileirado AND status = 'sucesso'") == 0
+    assert [e["chave"] for e in pg_queue.effects()] == ["uma-vez"]
+    assert pg_queue.count("reenfileirado AND status = 'sucesso'") == 0
     assert worker.proc.poll() is None
 
 
 def test_defect_05_client_server_lock_lost_mid_task_is_not_rescued_while_it_runs(
-        queue, socket_server, tmp_path):
+        pg_queue, inprocess_socket_server, tmp_path):
     # Client/server mode: the socket session of the worker is cut while its task runs
     # (the lock goes with it), the database connection stays.  A rescue pass must leave
     # the task alone (its row is held by the task's transaction); it commits once.
-    proxy = ChaosProxy((HOST, socket_server.notify_port)).start()
+    proxy = ChaosProxy((HOST, inprocess_socket_server.notify_port)).start()
     try:
-        env = _cs_env(socket_server, notify_port=proxy.port)
-        worker = queue.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD=_far_minute(), **env)
+        env = _cs_env(inprocess_socket_server, notify_port=proxy.port)
+        worker = pg_queue.start_ready_worker(QUEUE_MINUTE_RETRY_THREAD=_far_minute(), **env)
         payload, started, release = held_payload(tmp_path, "cs-uma-vez")
-        task_id = queue.insert(payload)
+        task_id = pg_queue.insert(payload)
         eventually(started.exists, 20, message="tarefa iniciada")
-        key = task_lock_key(queue.table, task_id)
-        assert socket_server.locks.holder(key) is not None
+        key = task_lock_key(pg_queue.table, task_id)
+        assert inprocess_socket_server.locks.holder(key) is not None
         assert proxy.cut() >= 1
-        eventually(lambda: socket_server.locks.holder(key) is None, 5,
+        eventually(lambda: inprocess_socket_server.locks.holder(key) is None, 5,
                    message="lock liberado com a conexão")
-        settings = queue.settings(**env)
+        settings = pg_queue.settings(**env)
         result = RetryService(settings, SocketBackend(settings), ALL_MINUTES).run_once()
         assert (result.skipped, result.count) == (False, 0)
-        assert queue.row(task_id)["status"] == "processando"
+        assert pg_queue.row(task_id)["status"] == "processando"
         release.touch()
-        queue.wait_status(task_id, "sucesso")
-        assert queue.count() == 1
-        assert [e["chave"] for e in queue.effects()] == ["cs-uma-vez"]
+        pg_queue.wait_status(task_id, "sucesso")
+        assert pg_queue.count() == 1
+        assert [e["chave"] for e in pg_queue.effects()] == ["cs-uma-vez"]
         assert worker.proc.poll() is None
     finally:
         proxy.close()
 
 
-def test_defect_06_failing_dead_letter_chain_ends_instead_of_looping(queue):
-    queue.start_worker(QUEUE_MAX_RETRY="1")
-    task_id = queue.insert({"efeito": "x", "fail": True, "fail_dead": True})
-    dead = eventually(lambda: [r for r in queue.rows("dead") if r["status"] == "falha"], 20,
+def test_defect_06_failing_dead_letter_chain_ends_instead_of_looping(pg_queue):
+    pg_queue.start_worker(QUEUE_MAX_RETRY="1")
+    task_id = pg_queue.insert({"efeito": "x", "fail": True, "fail_dead": True})
+    dead = eventually(lambda: [r for r in pg_queue.rows("dead") if r["status"] == "falha"], 20,
                       message="fila de mortos esgotada")
-    queue.wait_idle()
-    rows = queue.rows()
+    pg_queue.wait_idle()
+    rows = pg_queue.rows()
     # Nothing is waiting, so nothing can run again: the table stops at two rows.
     assert [(r["id"] == task_id, r["dead"], r["status"]) for r in rows] == \
         [(True, False, "falha"), (False, True, "falha")]
     assert dead[0]["live_id"] == task_id
     assert "também na fila de mortos" in dead[0]["mensagem"]
-    assert queue.effects() == []
+    assert pg_queue.effects() == []
 
 
-def test_defect_07_over_long_messages_are_truncated_and_the_flow_goes_on(queue):
-    queue.start_worker()
-    failing = queue.insert({"long_message": 2000})
-    long_ok = queue.insert({"efeito": "longo", "return": "y" * 2000})
-    after = queue.insert({"efeito": "depois"})
+def test_defect_07_over_long_messages_are_truncated_and_the_flow_goes_on(pg_queue):
+    pg_queue.start_worker()
+    failing = pg_queue.insert({"long_message": 2000})
+    long_ok = pg_queue.insert({"efeito": "longo", "return": "y" * 2000})
+    after = pg_queue.insert({"efeito": "depois"})
     for task_id in (long_ok, after):
-        queue.wait_status(task_id, "sucesso")
-    row = queue.wait_status(failing, "falha")
+        pg_queue.wait_status(task_id, "sucesso")
+    row = pg_queue.wait_status(failing, "falha")
     assert len(row["mensagem"]) <= MESSAGE_MAX
     assert row["mensagem"].startswith("ValueError: xxx")
     assert row["mensagem"].endswith("Tarefa reenfileirada.")
-    assert len(queue.chain(failing)) == 2  # its next attempt exists: the failure was recorded
-    ok = queue.row(long_ok)
+    assert len(pg_queue.chain(failing)) == 2  # its next attempt exists: the failure was recorded
+    ok = pg_queue.row(long_ok)
     assert len(ok["mensagem"]) == MESSAGE_MAX and ok["mensagem"].startswith("yyy")
-    assert sorted(e["chave"] for e in queue.effects("tipo = 'execute'")) == ["depois", "longo"]
+    assert sorted(e["chave"] for e in pg_queue.effects("tipo = 'execute'")) == ["depois", "longo"]
 
 
-def test_defect_08_purge_keeps_payload_holders_and_tasks_that_did_not_finish(queue):
+def test_defect_08_purge_keeps_payload_holders_and_tasks_that_did_not_finish(pg_queue):
     old = "clock_timestamp() - interval '90 days'"
     recent = "clock_timestamp() - interval '1 day'"
 
     def add(status: str, when: str, payload=None, first=None) -> int:
-        return queue.value(
-            f"INSERT INTO {queue.table} (status, data_hora, payload, id_inicial, tentativa) "
+        return pg_queue.value(
+            f"INSERT INTO {pg_queue.table} (status, data_hora, payload, id_inicial, tentativa) "
             f"VALUES (%s, {when}, %s, %s, %s) RETURNING id",
             (status, payload, first, 2 if first else 1))
 
@@ -299,49 +300,49 @@ def test_defect_08_purge_keeps_payload_holders_and_tasks_that_did_not_finish(que
     mixed = add("falha", old, "PC")
     mixed_retry = add("sucesso", recent, first=mixed)
 
-    settings = queue.settings(QUEUE_PURGE_MAX_AGE="60")
+    settings = pg_queue.settings(QUEUE_PURGE_MAX_AGE="60")
     result = PurgeService(settings, PostgresBackend(settings), ALL_MINUTES).run_once()
     assert result.count == 2
-    assert [r["id"] for r in queue.rows()] == [active, active_retry, never_ran, running,
-                                               mixed, mixed_retry]
+    assert [r["id"] for r in pg_queue.rows()] == [active, active_retry, never_ran, running,
+                                                  mixed, mixed_retry]
 
 
-def test_defect_09_dead_letter_of_a_rescued_retry_keeps_the_payload(queue):
+def test_defect_09_dead_letter_of_a_rescued_retry_keeps_the_payload(pg_queue):
     payload = json.dumps({"efeito": "payload-preservado"})
-    first = queue.value(f"INSERT INTO {queue.table} (status, payload, tentativa) "
-                        "VALUES ('falha', %s, 1) RETURNING id", (payload,))
-    retry = queue.value(f"INSERT INTO {queue.table} (status, id_inicial, tentativa) "
-                        "VALUES ('processando', %s, 2) RETURNING id", (first,))
-    settings = queue.settings(QUEUE_MAX_RETRY="2")
+    first = pg_queue.value(f"INSERT INTO {pg_queue.table} (status, payload, tentativa) "
+                           "VALUES ('falha', %s, 1) RETURNING id", (payload,))
+    retry = pg_queue.value(f"INSERT INTO {pg_queue.table} (status, id_inicial, tentativa) "
+                           "VALUES ('processando', %s, 2) RETURNING id", (first,))
+    settings = pg_queue.settings(QUEUE_MAX_RETRY="2")
     assert RetryService(settings, PostgresBackend(settings), ALL_MINUTES).run_once().count == 1
-    assert queue.row(retry)["status"] == "falha"
-    [dead] = queue.rows("dead")
+    assert pg_queue.row(retry)["status"] == "falha"
+    [dead] = pg_queue.rows("dead")
     assert (dead["live_id"], dead["payload"]) == (first, payload)
-    queue.start_worker(QUEUE_MAX_RETRY="2")
-    queue.wait_status(dead["id"], "sucesso")
-    assert [(e["chave"], e["tipo"]) for e in queue.effects()] == [("payload-preservado", "dead")]
+    pg_queue.start_worker(QUEUE_MAX_RETRY="2")
+    pg_queue.wait_status(dead["id"], "sucesso")
+    assert [(e["chave"], e["tipo"]) for e in pg_queue.effects()] == [("payload-preservado", "dead")]
 
 
 # -- high ----------------------------------------------------------------------------------
-def test_defect_10_tasks_waiting_at_start_future_tasks_and_missed_notifications_run(queue):
+def test_defect_10_tasks_waiting_at_start_future_tasks_and_missed_notifications_run(pg_queue):
     far = _far_minute()
-    waiting = queue.insert({"efeito": "antes-do-worker"})
+    waiting = pg_queue.insert({"efeito": "antes-do-worker"})
     # No poll for an hour, admin jobs half an hour away: only the start-up scan runs it.
-    queue.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="3600", QUEUE_MINUTE_RETRY_THREAD=far,
-                             QUEUE_MINUTE_NOTIFY_THREAD=far)
-    queue.wait_status(waiting, "sucesso", timeout=10)
+    pg_queue.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="3600", QUEUE_MINUTE_RETRY_THREAD=far,
+                                QUEUE_MINUTE_NOTIFY_THREAD=far)
+    pg_queue.wait_status(waiting, "sucesso", timeout=10)
     # A future task wakes the worker when it is due, not at the next admin minute.
-    due = queue.db_now() + dt.timedelta(seconds=2)
-    future = queue.insert({"efeito": "futura"}, data_hora=due)
-    queue.wait_status(future, "sucesso", timeout=15)
-    [effect] = queue.effects("chave = 'futura'")
+    due = pg_queue.db_now() + dt.timedelta(seconds=2)
+    future = pg_queue.insert({"efeito": "futura"}, data_hora=due)
+    pg_queue.wait_status(future, "sucesso", timeout=15)
+    [effect] = pg_queue.effects("chave = 'futura'")
     assert due <= effect["criado"] < due + dt.timedelta(seconds=5)
     # A task whose notification never came (trigger disabled) is found by the poll.
-    queue.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="1", QUEUE_MINUTE_RETRY_THREAD=far,
-                             QUEUE_MINUTE_NOTIFY_THREAD=far)
-    queue.sql(f"ALTER TABLE {queue.table} DISABLE TRIGGER USER")
-    silent = queue.insert({"efeito": "sem-notify"})
-    queue.wait_status(silent, "sucesso", timeout=10)
+    pg_queue.start_ready_worker(QUEUE_WAIT_NOTIFY_INTERVAL="1", QUEUE_MINUTE_RETRY_THREAD=far,
+                                QUEUE_MINUTE_NOTIFY_THREAD=far)
+    pg_queue.sql(f"ALTER TABLE {pg_queue.table} DISABLE TRIGGER USER")
+    silent = pg_queue.insert({"efeito": "sem-notify"})
+    pg_queue.wait_status(silent, "sucesso", timeout=10)
 
 
 def test_defect_11_mixed_case_queue_name_is_woken_by_inserts(pg_server):
@@ -359,31 +360,31 @@ def test_defect_11_mixed_case_queue_name_is_woken_by_inserts(pg_server):
         q.destroy()
 
 
-def test_defect_12_sigterm_finishes_the_running_task_then_exits(queue, tmp_path):
+def test_defect_12_sigterm_finishes_the_running_task_then_exits(pg_queue, tmp_path):
     payload, started, release = held_payload(tmp_path, "termina")
-    worker = queue.start_ready_worker()
-    running = queue.insert(payload)
+    worker = pg_queue.start_ready_worker()
+    running = pg_queue.insert(payload)
     eventually(started.exists, message="tarefa iniciada")
-    waiting = queue.insert({"efeito": "nao-pega"})
+    waiting = pg_queue.insert({"efeito": "nao-pega"})
     worker.signal(signal.SIGTERM)
     release.touch()
     assert worker.wait_exit(20) == 0
-    assert queue.row(running)["status"] == "sucesso"
-    assert queue.row(waiting)["status"] == "pendente"
-    assert [e["chave"] for e in queue.effects()] == ["termina"]
+    assert pg_queue.row(running)["status"] == "sucesso"
+    assert pg_queue.row(waiting)["status"] == "pendente"
+    assert [e["chave"] for e in pg_queue.effects()] == ["termina"]
 
 
-def test_defect_12_sigint_exits_an_idle_worker(queue):
-    worker = queue.start_ready_worker()
+def test_defect_12_sigint_exits_an_idle_worker(pg_queue):
+    worker = pg_queue.start_ready_worker()
     worker.signal(signal.SIGINT)
     assert worker.wait_exit(20) == 0  # no helper thread keeps the process alive
 
 
-def test_defect_12_halt_stops_every_worker_of_the_queue(queue):
-    workers = [queue.start_worker() for _ in range(2)]
+def test_defect_12_halt_stops_every_worker_of_the_queue(pg_queue):
+    workers = [pg_queue.start_worker() for _ in range(2)]
     for w in workers:
         wait_ready(w)
-    queue.sql("SELECT pg_notify(%s, 'HALT')", (queue.fila,))
+    pg_queue.sql("SELECT pg_notify(%s, 'HALT')", (pg_queue.fila,))
     assert [w.wait_exit(20) for w in workers] == [0, 0]
 
 
@@ -397,21 +398,21 @@ def test_defect_13_queue_wait_notify_interval_reads_its_own_variable():
     assert settings.queue_wait_notify_interval == 30.0
 
 
-def test_defect_14_claim_reads_one_row_whatever_the_backlog(queue, pg_server):
+def test_defect_14_claim_reads_one_row_whatever_the_backlog(pg_queue, pg_server):
     conn = pg_server.connect(autocommit=False)
     try:
-        QueueClient(conn, queue.table).insert_tasks(
+        QueueClient(conn, pg_queue.table).insert_tasks(
             [{"payload": {"n": i, "pad": "x" * 200}} for i in range(3000)])
         conn.commit()
     finally:
         conn.close()
-    queue.sql(f"ANALYZE {queue.table}")
-    claim = Queries(POSTGRES, queue.table)["task_claim_locked"].replace("%(limit)s", "1")
+    pg_queue.sql(f"ANALYZE {pg_queue.table}")
+    claim = Queries(POSTGRES, pg_queue.table)["task_claim_locked"].replace("%(limit)s", "1")
     session = DbSession(pg_server.connect())
     try:
         session.begin()
         plan = session.fetch_value("EXPLAIN (ANALYZE, FORMAT JSON) " + claim,
-                                   {"lock_ns": task_lock_key(queue.table, 0)[0], "unlock": None,
+                                   {"lock_ns": task_lock_key(pg_queue.table, 0)[0], "unlock": None,
                                     "turn_ns": None, "turn_id": None, "hand_id": None,
                                     "keep": False, "due_from": None,
                                     # a session's first claim: from the index start
@@ -427,27 +428,27 @@ def test_defect_14_claim_reads_one_row_whatever_the_backlog(queue, pg_server):
         stack.extend(node.get("Plans", []))
     scanned = max(n["Actual Rows"] for n in nodes if "Scan" in n["Node Type"])
     assert scanned <= 2, [(n["Node Type"], n["Actual Rows"]) for n in nodes]
-    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == queue.fila
+    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == pg_queue.fila
                    for n in nodes)
 
 
-def test_defect_15_client_server_requires_the_token_and_has_no_remote_halt(socket_server):
-    with RawClient(socket_server.lock_port) as raw:
+def test_defect_15_client_server_requires_the_token_and_has_no_remote_halt(inprocess_socket_server):
+    with RawClient(inprocess_socket_server.lock_port) as raw:
         reply = raw.hello(token=None)
         assert reply["ok"] is False and reply["error"]["code"] == "unauthorized"
         assert raw.closed_by_peer()
-    with RawClient(socket_server.lock_port) as raw:
+    with RawClient(inprocess_socket_server.lock_port) as raw:
         assert raw.hello(TOKEN)["ok"] is True
         for op in ("halt_server", "halt", "close"):
             assert raw.call(op)["error"]["code"] == "unknown_op"
         assert raw.call("ping")["result"] == "pong"
-    with RawClient(socket_server.notify_port) as raw:  # still serving
+    with RawClient(inprocess_socket_server.notify_port) as raw:  # still serving
         assert raw.hello(TOKEN)["ok"] is True
 
 
 @pytest.mark.mysql
-def test_defect_16_mysql_purge_equivalent_tasks_and_microsecond_times(myqueue):
-    q = myqueue
+def test_defect_16_mysql_purge_equivalent_tasks_and_microsecond_times(mariadb_queue):
+    q = mariadb_queue
     conn = q.server.connect(q.database, autocommit=False)
     try:
         client = QueueClient(conn, q.table, q.sub_table)
@@ -483,22 +484,22 @@ def _failing_chain(queue) -> tuple:
     return first, second, dead[0]
 
 
-def test_defect_17_audit_columns_keep_the_previous_failure(queue):
-    first, second, _ = _failing_chain(queue)
+def test_defect_17_audit_columns_keep_the_previous_failure(pg_queue):
+    first, second, _ = _failing_chain(pg_queue)
     assert (second["id_anterior"], second["status_anterior"], second["mensagem_anterior"]) == \
         (first["id"], "falha", first["mensagem"])
     assert second["data_hora_anterior"] == first["data_hora"]
     assert first["mensagem"].startswith("RuntimeError: falha programada na tentativa 1")
 
 
-def test_defect_18_priority_is_kept_by_retries_and_dead_letters(queue):
-    first, second, dead = _failing_chain(queue)
+def test_defect_18_priority_is_kept_by_retries_and_dead_letters(pg_queue):
+    first, second, dead = _failing_chain(pg_queue)
     assert (first["prioridade"], second["prioridade"], dead["prioridade"]) == (77, 77, 77)
 
 
-def test_defect_19_retry_delay_is_measured_from_the_failure_not_from_the_schedule(queue):
-    started = queue.db_now()
-    first, second, _ = _failing_chain(queue)
+def test_defect_19_retry_delay_is_measured_from_the_failure_not_from_the_schedule(pg_queue):
+    started = pg_queue.db_now()
+    first, second, _ = _failing_chain(pg_queue)
     # QUEUE_BASE_INTERVAL_RETRY=0.01 min and tentativa 1: 0.6 s after the failure, although
     # the task was scheduled an hour ago (1.2.2 made it due at once).
     assert second["data_hora"] == first["proxima_tentativa"]

@@ -11,7 +11,7 @@ from tests.fixtures.servers import ServerProcess
 
 
 @pytest.fixture
-def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def socket_server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """Start real server subprocesses (on free ports); all are stopped at teardown."""
     started: list[ServerProcess] = []
 
@@ -26,6 +26,6 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
 
 
 @pytest.fixture
-def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
+def socket_server_process(socket_server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     """A server with token auth, TIMEOUT_SOCKET_MESSAGE=1 s and a 0.2 s due-task check."""
-    return server_factory()
+    return socket_server_factory()

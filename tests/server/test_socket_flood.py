@@ -91,9 +91,9 @@ def timed_ping(port: int) -> float:
     return time.monotonic() - started
 
 
-def test_a_flood_from_one_address_never_keeps_clients_out(server_factory: Factory) -> None:
+def test_a_flood_from_one_address_never_keeps_clients_out(socket_server_factory: Factory) -> None:
     # The defaults of the settings: 8 handshake places, 2 s to say hello.
-    server = server_factory(timeout=5.0, max_handshakes=8)
+    server = socket_server_factory(timeout=5.0, max_handshakes=8)
     ports = [server.notify_port, server.lock_port]
     with RawClient(server.lock_port) as watcher:  # authenticated before the flood
         assert watcher.hello()["ok"]
@@ -124,8 +124,8 @@ def test_a_flood_from_one_address_never_keeps_clients_out(server_factory: Factor
 
 
 def test_the_heaviest_address_gives_its_oldest_place_to_another(
-        server_factory: Factory) -> None:
-    server = server_factory(timeout=5.0, max_handshakes=3)
+        socket_server_factory: Factory) -> None:
+    server = socket_server_factory(timeout=5.0, max_handshakes=3)
     with RawClient(server.lock_port) as watcher:
         assert watcher.hello()["ok"]
         silent = [flood_socket(server.lock_port) for _ in range(3)]
@@ -163,8 +163,8 @@ def _read_frame(sock: socket.socket, timeout: float = 5.0) -> Optional[dict]:
     return json.loads(data.split(b"\n", 1)[0])
 
 
-def test_a_flood_of_300_connections_writes_a_bounded_log(server_factory: Factory) -> None:
-    server = server_factory(timeout=5.0, max_handshakes=8)
+def test_a_flood_of_300_connections_writes_a_bounded_log(socket_server_factory: Factory) -> None:
+    server = socket_server_factory(timeout=5.0, max_handshakes=8)
     ports = [server.notify_port, server.lock_port]
     hello = json.dumps({"id": 0, "op": "hello", "version": 3, "token": "errado"}).encode()
     payloads = [b"", hello + b"\n", b"\x00garbage\n", b"NOTIFY###END###",
@@ -195,9 +195,9 @@ def test_a_flood_of_300_connections_writes_a_bounded_log(server_factory: Factory
                for line in lines), lines
 
 
-def test_producer_sessions_never_take_the_worker_slots(server_factory: Factory) -> None:
-    server = server_factory(max_clients=50, producer_token=PRODUCER, timeout=5.0,
-                            log_interval=1.0)
+def test_producer_sessions_never_take_the_worker_slots(socket_server_factory: Factory) -> None:
+    server = socket_server_factory(max_clients=50, producer_token=PRODUCER, timeout=5.0,
+                                   log_interval=1.0)
     producers: list[RawClient] = []
     try:
         refused = 0
@@ -253,10 +253,10 @@ def test_refusal_log_counts_every_refusal_and_bounds_the_lines(
 
 
 def test_health_of_a_full_server_serving_its_workers_is_healthy(
-        server_factory: Factory) -> None:
+        socket_server_factory: Factory) -> None:
     """Every client slot taken by workers: a new hello gets too_many_clients, and the
     probe reads that answer as a live server (restarting it would drop those workers)."""
-    server = server_factory(max_clients=5)
+    server = socket_server_factory(max_clients=5)
     workers: list[RawClient] = []
     try:
         for _ in range(5):

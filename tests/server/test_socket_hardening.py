@@ -24,8 +24,9 @@ PRODUCER = "token-de-produtor"
 Factory = Callable[..., ServerProcess]
 
 
-def test_unauthenticated_connections_never_take_client_slots(server_factory: Factory) -> None:
-    server = server_factory(max_clients=2, max_handshakes=3, timeout=1.0)
+def test_unauthenticated_connections_never_take_client_slots(
+        socket_server_factory: Factory) -> None:
+    server = socket_server_factory(max_clients=2, max_handshakes=3, timeout=1.0)
     silent = [RawClient(server.lock_port) for _ in range(2)]  # connect, never say hello
     try:
         with SocketLocker(HOST, server.notify_port, TOKEN, 2.0) as a, \
@@ -48,8 +49,8 @@ def test_unauthenticated_connections_never_take_client_slots(server_factory: Fac
         assert c.ping()
 
 
-def test_locks_per_client_are_capped(server_factory: Factory) -> None:
-    server = server_factory(max_locks=5)
+def test_locks_per_client_are_capped(socket_server_factory: Factory) -> None:
+    server = socket_server_factory(max_locks=5)
     with SocketLocker(HOST, server.lock_port, TOKEN, 2.0) as locker, \
             SocketLocker(HOST, server.notify_port, TOKEN, 2.0) as other:
         for i in range(5):
@@ -62,8 +63,8 @@ def test_locks_per_client_are_capped(server_factory: Factory) -> None:
     assert wait_until(lambda: "limite de 5 locks por conexão" in server.log())
 
 
-def test_a_client_that_stops_reading_never_delays_wake_ups(server_factory: Factory) -> None:
-    server = server_factory(timeout=5.0)
+def test_a_client_that_stops_reading_never_delays_wake_ups(socket_server_factory: Factory) -> None:
+    server = socket_server_factory(timeout=5.0)
     stuck = RawClient(server.notify_port)
     assert stuck.hello()["ok"] and stuck.call("listen")["ok"]  # then never reads again
     with SocketNotifier(HOST, server.notify_port, TOKEN, 5.0) as worker, \
@@ -75,25 +76,27 @@ def test_a_client_that_stops_reading_never_delays_wake_ups(server_factory: Facto
     stuck.close()
 
 
-def test_client_fields_are_escaped_in_the_log(server: ServerProcess) -> None:
-    with RawClient(server.lock_port) as raw:
+def test_client_fields_are_escaped_in_the_log(socket_server_process: ServerProcess) -> None:
+    with RawClient(socket_server_process.lock_port) as raw:
         assert raw.hello(client="bom\nFORJADO cliente", role="r\r\nFORJADO papel")["ok"]
         assert raw.call("notify", payload="p\nFORJADO notify")["ok"]
-    assert wait_until(lambda: "p\\nFORJADO notify" in server.log())
-    lines = server.log().splitlines()
+    assert wait_until(lambda: "p\\nFORJADO notify" in socket_server_process.log())
+    lines = socket_server_process.log().splitlines()
     assert not any(line.startswith("FORJADO") for line in lines), lines[-5:]
 
 
 @pytest.mark.parametrize("queue", ["fila;drop", "fila\nx", "1fila", "a" * 70])
-def test_queue_names_follow_the_settings_rule(server: ServerProcess, queue: str) -> None:
-    with RawClient(server.lock_port) as raw:
+def test_queue_names_follow_the_settings_rule(socket_server_process: ServerProcess,
+                                              queue: str) -> None:
+    with RawClient(socket_server_process.lock_port) as raw:
         reply = raw.hello(queue=queue)
         assert reply["ok"] is False and reply["error"]["code"] == "bad_request"
         assert raw.closed_by_peer()
 
 
-def test_producer_token_notifies_but_cannot_halt_lock_or_listen(server_factory: Factory) -> None:
-    server = server_factory(producer_token=PRODUCER)
+def test_producer_token_notifies_but_cannot_halt_lock_or_listen(
+        socket_server_factory: Factory) -> None:
+    server = socket_server_factory(producer_token=PRODUCER)
     with SocketNotifier(HOST, server.notify_port, TOKEN, 2.0) as worker:
         worker.listen()
         with SocketNotifier(HOST, server.notify_port, PRODUCER, 2.0) as producer:

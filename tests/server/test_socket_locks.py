@@ -25,8 +25,8 @@ def _locker(port: int, timeout: float = 2.0) -> SocketLocker:
     return SocketLocker(HOST, port, TOKEN, timeout)
 
 
-def test_lock_belongs_to_its_session_until_it_closes(server: ServerProcess) -> None:
-    a, b = _locker(server.notify_port), _locker(server.lock_port)
+def test_lock_belongs_to_its_session_until_it_closes(socket_server_process: ServerProcess) -> None:
+    a, b = _locker(socket_server_process.notify_port), _locker(socket_server_process.lock_port)
     try:
         assert a.try_lock(KEY)
         assert a.is_held(KEY)
@@ -42,8 +42,9 @@ def test_lock_belongs_to_its_session_until_it_closes(server: ServerProcess) -> N
         b.close()
 
 
-def test_locks_are_reentrant_like_postgres(server: ServerProcess) -> None:
-    with _locker(server.lock_port) as a, _locker(server.lock_port) as b:
+def test_locks_are_reentrant_like_postgres(socket_server_process: ServerProcess) -> None:
+    port = socket_server_process.lock_port
+    with _locker(port) as a, _locker(port) as b:
         assert a.try_lock(KEY) and a.try_lock(KEY)
         assert a.held == {KEY: 2}
         assert a.unlock(KEY)
@@ -55,10 +56,10 @@ def test_locks_are_reentrant_like_postgres(server: ServerProcess) -> None:
 
 
 def test_kill_9_of_a_client_process_releases_its_locks_at_once(
-        server_factory: Callable[..., ServerProcess]) -> None:
+        socket_server_factory: Callable[..., ServerProcess]) -> None:
     # Heartbeat detection would take >= 10 s here: a release within the deadline
     # below can only come from the connection being closed by the kernel.
-    server = server_factory(timeout=5.0)
+    server = socket_server_factory(timeout=5.0)
     holder = spawn_lock_holder(server.notify_port, KEY)
     with _locker(server.lock_port) as other:
         try:
@@ -76,8 +77,8 @@ def test_kill_9_of_a_client_process_releases_its_locks_at_once(
 
 
 def test_lock_held_longer_than_timeout_stays_held(
-        server_factory: Callable[..., ServerProcess]) -> None:
-    server = server_factory(timeout=0.5)  # heartbeat every 0.5 s of silence
+        socket_server_factory: Callable[..., ServerProcess]) -> None:
+    server = socket_server_factory(timeout=0.5)  # heartbeat every 0.5 s of silence
     with _locker(server.notify_port, 1.0) as a, _locker(server.lock_port, 1.0) as b:
         assert a.try_lock(KEY)
         generation = a.generation
@@ -91,8 +92,8 @@ def test_lock_held_longer_than_timeout_stays_held(
 
 
 def test_peer_that_stops_answering_loses_its_locks(
-        server_factory: Callable[..., ServerProcess]) -> None:
-    server = server_factory(timeout=0.5)
+        socket_server_factory: Callable[..., ServerProcess]) -> None:
+    server = socket_server_factory(timeout=0.5)
     with RawClient(server.lock_port) as silent, _locker(server.lock_port, 1.0) as other:
         assert silent.hello()["ok"]
         assert silent.call("try_lock", key=list(KEY))["result"] is True
@@ -103,7 +104,7 @@ def test_peer_that_stops_answering_loses_its_locks(
     assert wait_until(lambda: "não respondeu ao ping" in server.log())
 
 
-def test_fifty_clients_never_hold_the_same_key(server: ServerProcess) -> None:
+def test_fifty_clients_never_hold_the_same_key(socket_server_process: ServerProcess) -> None:
     keys = [task_lock_key("fila_teste", i) for i in range(5)]
     holders: dict[tuple[int, int], int] = {}
     guard = threading.Lock()
@@ -115,7 +116,9 @@ def test_fifty_clients_never_hold_the_same_key(server: ServerProcess) -> None:
     def work(index: int) -> None:
         rng = random.Random(index)
         try:
-            with _locker(server.notify_port if index % 2 else server.lock_port, 5.0) as locker:
+            port = (socket_server_process.notify_port if index % 2
+                    else socket_server_process.lock_port)
+            with _locker(port, 5.0) as locker:
                 locker.ping()
                 start.wait(30)
                 for _ in range(40):
@@ -144,18 +147,21 @@ def test_fifty_clients_never_hold_the_same_key(server: ServerProcess) -> None:
     assert not violations, violations[:5]
     assert acquired[0] > 50
     # Every record is dropped once the clients leave: only the status query remains.
-    assert wait_until(lambda: server.status()["clients"] == 1, timeout=10.0)
-    assert server.status()["locks"] == 0
+    assert wait_until(lambda: socket_server_process.status()["clients"] == 1, timeout=10.0)
+    assert socket_server_process.status()["locks"] == 0
 
 
-def test_many_connections_coming_and_going_leave_nothing_behind(server: ServerProcess) -> None:
-    baseline = server.status()
+def test_many_connections_coming_and_going_leave_nothing_behind(
+        socket_server_process: ServerProcess) -> None:
+    baseline = socket_server_process.status()
     for i in range(150):
-        locker = _locker(server.lock_port if i % 2 else server.notify_port)
+        locker = _locker(socket_server_process.lock_port if i % 2
+                         else socket_server_process.notify_port)
         assert locker.try_lock((7, i))
         locker.close()
-    assert wait_until(lambda: server.status()["clients"] == 1, timeout=10.0)
-    status = server.status()
+    assert wait_until(lambda: socket_server_process.status()["clients"] == 1, timeout=10.0)
+    status = socket_server_process.status()
     assert status["locks"] == 0 and status["lock_owners"] == 0
     # A connection thread ends just after unregistering itself: poll for the count.
-    assert wait_until(lambda: server.status()["threads"] <= baseline["threads"], timeout=10.0)
+    assert wait_until(lambda: socket_server_process.status()["threads"] <= baseline["threads"],
+                      timeout=10.0)

@@ -38,15 +38,15 @@ def _drain(notifier: SocketNotifier, quiet: float = 0.6) -> None:
 
 
 def test_work_available_wakes_every_legacy_listener_and_one_idle_listener(
-        server: ServerProcess) -> None:
+        socket_server_process: ServerProcess) -> None:
     """Protocol version 1 and 2 listeners get every wake-up, as before; of the idle
     version 3 listeners one is woken per notify, the most recently idle first, and a
     woken one gets no more until it waits again.  HALT reaches everyone."""
-    legacy = [_notifier(server, version) for version in (1, 2)]
-    idle = [_notifier(server) for _ in range(3)]
+    legacy = [_notifier(socket_server_process, version) for version in (1, 2)]
+    idle = [_notifier(socket_server_process) for _ in range(3)]
     workers = legacy + idle
     try:
-        assert notify_server((HOST, server.notify_port), TOKEN) == 3
+        assert notify_server((HOST, socket_server_process.notify_port), TOKEN) == 3
         for worker in legacy:
             assert worker.wait(5.0) == [Notification(CHANNEL, "")]
         assert idle[2].wait(5.0) == [Notification(CHANNEL, "")]  # the last to listen
@@ -57,7 +57,7 @@ def test_work_available_wakes_every_legacy_listener_and_one_idle_listener(
         # idle[1] waited last: it is woken; idle[2] has not waited since its wake-up
         assert idle[1].wait(5.0) == [Notification(CHANNEL, "")]
         assert idle[2]._pending == [] and idle[0].wait(0.3) == []
-        notify_server(HOST, TOKEN, port=server.notify_port, payload=HALT_PAYLOAD)
+        notify_server(HOST, TOKEN, port=socket_server_process.notify_port, payload=HALT_PAYLOAD)
         for worker in workers:
             assert worker.wait(5.0) == [Notification(CHANNEL, HALT_PAYLOAD)]
     finally:
@@ -65,21 +65,22 @@ def test_work_available_wakes_every_legacy_listener_and_one_idle_listener(
             worker.close()
 
 
-def test_wake_ups_received_while_busy_are_kept_and_coalesced(server: ServerProcess) -> None:
-    with _notifier(server, version=2) as worker:  # a listener woken by every notify
-        assert notify_server((HOST, server.notify_port), TOKEN) == 1
-        assert notify_server((HOST, server.notify_port), TOKEN) == 1
+def test_wake_ups_received_while_busy_are_kept_and_coalesced(
+        socket_server_process: ServerProcess) -> None:
+    with _notifier(socket_server_process, version=2) as worker:  # a listener woken by every notify
+        assert notify_server((HOST, socket_server_process.notify_port), TOKEN) == 1
+        assert notify_server((HOST, socket_server_process.notify_port), TOKEN) == 1
         assert wait_until(lambda: worker._pending, timeout=5.0)  # arrived while "busy"
         assert worker.wait(0) == [Notification(CHANNEL, "")]
         assert worker.wait(0.2) == []
 
 
 def test_a_notify_while_no_listener_is_idle_wakes_the_next_idle_one(
-        server: ServerProcess) -> None:
-    with _notifier(server) as worker:
-        assert notify_server((HOST, server.notify_port), TOKEN) == 1
+        socket_server_process: ServerProcess) -> None:
+    with _notifier(socket_server_process) as worker:
+        assert notify_server((HOST, socket_server_process.notify_port), TOKEN) == 1
         assert wait_until(lambda: worker._pending, timeout=5.0)
-        assert notify_server((HOST, server.notify_port), TOKEN) == 0  # it is busy
+        assert notify_server((HOST, socket_server_process.notify_port), TOKEN) == 0  # it is busy
         assert worker.wait(0) == [Notification(CHANNEL, "")]  # (wait(0) is not idle)
         # Its next wait says `idle`: the wake-up owed since the second notify comes.
         assert worker.wait(5.0) == [Notification(CHANNEL, "")]
@@ -87,9 +88,9 @@ def test_a_notify_while_no_listener_is_idle_wakes_the_next_idle_one(
 
 
 def test_due_tasks_check_wakes_waiting_workers(
-        server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
+        socket_server_factory: Callable[..., ServerProcess], tmp_path: Path) -> None:
     due = tmp_path / "due"  # the test server's check reports due tasks while it exists
-    server = server_factory(due_file=str(due), check_interval=0.2)
+    server = socket_server_factory(due_file=str(due), check_interval=0.2)
     with _notifier(server) as worker:
         assert worker.wait(0.8) == []  # nothing due: no wake-up
         due.touch()
@@ -99,20 +100,21 @@ def test_due_tasks_check_wakes_waiting_workers(
         assert worker.wait(0.8) == []
 
 
-def test_clients_reconnect_after_a_server_restart(server: ServerProcess) -> None:
-    locker = SocketLocker(HOST, server.notify_port, TOKEN, 2.0)
-    worker = _notifier(server)
+def test_clients_reconnect_after_a_server_restart(socket_server_process: ServerProcess) -> None:
+    locker = SocketLocker(HOST, socket_server_process.notify_port, TOKEN, 2.0)
+    worker = _notifier(socket_server_process)
     try:
         assert locker.try_lock(KEY)
         generation = locker.generation
-        assert server.stop() == 0
+        assert socket_server_process.stop() == 0
         assert wait_until(lambda: not locker.connected, timeout=5.0)
         assert not locker.is_held(KEY)
         assert locker.lost_locks(clear=False) == {KEY}
         assert locker.connection_lost
         with pytest.raises(CoordinationError):
             locker.try_lock(KEY)  # server down: a clear error, not a hang
-        server.start(server.notify_port, server.lock_port)
+        socket_server_process.start(socket_server_process.notify_port,
+                                    socket_server_process.lock_port)
 
         def relocked() -> bool:
             try:
@@ -126,7 +128,7 @@ def test_clients_reconnect_after_a_server_restart(server: ServerProcess) -> None
         # The waiting worker registers again and gets a wake-up for what it may have missed.
         assert worker.wait(15.0) == [Notification(CHANNEL, "")]
         assert worker.connected
-        assert notify_server((HOST, server.notify_port), TOKEN) == 1
+        assert notify_server((HOST, socket_server_process.notify_port), TOKEN) == 1
         assert worker.wait(5.0) == [Notification(CHANNEL, "")]
     finally:
         locker.close()
@@ -134,9 +136,9 @@ def test_clients_reconnect_after_a_server_restart(server: ServerProcess) -> None
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_stop_signal_stops_gracefully(server_factory: Callable[..., ServerProcess],
+def test_stop_signal_stops_gracefully(socket_server_factory: Callable[..., ServerProcess],
                                       sig: int) -> None:
-    server = server_factory()
+    server = socket_server_factory()
     locker = SocketLocker(HOST, server.lock_port, TOKEN, 2.0)
     try:
         assert locker.try_lock(KEY)
@@ -147,9 +149,9 @@ def test_stop_signal_stops_gracefully(server_factory: Callable[..., ServerProces
         locker.close()
 
 
-def test_notify_server_accepts_settings(server: ServerProcess) -> None:
+def test_notify_server_accepts_settings(socket_server_process: ServerProcess) -> None:
     settings = Settings.from_env({
-        "SERVER_HOST": HOST, "NOTIFY_SERVICE_PORT": str(server.notify_port),
+        "SERVER_HOST": HOST, "NOTIFY_SERVICE_PORT": str(socket_server_process.notify_port),
         "SERVER_AUTH_TOKEN": TOKEN, "QUEUE_NAME": CHANNEL, "QUEUE_TABLE": CHANNEL,
     }, load_dotenv=False, require=("queue",))
     with SocketNotifier.from_settings(settings) as worker:

@@ -32,12 +32,12 @@ def _enqueue(q: Queue, payload: Any = "carga") -> int:
         conn.close()
 
 
-def test_server_main_wakes_workers_for_due_tasks_in_mysql(myqueue: Queue,
+def test_server_main_wakes_workers_for_due_tasks_in_mysql(mariadb_queue: Queue,
                                                          tmp_path: Path) -> None:
     notify_port, lock_port = free_port(), free_port()
     env = child_env()
-    env.update(myqueue.server.env(myqueue.database))
-    env.update({"QUEUE_NAME": myqueue.fila, "QUEUE_TABLE": myqueue.table,
+    env.update(mariadb_queue.server.env(mariadb_queue.database))
+    env.update({"QUEUE_NAME": mariadb_queue.fila, "QUEUE_TABLE": mariadb_queue.table,
                 "CLIENT_SERVER_MODE": "true", "SERVER_BIND_HOST": HOST,
                 "SERVER_AUTH_TOKEN": TOKEN, "NOTIFY_SERVICE_PORT": str(notify_port),
                 "LOCK_SERVICE_PORT": str(lock_port), "CHECK_TASKS_INTERVAL": "0.3",
@@ -47,8 +47,8 @@ def test_server_main_wakes_workers_for_due_tasks_in_mysql(myqueue: Queue,
         proc = subprocess.Popen([sys.executable, "-m", "nsj_queue_lib.server.server_main"],
                                 env=env, cwd=str(tmp_path), stdout=log,
                                 stderr=subprocess.STDOUT)
-    worker = SocketNotifier(HOST, notify_port, TOKEN, 2.0, queue=myqueue.fila)
-    locker = SocketLocker(HOST, lock_port, TOKEN, 2.0, queue=myqueue.fila)
+    worker = SocketNotifier(HOST, notify_port, TOKEN, 2.0, queue=mariadb_queue.fila)
+    locker = SocketLocker(HOST, lock_port, TOKEN, 2.0, queue=mariadb_queue.fila)
     try:
         def listening() -> bool:
             worker.listen()
@@ -56,9 +56,9 @@ def test_server_main_wakes_workers_for_due_tasks_in_mysql(myqueue: Queue,
 
         assert wait_until(listening, timeout=20.0, interval=0.1), log_path.read_text()
         assert worker.wait(1.0) == []  # empty queue: no wake-up
-        task_id = _enqueue(myqueue)
-        assert worker.wait(10.0) == [Notification(myqueue.fila, "")], log_path.read_text()
-        key = task_lock_key(myqueue.table, task_id)
+        task_id = _enqueue(mariadb_queue)
+        assert worker.wait(10.0) == [Notification(mariadb_queue.fila, "")], log_path.read_text()
+        key = task_lock_key(mariadb_queue.table, task_id)
         assert locker.try_lock(key) and locker.is_held(key)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0

@@ -37,10 +37,10 @@ def test_a_fixture_that_starts_a_server_marks_its_tests(pytester):
         import pytest
 
         @pytest.fixture
-        def http_server():
+        def http_endpoint():
             yield None
         """))
-    pytester.makepyfile(test_sample="def test_uses_it(http_server):\n    pass\n")
+    pytester.makepyfile(test_sample="def test_uses_it(http_endpoint):\n    pass\n")
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-m", "process")
     result.assert_outcomes(passed=1)
 
