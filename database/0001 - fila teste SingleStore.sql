@@ -73,7 +73,42 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_subscriber` (
     headers JSON NULL,
     ativo BOOLEAN NOT NULL DEFAULT TRUE,
     created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    -- Webhook signing secrets (see the PostgreSQL schema): clear whsec_... or
+    -- enc:fernet:<token>; the previous one signs beside it until segredo_anterior_expira.
+    segredo VARCHAR(500) NULL,
+    segredo_anterior VARCHAR(500) NULL,
+    segredo_anterior_expira DATETIME(6) NULL,
     KEY `ix_fila_teste_sub` (processo, tenant, grupo_empresarial)
+) DEFAULT CHARSET = utf8mb4;
+
+-- Circuit breaker of each webhook endpoint (scheme://host:port), shared by the fleet.
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste_endpoints` (
+    endpoint VARCHAR(300) NOT NULL PRIMARY KEY,
+    falhas INT NOT NULL DEFAULT 0,
+    aberto_ate DATETIME(6) NULL,
+    pausa INT NOT NULL DEFAULT 0,
+    sonda_ate DATETIME(6) NULL,
+    ultimo_erro VARCHAR(500) NULL,
+    alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) DEFAULT CHARSET = utf8mb4;
+
+-- Delivery log: one row per webhook attempt.
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste_entregas` (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    tarefa_id BIGINT NOT NULL,
+    id_inicial BIGINT NOT NULL,
+    subscriber_id VARCHAR(100) NOT NULL,
+    endpoint VARCHAR(300) NULL,
+    tentativa INT NOT NULL,
+    sucesso BOOLEAN NOT NULL,
+    status_http INT NULL,
+    duracao_ms INT NULL,
+    resposta VARCHAR(600) NULL,
+    erro VARCHAR(500) NULL,
+    data_hora DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    KEY `ix_fila_teste_delivery_sub` (subscriber_id, id),
+    KEY `ix_fila_teste_delivery_chain` (id_inicial),
+    KEY `ix_fila_teste_delivery_data_hora` (data_hora)
 ) DEFAULT CHARSET = utf8mb4;
 
 -- Operator controls of the queue (nsj-queue pause/resume): at most one row, id = 1.
@@ -98,7 +133,7 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_rotinas` (
 ) DEFAULT CHARSET = utf8mb4;
 
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 4 (3cfb470bcedc)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 5 (e62625c1cec6)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

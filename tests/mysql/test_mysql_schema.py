@@ -66,7 +66,8 @@ def test_schema_applies_with_the_expected_columns_and_indexes(mariadb_queue):
         " WHERE table_schema = %s AND table_name = %s",
         (mariadb_queue.database, f"{mariadb_queue.fila}_subscriber"))}
     assert sub_cols == {"id", "tenant", "grupo_empresarial", "processo", "url", "http_method",
-                        "headers", "ativo", "created_at"}
+                        "headers", "ativo", "created_at", "segredo", "segredo_anterior",
+                        "segredo_anterior_expira"}
 
 
 def test_shipped_file_applies_to_an_empty_database(mysql_server):
