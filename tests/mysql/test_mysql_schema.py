@@ -84,6 +84,8 @@ def test_shipped_file_applies_to_an_empty_database(mysql_server):
             assert kinds == {"fila_teste": "BASE TABLE", "fila_teste_subscriber": "BASE TABLE",
                              "fila_teste_controle": "BASE TABLE",
                              "fila_teste_rotinas": "BASE TABLE",
+                             "fila_teste_endpoints": "BASE TABLE",
+                             "fila_teste_entregas": "BASE TABLE",
                              "fila_teste_cadeias": "VIEW", "fila_teste_resumo": "VIEW"}
     finally:
         with conn.cursor() as cur:
