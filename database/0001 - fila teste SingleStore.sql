@@ -44,6 +44,11 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste` (
     dead BOOLEAN NOT NULL DEFAULT FALSE,
     live_id BIGINT NULL,
     prioridade INT NOT NULL DEFAULT 50,
+    chave_unica VARCHAR(250) NULL,
+    -- Unique tasks: the key while the task is unfinished, NULL after (MySQL has no partial
+    -- index; a unique index ignores NULLs).  See sql/postgres/schema.sql.
+    chave_unica_ativa VARCHAR(250) AS (CASE WHEN status IN ('pendente', 'agendada',
+        'processando') THEN chave_unica END) STORED,
     -- Claim (native SKIP LOCKED and client/server candidates): one index range per waiting
     -- status, already in claim order.
     KEY `ix_fila_teste_claim` (status, prioridade DESC, data_hora, id),
@@ -60,7 +65,8 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste` (
     KEY `ix_fila_teste_equivalent` (payload_hash, chave_externa),
     -- Monitoring: fan-out and dead letters.
     KEY `ix_fila_teste_publication` (publication_id),
-    KEY `ix_fila_teste_live` (live_id)
+    KEY `ix_fila_teste_live` (live_id),
+    UNIQUE KEY `ix_fila_teste_unique` (chave_unica_ativa)
 ) DEFAULT CHARSET = utf8mb4;
 
 CREATE TABLE IF NOT EXISTS `test`.`fila_teste_subscriber` (
@@ -132,8 +138,25 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_rotinas` (
     executado_por VARCHAR(150) NULL
 ) DEFAULT CHARSET = utf8mb4;
 
+-- Periodic tasks (nsj-queue schedule add): see sql/postgres/schema.sql.  Times in UTC.
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste_agenda` (
+    nome VARCHAR(100) NOT NULL PRIMARY KEY,
+    processo VARCHAR(250) NOT NULL,
+    payload LONGTEXT NULL,
+    cron VARCHAR(200) NULL,
+    intervalo_segundos INT NULL,
+    fuso VARCHAR(64) NOT NULL DEFAULT 'UTC',
+    recuperar INT NOT NULL DEFAULT 1,
+    prioridade INT NULL,
+    proximo DATETIME(6) NOT NULL,
+    ultimo_slot DATETIME(6) NULL,
+    ultima_tarefa BIGINT NULL,
+    criado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    alterado_por VARCHAR(150) NULL
+) DEFAULT CHARSET = utf8mb4;
+
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 5 (e62625c1cec6)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 6 (6d18c95741c9)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

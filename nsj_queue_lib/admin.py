@@ -273,6 +273,42 @@ class QueueAdmin:
     def _by(por: Optional[str]) -> str:
         return f" por {por}" if por else ""
 
+    # -- periodic tasks ---------------------------------------------------
+    def _schedules(self) -> Any:
+        from nsj_queue_lib.scheduling.store import ScheduleStore
+
+        return ScheduleStore(self.session, self.queue_table)
+
+    def add_schedule(self, nome: str, processo: str, cron: Optional[str] = None,
+                     every: Any = None, payload: Any = None, tz: str = "UTC",
+                     catch_up: int = 1, prioridade: Optional[int] = None,
+                     por: Optional[str] = None) -> Dict[str, Any]:
+        """Create (or replace) the periodic task `nome`: a task of `processo` with `payload`
+        at every slot of `cron` (five fields, read in time zone `tz`; needs the extra
+        nsj-queue-lib[cron]) or of `every` (seconds, or a text such as '30s', '5m', '1h').
+        Workers start it within a second, from its first slot after now.  After downtime
+        (or a pause) at most `catch_up` tasks are inserted for the missed slots, the most
+        recent ones.  Returns the stored schedule (`proximo`: its next slot, UTC)."""
+        from nsj_queue_lib.scheduling.slots import Rule, parse_every
+
+        seconds = every if every is None or isinstance(every, int) else parse_every(str(every))
+        rule = Rule(cron=cron, every=seconds, tz=tz or "UTC")
+        with self._atomic():
+            return self._schedules().add(nome, processo, rule, payload=payload,
+                                         catch_up=catch_up, prioridade=prioridade,
+                                         por=truncate_message(por, 150) if por else None)
+
+    def list_schedules(self) -> List[Dict[str, Any]]:
+        """The periodic tasks, by name, each with `proximo` (next slot, UTC), `regra`,
+        `ultimo_slot` and `ultima_tarefa` (the last slot run and its task's id)."""
+        return self._schedules().list()
+
+    def remove_schedule(self, nome: str) -> None:
+        """Remove the periodic task `nome` (NotFoundException when it does not exist);
+        workers stop inserting its tasks within a second (tasks already inserted stay)."""
+        with self._atomic():
+            self._schedules().remove(nome)
+
     # -- pause ------------------------------------------------------------
     def has_control_table(self) -> bool:
         """Whether the queue's control table exists (queues created before 2.1 lack it)."""

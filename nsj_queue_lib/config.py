@@ -258,6 +258,9 @@ class Settings:
     queue_poll_interval: float = _v("QUEUE_POLL_INTERVAL", parse=_positive_float, default=0.1,
                                     doc="segundos entre sondagens de tarefas novas (MySQL "
                                         "nativo e servidor de filas)")
+    queue_schedules: bool = _v("QUEUE_SCHEDULES", parse=_bool, default=True,
+                               doc="o worker roda as tarefas periódicas da fila (nsj-queue "
+                                   "schedule); false: não as roda (outros workers rodam)")
     queue_compat_1_2_2: Optional[bool] = _v(
         "QUEUE_COMPAT_1_2_2", parse=_bool, default=None,
         doc="força o modo de frota mista com a 1.2.2 (true) ou o desliga (false); sem valor, "

@@ -66,3 +66,8 @@ class TaskDeferred(NsjQueueError):
     def __init__(self, message: str, delay: float) -> None:
         super().__init__(message)
         self.delay = max(0.0, float(delay))
+
+
+class FeatureUnavailable(NsjQueueError):
+    """A feature this queue cannot offer in its current mode (mixed fleet with 1.2.2
+    workers, a backend without what it needs); the message says why and what to do."""

@@ -14,6 +14,7 @@ from nsj_queue_lib.config import validate_table_name
 from nsj_queue_lib.db.payload import legacy_text, payload_hash
 from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, MYSQL_INSERT_CHUNK, TaskRepository
 from nsj_queue_lib.db.session import session_of
+from nsj_queue_lib.exceptions import FeatureUnavailable
 from nsj_queue_lib.task_input import (
     BIGINT_MAX,
     BIGINT_MIN,
@@ -28,6 +29,9 @@ from nsj_queue_lib.task_input import (
 )
 
 DEFAULT_EQUIVALENT_STATUS = ("sucesso", "pendente", "agendada")
+UNIQUE_KEY_MAX = 250  # the chave_unica column
+_TASK_FIELDS = {"origem", "destino", "processo", "chave_externa", "payload", "tenant",
+                "grupo_empresarial", "data_hora", "prioridade", "unique_key"}
 
 
 class QueueClient:
@@ -106,50 +110,84 @@ class QueueClient:
                     chave_externa: Optional[str], payload: Any, tenant: Optional[int] = None,
                     grupo_empresarial: Optional[str] = None,
                     data_hora: Optional[_dt.datetime] = None,
-                    prioridade: Optional[int] = None) -> int:
+                    prioridade: Optional[int] = None,
+                    unique_key: Optional[str] = None) -> int:
         """Enqueue a simple task; return its id.
 
         A dict (or list) payload is stored as JSON text.  `data_hora` schedules
         the task for later; a larger `prioridade` runs first (default 50).  On
         MySQL the columns hold UTC: an aware `data_hora` is converted, a naive
-        one is taken as UTC.
+        one is taken as UTC.  `unique_key`: while a task of the queue with that key
+        is not finished (waiting, scheduled, running, or failed with a retry to
+        come), nothing is inserted and that task's id is returned.
         """
         row = self._row(origem, destino, processo, chave_externa, payload, tenant,
                         grupo_empresarial, data_hora, prioridade, False)[0]
-        return self._repo.task_insert(**row)
+        return self._insert(row, unique_key)
+
+    def _insert(self, row: dict, unique_key: Optional[str], where: str = "") -> int:
+        if unique_key is None:
+            return self._repo.task_insert(**row)
+        row["chave_unica"] = self._unique_key(unique_key, where)
+        return self._repo.task_insert_unique(**row)
+
+    def _unique_key(self, key: Any, where: str = "") -> str:
+        """A checked unique_key; refused in mixed-fleet mode (a 1.2.2 worker's retry does
+        not carry the key, so the guarantee would not hold)."""
+        prefix = f"{where}: " if where else ""
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{prefix}unique_key deve ser um texto não vazio")
+        if len(key) > UNIQUE_KEY_MAX:
+            raise ValueError(f"{prefix}unique_key tem {len(key)} caracteres; o máximo é "
+                             f"{UNIQUE_KEY_MAX}")
+        check_text("unique_key", key, self._codec())
+        if self._repo.queue_mixed_fleet():
+            raise FeatureUnavailable(
+                f"A fila {self.queue_table} está em modo misto (workers 1.2.2 podem "
+                "compartilhá-la): tarefas únicas (unique_key) não são garantidas nesse modo, "
+                "pois um worker 1.2.2 cria a nova tentativa sem a chave. Desligue o modo "
+                "misto com `nsj-queue compat off` quando não houver mais workers 1.2.2.")
+        return key
 
     def insert_task_pub_sub(self, origem: Optional[str], destino: Optional[str],
                             processo: str, chave_externa: Optional[str], payload: Any,
                             tenant: Optional[int] = None,
                             grupo_empresarial: Optional[str] = None,
                             data_hora: Optional[_dt.datetime] = None,
-                            prioridade: Optional[int] = None) -> int:
-        """Publish a task to every active subscriber of `processo`; return the publication id."""
+                            prioridade: Optional[int] = None,
+                            unique_key: Optional[str] = None) -> int:
+        """Publish a task to every active subscriber of `processo`; return the publication id.
+
+        `unique_key` applies to the publication: until it is fanned out (or finishes
+        otherwise), another publication with the key returns its id."""
         row = self._row(origem, destino, processo, chave_externa, payload, tenant,
                         grupo_empresarial, data_hora, prioridade, True)[0]
-        return self._repo.task_insert(**row)
+        return self._insert(row, unique_key)
 
     def insert_task_webhook(self, origem: Optional[str], destino: Optional[str],
                             processo: str, chave_externa: Optional[str], payload: Any,
                             tenant: Optional[int] = None,
                             grupo_empresarial: Optional[str] = None,
                             data_hora: Optional[_dt.datetime] = None,
-                            prioridade: Optional[int] = None) -> int:
+                            prioridade: Optional[int] = None,
+                            unique_key: Optional[str] = None) -> int:
         """Publish a task whose subscribers are webhooks (a pub/sub publication)."""
         return self.insert_task_pub_sub(origem, destino, processo, chave_externa, payload,
-                                        tenant, grupo_empresarial, data_hora, prioridade)
+                                        tenant, grupo_empresarial, data_hora, prioridade,
+                                        unique_key=unique_key)
 
     def insert_tasks(self, tasks: Iterable[Dict[str, Any]], pub_sub: bool = False) -> List[int]:
         """Enqueue many tasks in one round trip; return their ids in order.
 
         Each dict takes the keyword arguments of `insert_task` (`origem`,
         `destino`, `processo`, `chave_externa`, `payload`, and optionally
-        `tenant`, `grupo_empresarial`, `data_hora`, `prioridade`).
+        `tenant`, `grupo_empresarial`, `data_hora`, `prioridade`, `unique_key`).  A
+        batch where some task has a `unique_key` is inserted one statement per task (in
+        order; a key repeated in the batch gives the same id).
         """
-        rows, sizes = [], []
+        rows, sizes, keys = [], [], []
         for index, task in enumerate(tasks):
-            unknown = set(task) - {"origem", "destino", "processo", "chave_externa", "payload",
-                                   "tenant", "grupo_empresarial", "data_hora", "prioridade"}
+            unknown = set(task) - _TASK_FIELDS
             if unknown:
                 raise TypeError(f"campos desconhecidos em insert_tasks: {sorted(unknown)}")
             row, size = self._row(task.get("origem"), task.get("destino"), task.get("processo"),
@@ -159,6 +197,10 @@ class QueueClient:
                                   where=f"insert_tasks: tarefa {index}")
             rows.append(row)
             sizes.append(size)
+            keys.append(task.get("unique_key"))
+        if any(key is not None for key in keys):
+            return [self._insert(row, key, where=f"insert_tasks: tarefa {index}")
+                    for index, (row, key) in enumerate(zip(rows, keys))]
         # Rows beyond the server's statement limit together go in as many statements as
         # needed (in order, in the caller's transaction); usually one call.
         ids: List[int] = []

@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS "public"."fila_teste" (
     subscriber_id varchar(100),
     dead boolean NOT NULL DEFAULT false,
     live_id int8,
-    prioridade int NOT NULL DEFAULT 50
+    prioridade int NOT NULL DEFAULT 50,
+    chave_unica varchar(250)
 );
 
 -- Storage settings for a queue's life cycle (each row is inserted, rewritten by the claim
@@ -65,6 +66,11 @@ CREATE INDEX IF NOT EXISTS "ix_fila_teste_equivalent" ON "public"."fila_teste" (
 -- Monitoring: fan-out and dead letters.
 CREATE INDEX IF NOT EXISTS "ix_fila_teste_publication" ON "public"."fila_teste" (publication_id) WHERE publication_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS "ix_fila_teste_live" ON "public"."fila_teste" (live_id) WHERE live_id IS NOT NULL;
+-- Unique tasks (insert_task(unique_key=...)): one unfinished task per key.  An attempt
+-- that failed ('falha') leaves the index in the transaction that inserts its next attempt
+-- (which carries the key), so the key follows the chain; finished statuses are outside.
+CREATE UNIQUE INDEX IF NOT EXISTS "ix_fila_teste_unique" ON "public"."fila_teste" (chave_unica)
+    WHERE chave_unica IS NOT NULL AND status IN ('pendente', 'agendada', 'processando');
 
 CREATE TABLE IF NOT EXISTS "public"."fila_teste_subscriber" (
     id varchar(100) NOT NULL PRIMARY KEY,
@@ -161,6 +167,25 @@ CREATE TABLE IF NOT EXISTS "public"."fila_teste_rotinas" (
     executado_por varchar(150)
 );
 
+-- Periodic tasks (nsj-queue schedule add): one row per schedule.  `proximo` is the next
+-- slot not yet run (UTC); the worker that moves it forward (a conditional UPDATE, in the
+-- transaction that inserts the slot's task) is the only one that inserts that task.
+CREATE TABLE IF NOT EXISTS "public"."fila_teste_agenda" (
+    nome varchar(100) NOT NULL PRIMARY KEY,
+    processo varchar(250) NOT NULL,
+    payload text,
+    cron varchar(200),
+    intervalo_segundos int,
+    fuso varchar(64) NOT NULL DEFAULT 'UTC',
+    recuperar int NOT NULL DEFAULT 1,
+    prioridade int,
+    proximo timestamptz NOT NULL,
+    ultimo_slot timestamptz,
+    ultima_tarefa int8,
+    criado_em timestamptz NOT NULL DEFAULT now(),
+    alterado_por varchar(150)
+);
+
 -- Wakes the workers (LISTEN "fila_teste") when a task is inserted: a task due now is claimed,
 -- and a future one (scheduled or a retry) makes idle workers re-arm their timer to its time.
 CREATE OR REPLACE FUNCTION "public"."notify_fila_teste_insert"() RETURNS trigger
@@ -177,7 +202,7 @@ CREATE OR REPLACE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
 
 -- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
-COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 5 (9ba3939ec921)';
+COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 6 (cd1186f84822)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

@@ -19,6 +19,7 @@ from nsj_queue_lib.exceptions import (
     ConfigError,
     ControlTableMissing,
     DatabaseUnavailable,
+    FeatureUnavailable,
     InvalidTaskState,
     NotFoundException,
 )
@@ -286,7 +287,7 @@ def _run_guarded(func: Callable[[argparse.Namespace], int], args: argparse.Names
         print(f"Erro: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except (DatabaseUnavailable, NotFoundException, InvalidTaskState,
-            ControlTableMissing) as exc:
+            ControlTableMissing, FeatureUnavailable) as exc:
         print(f"Erro: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -38,3 +38,9 @@ def delivery_table_name(queue_table: str) -> str:
     """Webhook delivery log of a queue: 'schema.fila' -> 'schema.fila_entregas'."""
     *schema, table = queue_table.split(".")
     return ".".join([*schema, object_name(table, "entregas")])
+
+
+def schedule_table_name(queue_table: str) -> str:
+    """The periodic tasks of a queue table: 'schema.fila' -> 'schema.fila_agenda'."""
+    *schema, table = queue_table.split(".")
+    return ".".join([*schema, object_name(table, "agenda")])

@@ -14,6 +14,7 @@ from nsj_queue_lib.db.names import (
     control_table_name,
     delivery_table_name,
     endpoint_table_name,
+    schedule_table_name,
 )
 
 # The 26 columns of the `tarefa` dict handed to user code (payload resolved from
@@ -169,6 +170,7 @@ class Queries:
                  "admin_table": dialect.quote_table(admin_table_name(queue_table)),
                  "endpoint_table": dialect.quote_table(endpoint_table_name(queue_table)),
                  "delivery_table": dialect.quote_table(delivery_table_name(queue_table)),
+                 "schedule_table": dialect.quote_table(schedule_table_name(queue_table)),
                  **DIALECT_WORDS[dialect.name]}
         # the rendered pieces (the repository swaps one for another: see task_claim_locked)
         self.parts = _render_parts(raw_parts(dialect, filename), names)

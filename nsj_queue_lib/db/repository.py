@@ -177,6 +177,29 @@ class TaskRepository:
         row["data_hora"] = _utc_naive(row.get("data_hora"))
         return int(self.session.insert_lastrowid(self.q["task_insert"], row))
 
+    def task_insert_unique(self, **row: Any) -> int:
+        """Insert the task unless an unfinished task holds row['chave_unica']; the id of
+        the new task or of that one.  A concurrent transaction holding the key makes this
+        wait for its end (the unique index, not a lock of ours)."""
+        if not self.dialect.returning:
+            row["data_hora"] = _utc_naive(row.get("data_hora"))
+        for _ in range(3):  # (the holder may finish between the two statements: insert again)
+            if self.dialect.returning:
+                new = self.session.fetch_value(self.q["task_insert_unique"], row)
+            else:
+                new = self.session.insert_lastrowid(self.q["task_insert_unique"], row)
+            if new:
+                return int(new)
+            existing = self.session.fetch_value(self.q["task_unique_existing"],
+                                                {"chave_unica": row["chave_unica"]})
+            if existing is not None:
+                return int(existing)
+        raise RuntimeError("chave única disputada: tente de novo")  # pragma: no cover
+
+    def queue_mixed_fleet(self) -> bool:
+        """Whether the queue is in mixed-fleet mode (1.2.2 workers may share it)."""
+        return bool(self.session.fetch_value(self.q["queue_mixed_fleet"]))
+
     def task_insert_many(self, rows: Sequence[dict]) -> List[int]:
         if not rows:
             return []

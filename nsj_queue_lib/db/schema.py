@@ -36,7 +36,7 @@ from nsj_queue_lib.db.queries import raw_queries, read_sql
 
 # Bumped when the declared objects change meaning; the stamp also carries a digest of
 # the source text, so any edit of schema.sql/views.sql is seen by verify.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 VERSION_PREFIX = "nsj_queue_lib schema "
 # Indexes the original 1.2.2 db_gen created (idx_<fila>_...): replaced by the
 # current ones and dropped by upgrade.
@@ -90,6 +90,7 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
         "admin_table": qualified(object_name(fila, "rotinas")),
         "endpoint_table": qualified(object_name(fila, "endpoints")),
         "delivery_table": qualified(object_name(fila, "entregas")),
+        "schedule_table": qualified(object_name(fila, "agenda")),
         "function": qualified(object_name("notify", fila, "insert")),
         "trigger": q(object_name("trigger_insert", fila)),
         "view_cadeias": qualified(object_name(fila, "cadeias")),
@@ -97,7 +98,8 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
         "version_comment": version_stamp(dialect),
     }
     for ix in ("claim", "due", "running", "data_hora", "chain", "equivalent", "publication",
-               "live", "sub", "delivery_sub", "delivery_chain", "delivery_data_hora"):
+               "live", "sub", "delivery_sub", "delivery_chain", "delivery_data_hora",
+               "unique"):
         names[f"ix_{ix}"] = q(object_name("ix", fila, ix))
     return _template(dialect).format(**names)
 
@@ -352,8 +354,12 @@ def _mysql_snapshot(cur: Any, schema: str, names: Optional[List[str]]) -> _Snaps
         default = r["default_expr"]
         if default is not None and str(default).upper() == "NULL":
             default = None
+        type_ = str(r["type"])
+        if r.get("generated"):  # a generated column: its expression is part of its type
+            type_ += f" AS ({r['generated']}) STORED"
+            default = None
         snap.columns.setdefault(r["table_name"], {})[r["name"]] = {
-            "type": str(r["type"]), "not_null": r["is_nullable"] == "NO",
+            "type": type_, "not_null": r["is_nullable"] == "NO",
             "default": None if default is None else str(default)}
     parts: Dict[str, List[str]] = {}
     meta: Dict[str, dict] = {}
@@ -561,8 +567,9 @@ def _mysql_upgrade(diffs: List[Difference], expected: _Snapshot, actual: _Snapsh
                                 and d.name == f"{name}.{col}"), None)
                 if problem is None:
                     continue
-                text = f"{q(col)} {spec['type']}" + (" NOT NULL" if spec["not_null"] else
-                                                    " NULL")
+                text = f"{q(col)} {spec['type']}"
+                if " AS (" not in spec["type"]:  # (a generated column takes neither)
+                    text += " NOT NULL" if spec["not_null"] else " NULL"
                 if spec["default"] is not None:
                     text += f" DEFAULT {spec['default']}"
                 actions.append(("ADD COLUMN " if problem == "ausente" else "MODIFY COLUMN ")

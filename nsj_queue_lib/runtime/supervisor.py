@@ -20,6 +20,7 @@ from nsj_queue_lib.runtime.concurrency import Listener, SharedBackend, WakeHub, 
 from nsj_queue_lib.runtime.consumer import Consumer
 from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService, admin_services
 from nsj_queue_lib.runtime.router import Router
+from nsj_queue_lib.scheduling.job import ScheduleJob
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,9 @@ class WorkerRuntime:
         # The admin jobs (rescue, purge, notify) run on a connection the worker holds
         # anyway (see runtime/maintenance.py): one connection per task thread.
         self.slots = AdminSlots(admin_services(settings, self.backend, self.stop))
+        # Periodic tasks (nsj-queue schedule): about one small statement a second.
+        if settings.queue_schedules:
+            self.slots.add(ScheduleJob(settings.queue_table))
         # The look for 1.2.2 workers (and the mode of the queue), at start and every minute.
         self.compat_watch: Optional[CompatWatch] = None
         if settings.db_driver == "POSTGRES":

@@ -32,6 +32,8 @@ LAYERS: List[Set[str]] = [
     {"worker_base", "worker_pub_sub_base", "worker_webhook", "queue_client", "admin",
      "compat"},
     {"runtime", "pubsub"},
+    # periodic tasks: run by the runtime (a job) and managed by admin; above db only
+    {"scheduling"},
     {"coordination"},
     {"db"},
     {"config", "settings"},

@@ -8,7 +8,8 @@ SELECT table_name AS name, table_type AS kind, table_comment AS comment
 
 -- name: catalog_columns
 SELECT table_name AS table_name, column_name AS name, column_type AS type,
-       is_nullable AS is_nullable, column_default AS default_expr, extra AS extra
+       is_nullable AS is_nullable, column_default AS default_expr, extra AS extra,
+       generation_expression AS generated
   FROM information_schema.columns
  WHERE table_schema = %(schema)s
  ORDER BY table_name, ordinal_position

@@ -31,6 +31,24 @@ VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %
         coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)),
         coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)))
 
+-- name: task_insert_unique
+-- insert_task(unique_key=...): when an unfinished task holds the key (the unique index on
+-- the generated column chave_unica_ativa) nothing is inserted and lastrowid is that task's
+-- id (LAST_INSERT_ID(id)); a transaction that inserted the key and has not ended makes
+-- this wait for it.
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial,
+                     chave_unica)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)),
+        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)),
+        %(chave_unica)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)
+
+-- name: task_unique_existing
+SELECT id FROM {table} WHERE chave_unica_ativa = %(chave_unica)s
+
 -- name: task_insert_many
 -- One row here; the repository repeats the VALUES tuple once per task (parameters
 -- suffixed _0, _1, ...) into one multi-row INSERT, whose lastrowid is the first row's id.
@@ -304,3 +322,7 @@ SELECT @@log_bin = 1 AND upper(@@binlog_format) = 'STATEMENT' AS statement_binlo
 SELECT @@max_connections - (SELECT count(*) FROM information_schema.PROCESSLIST) AS livres,
        @@max_connections AS utilizaveis,
        @@max_connections AS maximo
+
+-- name: queue_mixed_fleet
+-- (1.2.2 ran on PostgreSQL only: a MySQL queue is never in mixed-fleet mode)
+SELECT FALSE

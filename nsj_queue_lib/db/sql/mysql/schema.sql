@@ -44,6 +44,11 @@ CREATE TABLE IF NOT EXISTS {table} (
     dead BOOLEAN NOT NULL DEFAULT FALSE,
     live_id BIGINT NULL,
     prioridade INT NOT NULL DEFAULT 50,
+    chave_unica VARCHAR(250) NULL,
+    -- Unique tasks: the key while the task is unfinished, NULL after (MySQL has no partial
+    -- index; a unique index ignores NULLs).  See sql/postgres/schema.sql.
+    chave_unica_ativa VARCHAR(250) AS (CASE WHEN status IN ('pendente', 'agendada',
+        'processando') THEN chave_unica END) STORED,
     -- Claim (native SKIP LOCKED and client/server candidates): one index range per waiting
     -- status, already in claim order.
     KEY {ix_claim} (status, prioridade DESC, data_hora, id),
@@ -60,7 +65,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     KEY {ix_equivalent} (payload_hash, chave_externa),
     -- Monitoring: fan-out and dead letters.
     KEY {ix_publication} (publication_id),
-    KEY {ix_live} (live_id)
+    KEY {ix_live} (live_id),
+    UNIQUE KEY {ix_unique} (chave_unica_ativa)
 ) DEFAULT CHARSET = utf8mb4;
 
 CREATE TABLE IF NOT EXISTS {sub_table} (
@@ -130,6 +136,23 @@ CREATE TABLE IF NOT EXISTS {admin_table} (
     horario DATETIME NOT NULL,
     executado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     executado_por VARCHAR(150) NULL
+) DEFAULT CHARSET = utf8mb4;
+
+-- Periodic tasks (nsj-queue schedule add): see sql/postgres/schema.sql.  Times in UTC.
+CREATE TABLE IF NOT EXISTS {schedule_table} (
+    nome VARCHAR(100) NOT NULL PRIMARY KEY,
+    processo VARCHAR(250) NOT NULL,
+    payload LONGTEXT NULL,
+    cron VARCHAR(200) NULL,
+    intervalo_segundos INT NULL,
+    fuso VARCHAR(64) NOT NULL DEFAULT 'UTC',
+    recuperar INT NOT NULL DEFAULT 1,
+    prioridade INT NULL,
+    proximo DATETIME(6) NOT NULL,
+    ultimo_slot DATETIME(6) NULL,
+    ultima_tarefa BIGINT NULL,
+    criado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    alterado_por VARCHAR(150) NULL
 ) DEFAULT CHARSET = utf8mb4;
 
 -- Schema version of this queue.

@@ -15,6 +15,26 @@ VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %
         coalesce(%(data_hora)s::timestamptz, now()), coalesce(%(data_hora)s::timestamptz, now()))
 RETURNING id
 
+-- name: task_insert_unique
+-- insert_task(unique_key=...): no row when an unfinished task holds the key (the index
+-- ix_unique); a transaction that inserted the key and has not ended makes this wait for it.
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial,
+                     chave_unica)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        coalesce(%(data_hora)s::timestamptz, now()), coalesce(%(data_hora)s::timestamptz, now()),
+        %(chave_unica)s)
+ON CONFLICT (chave_unica)
+   WHERE chave_unica IS NOT NULL AND status IN ('pendente', 'agendada', 'processando')
+   DO NOTHING
+RETURNING id
+
+-- name: task_unique_existing
+-- The unfinished task holding a key (a new statement: it sees the transaction it waited for).
+SELECT id FROM {table}
+ WHERE chave_unica = %(chave_unica)s AND status IN ('pendente', 'agendada', 'processando')
+
 -- name: task_insert_many
 -- One statement for the whole batch: each parameter is an array (one per column).
 INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
@@ -485,3 +505,7 @@ SELECT u.usable - (SELECT count(*) FROM pg_stat_activity
   FROM (SELECT current_setting('max_connections')::int
                - current_setting('superuser_reserved_connections')::int
                - coalesce(current_setting('reserved_connections', true)::int, 0) AS usable) u
+
+-- name: queue_mixed_fleet
+-- Whether 1.2.2 workers may share the queue (no control row: yes): unique tasks refuse it.
+SELECT coalesce((SELECT compat_1_2_2 FROM {control_table} WHERE id = 1), TRUE)

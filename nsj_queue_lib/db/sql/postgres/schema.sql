@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     subscriber_id varchar(100),
     dead boolean NOT NULL DEFAULT false,
     live_id int8,
-    prioridade int NOT NULL DEFAULT 50
+    prioridade int NOT NULL DEFAULT 50,
+    chave_unica varchar(250)
 );
 
 -- Storage settings for a queue's life cycle (each row is inserted, rewritten by the claim
@@ -65,6 +66,11 @@ CREATE INDEX IF NOT EXISTS {ix_equivalent} ON {table} (payload_hash, chave_exter
 -- Monitoring: fan-out and dead letters.
 CREATE INDEX IF NOT EXISTS {ix_publication} ON {table} (publication_id) WHERE publication_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS {ix_live} ON {table} (live_id) WHERE live_id IS NOT NULL;
+-- Unique tasks (insert_task(unique_key=...)): one unfinished task per key.  An attempt
+-- that failed ('falha') leaves the index in the transaction that inserts its next attempt
+-- (which carries the key), so the key follows the chain; finished statuses are outside.
+CREATE UNIQUE INDEX IF NOT EXISTS {ix_unique} ON {table} (chave_unica)
+    WHERE chave_unica IS NOT NULL AND status IN ('pendente', 'agendada', 'processando');
 
 CREATE TABLE IF NOT EXISTS {sub_table} (
     id varchar(100) NOT NULL PRIMARY KEY,
@@ -159,6 +165,25 @@ CREATE TABLE IF NOT EXISTS {admin_table} (
     horario timestamp NOT NULL,
     executado_em timestamptz NOT NULL DEFAULT now(),
     executado_por varchar(150)
+);
+
+-- Periodic tasks (nsj-queue schedule add): one row per schedule.  `proximo` is the next
+-- slot not yet run (UTC); the worker that moves it forward (a conditional UPDATE, in the
+-- transaction that inserts the slot's task) is the only one that inserts that task.
+CREATE TABLE IF NOT EXISTS {schedule_table} (
+    nome varchar(100) NOT NULL PRIMARY KEY,
+    processo varchar(250) NOT NULL,
+    payload text,
+    cron varchar(200),
+    intervalo_segundos int,
+    fuso varchar(64) NOT NULL DEFAULT 'UTC',
+    recuperar int NOT NULL DEFAULT 1,
+    prioridade int,
+    proximo timestamptz NOT NULL,
+    ultimo_slot timestamptz,
+    ultima_tarefa int8,
+    criado_em timestamptz NOT NULL DEFAULT now(),
+    alterado_por varchar(150)
 );
 
 -- Wakes the workers (LISTEN "{fila}") when a task is inserted: a task due now is claimed,

@@ -1,0 +1,153 @@
+"""The queue's schedules in `<fila>_agenda`: add, list, remove, and the workers' tick.
+
+Exactly one task per slot: a worker takes a schedule's due slots by moving `proximo` on
+from the value it read (a conditional UPDATE) and inserts their tasks in that same
+transaction, so two workers never both take a slot and a rolled-back insert gives the
+slot back.  A slot's task is an ordinary task: processo and payload of the schedule,
+chave_externa 'agenda:<nome>', data_hora the slot's time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from typing import Any, Dict, List, Optional
+
+from nsj_queue_lib.db.names import schedule_table_name
+from nsj_queue_lib.db.payload import payload_hash
+from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.exceptions import ConfigError, FeatureUnavailable, NotFoundException
+from nsj_queue_lib.scheduling.slots import UTC, Rule
+from nsj_queue_lib.task_input import INT_MAX, INT_MIN, check_int, check_text, payload_text
+
+logger = logging.getLogger(__name__)
+
+NAME_MAX = 100
+ORIGEM = "nsj-queue agenda"
+CATCH_UP_MAX = 1000
+
+
+def utc(value: Any) -> Optional[_dt.datetime]:
+    """A datetime from the database as aware UTC (MySQL's naive ones hold UTC)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def rule_of(row: Dict[str, Any]) -> Rule:
+    every = row.get("intervalo_segundos")
+    return Rule(cron=row.get("cron") or None, every=None if every is None else int(every),
+                tz=row.get("fuso") or "UTC")
+
+
+class ScheduleStore:
+    """The schedules of one queue on one session (`queue_table` already validated)."""
+
+    def __init__(self, session: DbSession, queue_table: str) -> None:
+        self.session = session
+        self.queue_table = queue_table
+        self.table = schedule_table_name(queue_table)
+        self.q = Queries(session.dialect, queue_table, filename="schedule.sql")
+
+    # -- the operator's side ------------------------------------------------
+    def add(self, nome: str, processo: str, rule: Rule, payload: Any = None,
+            catch_up: int = 1, prioridade: Optional[int] = None,
+            por: Optional[str] = None) -> Dict[str, Any]:
+        """Create or replace schedule `nome`; it runs from its first slot after now."""
+        codec = "utf-8"
+        if not isinstance(nome, str) or not nome.strip() or len(nome) > NAME_MAX:
+            raise ConfigError(f"nome do agendamento inválido: {nome!r} (de 1 a {NAME_MAX} "
+                              "caracteres)")
+        if not isinstance(processo, str) or not processo or len(processo) > 250:
+            raise ConfigError("processo é obrigatório (até 250 caracteres)")
+        check_text("nome", nome, codec)
+        check_text("processo", processo, codec)
+        if not isinstance(catch_up, int) or not 1 <= catch_up <= CATCH_UP_MAX:
+            raise ConfigError(f"catch-up deve ser um inteiro de 1 a {CATCH_UP_MAX}")
+        check_int("prioridade", prioridade, INT_MIN, INT_MAX, "int")
+        now = utc(self.session.fetch_value(self.q["schedule_now"]))
+        assert now is not None
+        params = {"nome": nome, "processo": processo, "payload": payload_text(payload, codec),
+                  "cron": rule.cron, "intervalo_segundos": rule.every, "fuso": rule.tz,
+                  "recuperar": catch_up, "prioridade": prioridade,
+                  "proximo": rule.next_after(now), "por": por}
+        self.session.execute(self.q["schedule_upsert"], params)
+        logger.info("Agendamento %s gravado: processo %s, %s", nome, processo, rule.describe())
+        return self.get(nome)
+
+    def get(self, nome: str) -> Dict[str, Any]:
+        row = self.session.fetch_one(self.q["schedule_get"], {"nome": nome})
+        if row is None:
+            raise NotFoundException(f"agendamento {nome!r} não existe na fila {self.queue_table}")
+        return self._shown(row)
+
+    def list(self) -> List[Dict[str, Any]]:
+        """Every schedule, with `proximo` (its next run, UTC) and the rule described."""
+        return [self._shown(r) for r in self.session.fetch_all(self.q["schedule_list"])]
+
+    def remove(self, nome: str) -> None:
+        if not self.session.execute(self.q["schedule_delete"], {"nome": nome}):
+            raise NotFoundException(f"agendamento {nome!r} não existe na fila {self.queue_table}")
+        logger.info("Agendamento %s removido", nome)
+
+    @staticmethod
+    def _shown(row: Dict[str, Any]) -> Dict[str, Any]:
+        out = dict(row)
+        for key in ("proximo", "ultimo_slot", "criado_em"):
+            out[key] = utc(out.get(key))
+        try:
+            out["regra"] = rule_of(out).describe()
+        except (ConfigError, FeatureUnavailable):  # (cron read without the extra installed)
+            out["regra"] = f"cron '{out['cron']}'"
+        return out
+
+    # -- the workers' side --------------------------------------------------
+    def poll(self) -> Dict[str, Any]:
+        """{'agora', 'proximo' (the earliest next slot, or None), 'pausada'}."""
+        row = self.session.fetch_one(self.q["schedule_poll"]) or {}
+        return {"agora": utc(row.get("agora")), "proximo": utc(row.get("proximo")),
+                "pausada": bool(row.get("pausada"))}
+
+    def run_due(self, agora: _dt.datetime) -> int:
+        """Insert the tasks of every slot due at `agora`; return how many were inserted."""
+        inserted = 0
+        for row in self.session.fetch_all(self.q["schedule_due"], {"agora": agora}):
+            try:
+                inserted += self._run_one(row, agora)
+            except (ConfigError, FeatureUnavailable) as exc:  # (cron without the extra)
+                logger.error("Agendamento %s ignorado: %s", row["nome"], exc)
+        return inserted
+
+    def _run_one(self, row: Dict[str, Any], agora: _dt.datetime) -> int:
+        rule = rule_of(row)
+        proximo = utc(row["proximo"])
+        assert proximo is not None
+        slots, novo = rule.due(proximo, agora, int(row["recuperar"] or 1))
+        repo = TaskRepository(self.session, self.queue_table)
+        with self.session.transaction():
+            taken = self.session.execute(self.q["schedule_advance"], {
+                "nome": row["nome"], "proximo": row["proximo"], "novo": novo,
+                "ultimo": slots[-1] if slots else None})
+            if not taken:
+                return 0  # another worker took these slots
+            last = None
+            for slot in slots:
+                text = row["payload"]
+                last = repo.task_insert(
+                    origem=ORIGEM, destino=None, processo=row["processo"],
+                    chave_externa=f"agenda:{row['nome']}"[:100], payload=text,
+                    payload_hash=payload_hash(text), tenant=None, grupo_empresarial=None,
+                    pub_sub=False, data_hora=slot,
+                    prioridade=DEFAULT_PRIORITY if row["prioridade"] is None
+                    else int(row["prioridade"]))
+            if last is not None:
+                self.session.execute(self.q["schedule_last_task"],
+                                     {"id": last, "nome": row["nome"]})
+        if slots:
+            logger.info("Agendamento %s: %s tarefa(s) inserida(s) (horário %s UTC; última %s)",
+                        row["nome"], len(slots), f"{slots[-1]:%Y-%m-%d %H:%M:%S}", last)
+        return len(slots)
