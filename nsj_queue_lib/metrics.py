@@ -241,8 +241,13 @@ class QueueGauges:
 
             breakers = breaker_summary(s, self.settings.queue_table)
             self._no_breakers = breakers is None  # schema before 5: not asked again
+        from nsj_queue_lib.scheduling.store import ScheduleStore
+
+        schedules = ScheduleStore(s, self.settings.queue_table).overview()
         return {
             "breakers": breakers,
+            "schedules": None if schedules is None else len(schedules["agendamentos"]),
+            "schedule_lag": None if schedules is None else schedules["atraso_segundos"],
             "paused": bool(pause["pausada"]),
             # (the same row: None when the queue keeps no value, i.e. mixed-fleet)
             "compat": (pause.get("compat_1_2_2") is not False
@@ -312,6 +317,14 @@ class QueueGauges:
                  "Falhas seguidas do endpoint de webhook",
                  [({**labels, "endpoint": b["endpoint"]}, b["falhas"])
                   for b in breakers["endpoints"]]),
+            ]
+        if g.get("schedules") is not None:
+            out += [
+                ("nsj_queue_schedules", "gauge",
+                 "Tarefas periódicas da fila (nsj-queue schedule)", [(labels, g["schedules"])]),
+                ("nsj_queue_schedule_lag_seconds", "gauge",
+                 "Há quantos segundos o horário mais atrasado de uma tarefa periódica espera "
+                 "um worker (0 sem atraso)", [(labels, g["schedule_lag"])]),
             ]
         return out
 

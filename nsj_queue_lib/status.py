@@ -119,6 +119,9 @@ class StatusReader:
         if breakers is not None:
             for b in breakers["endpoints"]:
                 b["aberto_ate"] = _iso(b["aberto_ate"])
+        from nsj_queue_lib.scheduling.store import ScheduleStore
+
+        schedules = ScheduleStore(s, self.queue_table).overview()
         return {
             "fila": self.queue_table,
             "banco": self.dialect.name,
@@ -136,6 +139,10 @@ class StatusReader:
                 "tentativa": oldest["tentativa"], "data_hora": _iso(oldest["data_hora"]),
                 "atraso_segundos": _num(oldest["atraso"]),
             },
+            "agendamentos": None if schedules is None else [{
+                "nome": r["nome"], "regra": r["regra"], "processo": r["processo"],
+                "proximo": _iso(r["proximo"]), "ultimo_slot": _iso(r["ultimo_slot"]),
+                "ultima_tarefa": r["ultima_tarefa"]} for r in schedules["agendamentos"]],
             "em_execucao": self._running(),
             "em_execucao_total": int(s.fetch_value(q["status_running_count"]) or 0),
             "disjuntores": breakers,
@@ -219,6 +226,14 @@ def render_text(status: Dict[str, Any]) -> str:
             pause = f", pausa {duration(b['pausa_segundos'])}" if b["estado"] != "fechado" else ""
             lines.append(f"    {b['endpoint']} {b['estado']} ({b['falhas']} falha(s) "
                          f"seguida(s){pause})")
+    schedules = status.get("agendamentos")
+    if schedules:
+        lines.append(f"  Tarefas periódicas:         {len(schedules)}")
+        for r in schedules:
+            lines.append(f"    {r['nome']}: {r['regra']}, processo {r['processo']}; próximo "
+                         f"{r['proximo']}" + (f"; último {r['ultimo_slot']} (tarefa "
+                                               f"#{r['ultima_tarefa']})"
+                                               if r["ultimo_slot"] else ""))
     dead = status["mortas_24h"]
     lines.append(f"  Mortas nas últimas {DEAD_WINDOW_HOURS} h:    {dead['total']}"
                  + (f" ({_fmt_counts(dead['por_status'])})" if dead["total"] else ""))

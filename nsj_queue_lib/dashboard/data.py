@@ -107,7 +107,11 @@ class DashboardData:
             oldest = s.fetch_one(status_q["metrics_oldest_due"])
             dead = int(s.fetch_value(q["dash_dead_count"], {"cap": COUNT_CAP}) or 0)
             pause = QueueAdmin(s, table).pause_state()
-            return {"fila": table, "contagens": counts, "ultima_hora": minutes,
+            from nsj_queue_lib.scheduling.store import ScheduleStore
+
+            schedules = ScheduleStore(s, table).overview()
+            return {"agendamentos": (schedules or {}).get("agendamentos", []),
+                    "fila": table, "contagens": counts, "ultima_hora": minutes,
                     "mais_antiga_devida": oldest, "mortas": dead, "pausa": pause,
                     # the mixed-fleet mode with 1.2.2, from the same control row
                     "frota_mista": fleet_state(s.dialect.name, pause),

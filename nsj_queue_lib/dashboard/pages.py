@@ -272,6 +272,16 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
             + f'</td><td>{fmt_time(d["data_hora_inicial"])}</td><td>'
             + (_action("retry", t, csrf, "Reenfileirar", d["id"]) if d["status"] in
                ("falha", "cancelada") else "") + "</td></tr>")
+    schedule_rows = "".join(
+        f'<tr data-agendamento="{e(r["nome"])}"><td>{e(r["nome"])}</td><td>{e(r["regra"])}</td>'
+        f'<td>{e(r["processo"])}</td><td>{fmt_time(r["proximo"])}</td>'
+        f'<td>{fmt_time(r["ultimo_slot"]) if r["ultimo_slot"] else "-"}</td></tr>'
+        for r in s.get("agendamentos") or [])
+    schedules_html = (
+        '<section><h2>Tarefas periódicas</h2><div class="scroll"><table><thead><tr>'
+        '<th>Nome</th><th>Regra</th><th>Processo</th><th>Próximo</th><th>Último</th></tr>'
+        f'</thead><tbody>{schedule_rows}</tbody></table></div></section>'
+        if schedule_rows else "")
     dead_html = ("".join(dead_rows) or
                  '<tr><td colspan="6">Nenhuma tarefa morta aguardando.</td></tr>')
     return (
@@ -284,6 +294,7 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
         f'<section><h2>Terminadas na última hora (por minuto)</h2>{chart(s["ultima_hora"])}'
         '<small>Tentativas terminadas cujo horário previsto (data_hora) está na última hora: '
         'verde sucesso, vermelho falha, cinza cancelada.</small></section>'
+        + schedules_html
         + (failures_section(t, failures, csrf) if failures is not None else "")
         + '<section><h2>Fila de mortos</h2><div class="scroll"><table><thead><tr><th>Cadeia</th>'
         '<th>Processo</th><th>Status</th><th>Último erro</th><th>Início</th><th></th></tr>'
@@ -337,7 +348,9 @@ def chain_page(table: str, chain: Dict[str, Any], csrf: Optional[str]) -> str:
         f'data-campo="status">{e(chain["status"])}</span></h2>'
         f'<p>{e(first["processo"])} · origem {e(first["origem"])} · destino '
         f'{e(first["destino"])} · chave {e(first["chave_externa"])}'
-        f'{" · fila de mortos" if first["dead"] else ""}</p>'
+        + (f' · chave única <span data-campo="chave-unica">{e(first["chave_unica"])}</span>'
+           if first.get("chave_unica") else "")
+        + f'{" · fila de mortos" if first["dead"] else ""}</p>'
         f'<p>{"<br>".join(links)}</p><p>{actions}</p>'
         '<div class="scroll"><table><thead><tr><th>Id</th><th>Tentativa</th><th>Status</th>'
         f'<th>Horário</th><th>Mensagem</th></tr></thead><tbody>{"".join(rows)}</tbody>'

@@ -18,7 +18,12 @@ from nsj_queue_lib.db.payload import payload_hash
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ConfigError, FeatureUnavailable, NotFoundException
+from nsj_queue_lib.exceptions import (
+    ConfigError,
+    DatabaseUnavailable,
+    FeatureUnavailable,
+    NotFoundException,
+)
 from nsj_queue_lib.scheduling.slots import UTC, Rule
 from nsj_queue_lib.task_input import INT_MAX, INT_MIN, check_int, check_text, payload_text
 
@@ -104,6 +109,24 @@ class ScheduleStore:
         except (ConfigError, FeatureUnavailable):  # (cron read without the extra installed)
             out["regra"] = f"cron '{out['cron']}'"
         return out
+
+    def overview(self) -> Optional[Dict[str, Any]]:
+        """For status, dashboard and metrics: {'agendamentos': list(), 'atraso_segundos':
+        how long the earliest due slot waits (0: none late)}; None when the queue has no
+        schedule table (not upgraded) or it cannot be read."""
+        try:
+            rows = self.list()
+            state = self.poll()
+        except Exception as exc:
+            if isinstance(exc, DatabaseUnavailable):
+                raise
+            if self.session.in_transaction:
+                self.session.rollback()
+            return None
+        late = 0.0
+        if state["proximo"] is not None and state["agora"] is not None:
+            late = max(0.0, (state["agora"] - state["proximo"]).total_seconds())
+        return {"agendamentos": rows, "atraso_segundos": late}
 
     # -- the workers' side --------------------------------------------------
     def poll(self) -> Dict[str, Any]:

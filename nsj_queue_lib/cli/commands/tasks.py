@@ -78,6 +78,8 @@ def _list(args: argparse.Namespace) -> int:
           f"{'DATA/HORA':<19} MENSAGEM")
     for r in rows:
         kind = " (morta)" if r["dead"] else ""
+        if r.get("chave_unica"):
+            kind += f" [chave única {short(r['chave_unica'], 40)}]"
         print(f"{r['id']:>8} {r['id_inicial']:>8} {r['tentativa']:>4} {r['status']:<11} "
               f"{short(r['processo'], 20):<20} {fmt_time(r['data_hora']):<19} "
               f"{short(r['mensagem'], 60)}{kind}")
@@ -97,7 +99,8 @@ def _render_chain(chain: Dict[str, Any]) -> str:
     details = [("processo", first["processo"]), ("origem", first["origem"]),
                ("destino", first["destino"]), ("chave_externa", first["chave_externa"]),
                ("tenant", first["tenant"]), ("grupo_empresarial", first["grupo_empresarial"]),
-               ("prioridade", first["prioridade"])]
+               ("prioridade", first["prioridade"]),
+               ("chave_unica", chain["tentativas"][-1].get("chave_unica"))]
     lines.append("  " + ", ".join(f"{k} {v}" for k, v in details if v is not None))
     for a in chain["tentativas"]:
         lines.append(f"  #{a['id']:<8} tentativa {a['tentativa']:<3} {a['status']:<11} "

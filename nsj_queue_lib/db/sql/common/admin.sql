@@ -17,7 +17,7 @@ SELECT t.id, t.id_inicial, t.tentativa, t.status, t.data_hora_inicial, t.data_ho
        t.id_anterior, t.data_hora_anterior, t.status_anterior, t.mensagem_anterior,
        t.reenfileirado, t.estouro_tentativas, t.tenant, t.grupo_empresarial, t.payload,
        t.payload_hash, t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id,
-       t.prioridade
+       t.prioridade, t.chave_unica
   FROM {table} t
  WHERE t.id = %(root)s OR t.id_inicial = %(root)s
  ORDER BY t.tentativa, t.id
@@ -55,7 +55,7 @@ UPDATE {table}
 SELECT t.id, coalesce(t.id_inicial, t.id) AS id_inicial, t.tentativa, t.status, t.processo,
        t.origem, t.destino, t.chave_externa, t.tenant, t.grupo_empresarial, t.prioridade,
        t.data_hora_inicial, t.data_hora, t.mensagem, t.mensagem_anterior, t.dead, t.live_id,
-       t.pub_sub, t.publication_id, t.subscriber_id
+       t.pub_sub, t.publication_id, t.subscriber_id, t.chave_unica
   FROM {table} t
  WHERE (%(all_attempts)s OR NOT t.reenfileirado)
    AND (%(after_id)s{as_int8} IS NULL OR t.id > %(after_id)s{as_int8})
