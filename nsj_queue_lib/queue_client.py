@@ -14,7 +14,6 @@ from nsj_queue_lib.config import validate_table_name
 from nsj_queue_lib.db.payload import legacy_text, payload_hash
 from nsj_queue_lib.db.repository import DEFAULT_PRIORITY, MYSQL_INSERT_CHUNK, TaskRepository
 from nsj_queue_lib.db.session import session_of
-from nsj_queue_lib.exceptions import FeatureUnavailable
 from nsj_queue_lib.task_input import (
     BIGINT_MAX,
     BIGINT_MIN,
@@ -132,8 +131,8 @@ class QueueClient:
         return self._repo.task_insert_unique(**row)
 
     def _unique_key(self, key: Any, where: str = "") -> str:
-        """A checked unique_key; refused in mixed-fleet mode (a 1.2.2 worker's retry does
-        not carry the key, so the guarantee would not hold)."""
+        """A checked unique_key (the insert refuses it in mixed-fleet mode: a 1.2.2
+        worker's retry does not carry the key, so the guarantee would not hold)."""
         prefix = f"{where}: " if where else ""
         if not isinstance(key, str) or not key:
             raise ValueError(f"{prefix}unique_key deve ser um texto não vazio")
@@ -141,12 +140,6 @@ class QueueClient:
             raise ValueError(f"{prefix}unique_key tem {len(key)} caracteres; o máximo é "
                              f"{UNIQUE_KEY_MAX}")
         check_text("unique_key", key, self._codec())
-        if self._repo.queue_mixed_fleet():
-            raise FeatureUnavailable(
-                f"A fila {self.queue_table} está em modo misto (workers 1.2.2 podem "
-                "compartilhá-la): tarefas únicas (unique_key) não são garantidas nesse modo, "
-                "pois um worker 1.2.2 cria a nova tentativa sem a chave. Desligue o modo "
-                "misto com `nsj-queue compat off` quando não houver mais workers 1.2.2.")
         return key
 
     def insert_task_pub_sub(self, origem: Optional[str], destino: Optional[str],

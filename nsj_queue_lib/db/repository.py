@@ -20,7 +20,7 @@ from nsj_queue_lib.db.server import (
     session_row_lock_mode,
 )
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.exceptions import DatabaseUnavailable, FeatureUnavailable
 from nsj_queue_lib.text import clean, safe_text, to_str
 
 logger = logging.getLogger(__name__)
@@ -194,6 +194,12 @@ class TaskRepository:
                                                 {"chave_unica": row["chave_unica"]})
             if existing is not None:
                 return int(existing)
+            if self.queue_mixed_fleet():
+                raise FeatureUnavailable(
+                    "A fila está em modo misto (workers 1.2.2 podem compartilhá-la): tarefas "
+                    "únicas (unique_key) não são garantidas nesse modo, pois um worker 1.2.2 "
+                    "cria a nova tentativa sem a chave. Desligue o modo misto com `nsj-queue "
+                    "compat off` quando não houver mais workers 1.2.2.")
         raise RuntimeError("chave única disputada: tente de novo")  # pragma: no cover
 
     def queue_mixed_fleet(self) -> bool:

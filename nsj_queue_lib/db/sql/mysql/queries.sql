@@ -324,5 +324,6 @@ SELECT @@max_connections - (SELECT count(*) FROM information_schema.PROCESSLIST)
        @@max_connections AS maximo
 
 -- name: queue_mixed_fleet
--- (1.2.2 ran on PostgreSQL only: a MySQL queue is never in mixed-fleet mode)
+-- (1.2.2 ran on PostgreSQL only: a MySQL queue is never in mixed-fleet mode; task_insert_unique
+-- does not look)
 SELECT FALSE

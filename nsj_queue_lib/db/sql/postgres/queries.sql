@@ -18,13 +18,15 @@ RETURNING id
 -- name: task_insert_unique
 -- insert_task(unique_key=...): no row when an unfinished task holds the key (the index
 -- ix_unique); a transaction that inserted the key and has not ended makes this wait for it.
+-- Nor in mixed-fleet mode (the repository then tells which it was): one round trip.
 INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
                      tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial,
                      chave_unica)
-VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
-        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
-        coalesce(%(data_hora)s::timestamptz, now()), coalesce(%(data_hora)s::timestamptz, now()),
-        %(chave_unica)s)
+SELECT %(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+       %(tenant)s::int8, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+       coalesce(%(data_hora)s::timestamptz, now()), coalesce(%(data_hora)s::timestamptz, now()),
+       %(chave_unica)s
+ WHERE NOT coalesce((SELECT compat_1_2_2 FROM {control_table} WHERE id = 1), TRUE)
 ON CONFLICT (chave_unica)
    WHERE chave_unica IS NOT NULL AND status IN ('pendente', 'agendada', 'processando')
    DO NOTHING
