@@ -126,3 +126,33 @@ def test_schedule_cli(dbq):
     assert res.returncode == 1 and "nsj-queue-lib[cron]" in res.stderr
     assert [r["nome"] for r in QueueAdmin(dbq.conn, dbq.table).list_schedules()] == [
         "relatorio"]
+
+
+def test_batch_mode_and_concurrency_workers_run_schedules_and_status_shows_them(dbq):
+    dbq.start_ready_worker(QUEUE_BATCH_SIZE="5")
+    dbq.start_ready_worker(QUEUE_CONCURRENCY="3")
+    dbq.start_ready_worker(QUEUE_SCHEDULES="false")
+    admin = QueueAdmin(dbq.conn, dbq.table)
+    admin.add_schedule("tick", "teste", every="1s", payload={"return": "t"})
+    eventually(lambda: sum(t["status"] == "sucesso" for t in _slot_tasks(dbq)) >= 3, 30,
+               message="horários executados")
+    slots = [t["data_hora"] for t in _slot_tasks(dbq)]
+    assert len(slots) == len(set(slots))
+    res = run_python(["-m", "nsj_queue_lib", "status"], env=dbq.env(), timeout=60)
+    assert "Tarefas periódicas:         1" in res.stdout, res.stdout + res.stderr
+    assert "tick: a cada 1s, processo teste; próximo" in res.stdout
+    from nsj_queue_lib.metrics import QueueGauges
+
+    gauges = QueueGauges(dbq.settings())
+    try:
+        names = {f[0]: f[3] for f in gauges.families({"queue": "q"})}
+    finally:
+        gauges.close_session()
+    assert names["nsj_queue_schedules"] == [({"queue": "q"}, 1)]
+    assert names["nsj_queue_schedule_lag_seconds"][0][1] < 5
+    key = dbq.client().insert_task("t", "t", "teste", None, '{"wait_file": "/nao/existe"}',
+                                   unique_key="visivel", data_hora=dt.datetime(2100, 1, 1))
+    res = run_python(["-m", "nsj_queue_lib", "tasks", "list"], env=dbq.env(), timeout=60)
+    line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith(str(key)))
+    assert "[chave única visivel]" in line
+    admin.remove_schedule("tick")
