@@ -146,7 +146,9 @@ CREATE TABLE IF NOT EXISTS "public"."fila_teste_controle" (
 ALTER TABLE "public"."fila_teste_controle"
     ADD COLUMN IF NOT EXISTS compat_1_2_2 boolean NOT NULL DEFAULT true,
     ADD COLUMN IF NOT EXISTS compat_alterado_em timestamptz,
-    ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150);
+    ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150),
+    -- the earliest next slot of the queue's schedules (scheduling/hint.py)
+    ADD COLUMN IF NOT EXISTS agenda_proximo timestamptz;
 
 -- A queue this DDL creates never had 1.2.2 workers: it starts out of mixed-fleet mode.
 -- Only a new queue table has no version stamp yet (the COMMENT at the end writes it;
@@ -202,7 +204,7 @@ CREATE OR REPLACE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
 
 -- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
-COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 6 (cd1186f84822)';
+COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 6 (e3506b24275e)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

@@ -108,6 +108,7 @@ DECLARE
   paused boolean;
   why text;
   compat boolean;
+  agenda timestamptz;
 BEGIN
   {prologue}BEGIN
     PERFORM set_config('lock_timeout', '{ms}', true);
@@ -119,7 +120,7 @@ BEGIN
   IF granted THEN
     {after}PERFORM set_config('client_min_messages', 'notice', true);
     RAISE NOTICE '{marker} %', json_build_object('due', due, 'more', more, 'paused', paused,
-                                       'why', why, 'compat', compat);
+                                       'why', why, 'compat', compat, 'agenda', agenda);
   {late}END IF;
 END
 $turn$"""
@@ -354,8 +355,8 @@ class ListenerTurn:
                 probe += f"IF due <= 0 THEN more := ({self.more_sql}); END IF;\n    "
             if self.pause_sql:
                 # (no row yet: never paused)
-                probe += (f"SELECT p.pausada, p.motivo, p.compat_1_2_2 INTO paused, why, "
-                          f"compat FROM ({self.pause_sql}) p;\n    "
+                probe += (f"SELECT p.pausada, p.motivo, p.compat_1_2_2, p.agenda_proximo "
+                          f"INTO paused, why, compat, agenda FROM ({self.pause_sql}) p;\n    "
                           "paused := coalesce(paused, false);\n    ")
             after = _AFTER_GRANT.format(channel=marker, probe=probe, ha=int(self.hand_key[0]),
                                         hb=int(self.hand_key[1]))

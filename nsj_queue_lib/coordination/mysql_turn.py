@@ -88,7 +88,7 @@ class IdleTurn:
         self._release_sql = q["turn_release"]
         self.held = False
         # (pausada, motivo) read by the last probe; None without a control table.
-        self.pause: Optional[Tuple[bool, Any]] = None
+        self.pause: Optional[Tuple[bool, Any, Any, Any]] = None
         # Statements sent (for tests and diagnostics): waits and probes.
         self.waits = 0
         self.probes = 0
@@ -127,7 +127,7 @@ class IdleTurn:
         row = self.session.fetch_one(sql, {"turn": self.name})
         due = bool(row and row["due"])
         if row and "pausada" in row:
-            self.pause = (bool(row["pausada"]), row["motivo"])
+            self.pause = (bool(row["pausada"]), row["motivo"], None, row.get("agenda"))
         if due and not keep:
             self.held = False
         return due, row["halt_at"] if row else None

@@ -74,6 +74,7 @@ class ControlRow:
         for key in ("pausada", "compat_1_2_2"):  # MySQL returns booleans as 0/1
             if state.get(key) is not None:
                 state[key] = bool(state[key])
+        state["pausada"] = bool(state.get("pausada"))  # (MySQL: no row id = 1 yet)
         state["controle"] = True
         return state
 

@@ -298,7 +298,8 @@ class Consumer:
                     next_due = grant["due"]
                     backlog = grant.get("more") is not False
                     if grant["paused"] is not None:
-                        gate.note(grant["paused"], grant["why"], grant.get("compat"))
+                        gate.note(grant["paused"], grant["why"], grant.get("compat"),
+                                  grant.get("agenda"))
                     grant = None
                 else:
                     # Drop what was received BEFORE the probe (commits its snapshot will

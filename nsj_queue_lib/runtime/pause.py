@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import validate_table_name
 from nsj_queue_lib.coordination.fleet_mode import FleetMode
 from nsj_queue_lib.db.control import ControlRow
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import DatabaseUnavailable
+from nsj_queue_lib.scheduling.hint import hint_for
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ class PauseGate:
                  fleet: Optional[FleetMode] = None) -> None:
         self.control = ControlRow(session, validate_table_name(
             queue_table, "QUEUE_TABLE", session.dialect.name))
+        # The same row says when the next schedule slot falls (scheduling/hint.py).
+        self.schedules = hint_for(self.control.queue_table)
         self.fleet = fleet
         self.clock = clock
         self.paused = False
@@ -62,6 +65,8 @@ class PauseGate:
         self._update(bool(state["pausada"]), state.get("motivo"))
         if self.fleet is not None:
             self.fleet.note(state.get("compat_1_2_2"))
+        if "agenda_proximo" in state:
+            self.schedules.note(state["agenda_proximo"])
         return self.paused
 
     @property
@@ -76,12 +81,14 @@ class PauseGate:
         return self._seen
 
     def note(self, paused: bool, reason: Optional[str],
-             compat: Optional[bool] = None) -> None:
-        """A fresh read of the row made by another statement (the listener turn's)."""
+             compat: Optional[bool] = None, schedule: Any = None) -> None:
+        """A fresh read of the row made by another statement (the listener turn's, the
+        MySQL idle turn's): the flag, the fleet mode and the next schedule slot."""
         self._checked_at = self.clock()
         self._update(bool(paused), reason)
         if self.fleet is not None:
             self.fleet.note(compat)
+        self.schedules.note(schedule)
 
     def _update(self, paused: bool, reason: Optional[str]) -> None:
         if paused and not self.paused:

@@ -62,7 +62,10 @@ class ScheduleStore:
     def add(self, nome: str, processo: str, rule: Rule, payload: Any = None,
             catch_up: int = 1, prioridade: Optional[int] = None,
             por: Optional[str] = None) -> Dict[str, Any]:
-        """Create or replace schedule `nome`; it runs from its first slot after now."""
+        """Create or replace schedule `nome` (in the caller's transaction).  Its first slot
+        after now is taken here: that slot's task is inserted at once, due at the slot, so
+        the workers' ordinary wake-ups bring it (and with it the next slot's time) however
+        idle they are; a replaced schedule's first task still to come is cancelled."""
         codec = "utf-8"
         if not isinstance(nome, str) or not nome.strip() or len(nome) > NAME_MAX:
             raise ConfigError(f"nome do agendamento inválido: {nome!r} (de 1 a {NAME_MAX} "
@@ -76,13 +79,42 @@ class ScheduleStore:
         check_int("prioridade", prioridade, INT_MIN, INT_MAX, "int")
         now = utc(self.session.fetch_value(self.q["schedule_now"]))
         assert now is not None
+        old = self.session.fetch_one(self.q["schedule_get"], {"nome": nome})
+        if old is not None:
+            self._cancel_first(old, "Agendamento substituído antes deste horário")
+        first = rule.next_after(now)
         params = {"nome": nome, "processo": processo, "payload": payload_text(payload, codec),
                   "cron": rule.cron, "intervalo_segundos": rule.every, "fuso": rule.tz,
                   "recuperar": catch_up, "prioridade": prioridade,
-                  "proximo": rule.next_after(now), "por": por}
+                  "proximo": rule.next_after(first), "por": por}
         self.session.execute(self.q["schedule_upsert"], params)
+        task_id = self._insert_slot(params, first)
+        self.session.execute(self.q["schedule_first_slot"],
+                             {"nome": nome, "slot": first, "id": task_id})
+        self._hint()
         logger.info("Agendamento %s gravado: processo %s, %s", nome, processo, rule.describe())
         return self.get(nome)
+
+    def _cancel_first(self, row: Dict[str, Any], why: str) -> None:
+        if row.get("ultima_tarefa") is not None:
+            self.session.execute(self.q["schedule_cancel_task"],
+                                 {"id": row["ultima_tarefa"], "mensagem": why})
+
+    def _hint(self) -> None:
+        """The earliest next slot into the control row (scheduling/hint.py)."""
+        self.session.execute(self.q["schedule_hint_set"])
+        if "schedule_hint_clear" in self.q.names():  # (MySQL: a row only while one exists)
+            self.session.execute(self.q["schedule_hint_clear"])
+
+    def _insert_slot(self, row: Dict[str, Any], slot: _dt.datetime) -> int:
+        """The slot's task: an ordinary task of the schedule's processo and payload."""
+        text = row["payload"]
+        return TaskRepository(self.session, self.queue_table).task_insert(
+            origem=ORIGEM, destino=None, processo=row["processo"],
+            chave_externa=f"agenda:{row['nome']}"[:100], payload=text,
+            payload_hash=payload_hash(text), tenant=None, grupo_empresarial=None,
+            pub_sub=False, data_hora=slot,
+            prioridade=DEFAULT_PRIORITY if row["prioridade"] is None else int(row["prioridade"]))
 
     def get(self, nome: str) -> Dict[str, Any]:
         row = self.session.fetch_one(self.q["schedule_get"], {"nome": nome})
@@ -95,8 +127,13 @@ class ScheduleStore:
         return [self._shown(r) for r in self.session.fetch_all(self.q["schedule_list"])]
 
     def remove(self, nome: str) -> None:
-        if not self.session.execute(self.q["schedule_delete"], {"nome": nome}):
+        """Remove schedule `nome` (in the caller's transaction); its first task, if still to
+        come, is cancelled."""
+        row = self.session.fetch_one(self.q["schedule_get"], {"nome": nome})
+        if row is None or not self.session.execute(self.q["schedule_delete"], {"nome": nome}):
             raise NotFoundException(f"agendamento {nome!r} não existe na fila {self.queue_table}")
+        self._cancel_first(row, "Agendamento removido antes deste horário")
+        self._hint()
         logger.info("Agendamento %s removido", nome)
 
     @staticmethod
@@ -150,7 +187,6 @@ class ScheduleStore:
         proximo = utc(row["proximo"])
         assert proximo is not None
         slots, novo = rule.due(proximo, agora, int(row["recuperar"] or 1))
-        repo = TaskRepository(self.session, self.queue_table)
         with self.session.transaction():
             taken = self.session.execute(self.q["schedule_advance"], {
                 "nome": row["nome"], "proximo": row["proximo"], "novo": novo,
@@ -159,17 +195,11 @@ class ScheduleStore:
                 return 0  # another worker took these slots
             last = None
             for slot in slots:
-                text = row["payload"]
-                last = repo.task_insert(
-                    origem=ORIGEM, destino=None, processo=row["processo"],
-                    chave_externa=f"agenda:{row['nome']}"[:100], payload=text,
-                    payload_hash=payload_hash(text), tenant=None, grupo_empresarial=None,
-                    pub_sub=False, data_hora=slot,
-                    prioridade=DEFAULT_PRIORITY if row["prioridade"] is None
-                    else int(row["prioridade"]))
+                last = self._insert_slot(row, slot)
             if last is not None:
                 self.session.execute(self.q["schedule_last_task"],
                                      {"id": last, "nome": row["nome"]})
+            self._hint()
         if slots:
             logger.info("Agendamento %s: %s tarefa(s) inserida(s) (horário %s UTC; última %s)",
                         row["nome"], len(slots), f"{slots[-1]:%Y-%m-%d %H:%M:%S}", last)

@@ -23,7 +23,8 @@ def _utc(value):
 
 
 def _slot_tasks(q, nome="tick"):
-    return q.rows("chave_externa = %s AND NOT dead", (f"agenda:{nome}",))
+    return q.rows("chave_externa = %s AND NOT dead AND status <> 'cancelada'",
+                  (f"agenda:{nome}",))
 
 
 def test_one_task_per_slot_with_several_workers_and_restarts(lq):
@@ -67,18 +68,29 @@ def test_catch_up_after_downtime_and_pause(dbq):
     admin = QueueAdmin(dbq.conn, dbq.table)
     admin.add_schedule("horaria", "teste", every="1h", payload={"return": "h"})
     admin.add_schedule("tres", "teste", every="1h", payload={"return": "3"}, catch_up=3)
-    # Five hours of downtime: proximo moved back by five hours.
+    # `schedule add` took each first slot (the next hour): its task waits for it.
+    first = {r["nome"]: r for r in admin.list_schedules()}
+    for r in first.values():
+        assert _utc(dbq.row(r["ultima_tarefa"])["data_hora"]) == r["ultimo_slot"]
+        assert r["proximo"] == r["ultimo_slot"] + dt.timedelta(hours=1)
+    # Five hours of downtime: as if the first slot ran long ago and five more passed.
+    dbq.sql(f"UPDATE {dbq.qtable} SET status = 'cancelada'")
     table = dbq.qtable.replace(dbq.quote(dbq.fila), dbq.quote(dbq.fila + "_agenda"))
-    interval = "INTERVAL 5 HOUR" if dbq.is_mysql else "interval '5 hours'"
+    interval = "INTERVAL 6 HOUR" if dbq.is_mysql else "interval '6 hours'"
     dbq.sql(f"UPDATE {table} SET proximo = proximo - {interval}")
+    admin.add_schedule("vizinha", "teste", every="1h")  # (writes the control row's hint)
+    dbq.sql(f"UPDATE {dbq.qtable} SET status = 'cancelada'")
     before = {r["nome"]: _utc(r["proximo"]) for r in admin.list_schedules()}
+    admin.remove_schedule("vizinha")
     admin.pause(por="teste")
     dbq.start_ready_worker()
-    holds(lambda: dbq.count() == 0, 2.0, interval=0.2, message="fila pausada: nenhum horário")
+    holds(lambda: not _slot_tasks(dbq, "horaria") and not _slot_tasks(dbq, "tres"), 2.0,
+          interval=0.2, message="fila pausada: nenhum horário")
     admin.resume(por="teste")
     eventually(lambda: len(_slot_tasks(dbq, "horaria")) == 1
                and len(_slot_tasks(dbq, "tres")) == 3, 20, message="recuperação")
-    holds(lambda: dbq.count() == 4, 1.5, interval=0.2, message="só a recuperação")
+    holds(lambda: dbq.count("status <> 'cancelada'") == 4, 1.5, interval=0.2,
+          message="só a recuperação")
     hour = dt.timedelta(hours=1)
     last = before["horaria"] + 4 * hour  # the most recent missed slot
     assert [_utc(t["data_hora"]) for t in _slot_tasks(dbq, "horaria")] == [last]

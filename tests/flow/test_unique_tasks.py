@@ -112,8 +112,7 @@ def test_key_follows_the_retry_chain_and_a_dead_letter_frees_it(dbq):
     # The failed attempt waiting for its retry is not finished: same task.
     assert _insert(dbq, "com-retry") == chain[1]["id"]
     # The last attempt fails too: dead letter; the key is free again.
-    dbq.sql(f"UPDATE {dbq.qtable} SET data_hora = data_hora_inicial, status = 'pendente' "
-            "WHERE id = %s", (chain[1]["id"],))
+    assert QueueAdmin(dbq.conn, dbq.table).redrive(first).antecipada  # due now
     eventually(lambda: dbq.dead_letters(first), 30, message="fila de mortos")
     assert dbq.dead_letters(first)[0]["chave_unica"] is None
     new = _insert(dbq, "com-retry", {"return": "de novo"})

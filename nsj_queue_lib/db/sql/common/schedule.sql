@@ -44,3 +44,13 @@ UPDATE {schedule_table}
 
 -- name: schedule_last_task
 UPDATE {schedule_table} SET ultima_tarefa = %(id)s WHERE nome = %(nome)s
+
+-- name: schedule_cancel_task
+-- The task `schedule add` inserted for a first slot still to come, when the schedule is
+-- replaced or removed before it.
+UPDATE {table}
+   SET status = 'cancelada', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status IN ('pendente', 'agendada') AND data_hora > {now}
+
+-- name: schedule_first_slot
+UPDATE {schedule_table} SET ultimo_slot = %(slot)s, ultima_tarefa = %(id)s WHERE nome = %(nome)s

@@ -6,11 +6,13 @@
 -- Blocks whose text is the same in every dialect live in sql/common/admin.sql.
 
 -- name: queue_pause_get
--- (no mixed-fleet mode on MySQL: 1.2.2 never ran natively here)
-SELECT pausada, motivo, alterado_por, alterado_em, NULL AS compat_1_2_2,
-       NULL AS compat_alterado_em, NULL AS compat_alterado_por
-  FROM {control_table}
- WHERE id = 1
+-- (no mixed-fleet mode on MySQL: 1.2.2 never ran natively here).  The next schedule slot
+-- is row id = 3 (scheduling/hint.py); one row even without row id = 1 (never paused).
+SELECT c.pausada, c.motivo, c.alterado_por, c.alterado_em, NULL AS compat_1_2_2,
+       NULL AS compat_alterado_em, NULL AS compat_alterado_por,
+       (SELECT alterado_em FROM {control_table} WHERE id = 3) AS agenda_proximo
+  FROM (SELECT 1 AS um) o
+  LEFT JOIN {control_table} c ON c.id = 1
 
 -- name: queue_pause_set
 INSERT INTO {control_table} (id, pausada, motivo, alterado_por, alterado_em)

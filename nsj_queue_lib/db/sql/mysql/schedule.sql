@@ -11,3 +11,14 @@ ON DUPLICATE KEY UPDATE
        intervalo_segundos = VALUES(intervalo_segundos), fuso = VALUES(fuso),
        recuperar = VALUES(recuperar), prioridade = VALUES(prioridade),
        proximo = VALUES(proximo), alterado_por = VALUES(alterado_por)
+
+-- name: schedule_hint_set
+-- The earliest next slot into the control table's row id = 3 (alterado_em), where the
+-- workers read it with the pause flag (scheduling/hint.py).
+INSERT INTO {control_table} (id, pausada, motivo, alterado_em)
+SELECT 3, FALSE, 'agenda', min(proximo) FROM {schedule_table} HAVING count(*) > 0
+ON DUPLICATE KEY UPDATE alterado_em = VALUES(alterado_em)
+
+-- name: schedule_hint_clear
+-- Without schedules: no row id = 3.
+DELETE FROM {control_table} WHERE id = 3 AND NOT EXISTS (SELECT 1 FROM {schedule_table})

@@ -31,9 +31,11 @@ SELECT CASE WHEN ({{has_due}}) THEN coalesce(RELEASE_LOCK(%(turn)s), 0) + 1 ELSE
 
 -- name: turn_pause_columns
 -- Added to the probe's columns for a queue with a control table: the pause flag, read in
--- the statement that hands the turn on, so the claim that follows needs no read of its own.
+-- the statement that hands the turn on, so the claim that follows needs no read of its own;
+-- and the next schedule slot (row id = 3: scheduling/hint.py).
 , (SELECT pausada FROM {control_table} WHERE id = 1) AS pausada,
-  (SELECT motivo FROM {control_table} WHERE id = 1) AS motivo
+  (SELECT motivo FROM {control_table} WHERE id = 1) AS motivo,
+  (SELECT alterado_em FROM {control_table} WHERE id = 3) AS agenda
 
 -- name: turn_probe_keep
 -- The holder's poll while it backs off: the task it last announced could not be claimed (the

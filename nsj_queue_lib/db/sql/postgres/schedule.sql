@@ -11,3 +11,11 @@ ON CONFLICT (nome) DO UPDATE
        intervalo_segundos = EXCLUDED.intervalo_segundos, fuso = EXCLUDED.fuso,
        recuperar = EXCLUDED.recuperar, prioridade = EXCLUDED.prioridade,
        proximo = EXCLUDED.proximo, alterado_por = EXCLUDED.alterado_por
+
+-- name: schedule_hint_set
+-- The earliest next slot into the control row, where the workers read it with the pause
+-- flag (scheduling/hint.py); NULL without schedules.  (No row yet: one with the defaults of
+-- a queue without a row, mixed-fleet mode included.)
+INSERT INTO {control_table} (id, agenda_proximo)
+SELECT 1, min(proximo) FROM {schedule_table}
+ON CONFLICT (id) DO UPDATE SET agenda_proximo = EXCLUDED.agenda_proximo

@@ -146,7 +146,9 @@ CREATE TABLE IF NOT EXISTS {control_table} (
 ALTER TABLE {control_table}
     ADD COLUMN IF NOT EXISTS compat_1_2_2 boolean NOT NULL DEFAULT true,
     ADD COLUMN IF NOT EXISTS compat_alterado_em timestamptz,
-    ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150);
+    ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150),
+    -- the earliest next slot of the queue's schedules (scheduling/hint.py)
+    ADD COLUMN IF NOT EXISTS agenda_proximo timestamptz;
 
 -- A queue this DDL creates never had 1.2.2 workers: it starts out of mixed-fleet mode.
 -- Only a new queue table has no version stamp yet (the COMMENT at the end writes it;
