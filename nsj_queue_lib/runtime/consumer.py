@@ -28,6 +28,7 @@ from nsj_queue_lib.runtime.router import Router
 from nsj_queue_lib.runtime.runner import TaskRunner
 from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
+from nsj_queue_lib.scheduling.hint import SCHEDULE_ORIGIN
 from nsj_queue_lib.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -163,6 +164,8 @@ class Consumer:
                 if isinstance(tarefa, Batch) and batch_runner is not None:
                     self.tasks_done += batch_runner.run(tarefa)
                 elif tarefa is not None:
+                    if tarefa["origem"] == SCHEDULE_ORIGIN:  # (the queue has schedules)
+                        gate.schedules.poke()
                     self.observer.claimed(tarefa)
                     self.observer.finished_task(tarefa, runner.run(tarefa))
                     self.tasks_done += 1

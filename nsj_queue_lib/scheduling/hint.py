@@ -16,6 +16,8 @@ import time
 from typing import Any, Dict, Optional
 
 UTC = _dt.timezone.utc
+# The origem of a slot's task: a worker that claims one knows the queue has schedules.
+SCHEDULE_ORIGIN = "nsj-queue agenda"
 
 
 def _as_utc(value: Any) -> Optional[_dt.datetime]:
@@ -46,6 +48,15 @@ class ScheduleHint:
             self.deadline = None if at is None else time.monotonic() + (
                 at - _dt.datetime.now(UTC)).total_seconds()
             self.version += 1
+
+
+    def poke(self) -> None:
+        """The queue has schedules (this worker just claimed a slot's task): the job looks
+        at once, unless it already knows (it plans its own looks from then on)."""
+        with self._lock:
+            if self.value is None:
+                self.deadline = None
+                self.version += 1
 
 
 _HINTS: Dict[str, ScheduleHint] = {}

@@ -69,6 +69,8 @@ class ScheduleJob:
             store = self._store(session)
             state = store.poll()
             agora, proximo = state["agora"], state["proximo"]
+            self.hint.note(proximo)  # (what it read is news to this worker's hint too)
+            self._version = self.hint.version
             if proximo is None:
                 return  # no schedule: nothing planned until the control row says otherwise
             if state["pausada"]:

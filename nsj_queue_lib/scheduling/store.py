@@ -24,13 +24,14 @@ from nsj_queue_lib.exceptions import (
     FeatureUnavailable,
     NotFoundException,
 )
+from nsj_queue_lib.scheduling.hint import SCHEDULE_ORIGIN
 from nsj_queue_lib.scheduling.slots import UTC, Rule
 from nsj_queue_lib.task_input import INT_MAX, INT_MIN, check_int, check_text, payload_text
 
 logger = logging.getLogger(__name__)
 
 NAME_MAX = 100
-ORIGEM = "nsj-queue agenda"
+ORIGEM = SCHEDULE_ORIGIN
 CATCH_UP_MAX = 1000
 
 

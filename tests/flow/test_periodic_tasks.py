@@ -47,20 +47,23 @@ def test_one_task_per_slot_with_several_workers_and_restarts(lq):
     eventually(lambda: sum(t["status"] != "sucesso" for t in _slot_tasks(lq)) <= 1
                and all(t["status"] in ("sucesso", "processando") for t in _slot_tasks(lq)),
                30, message="tarefas dos horários executadas")
-    tasks = _slot_tasks(lq)
-    done = [t for t in tasks if t["status"] == "sucesso"]
+    tasks = [t for t in _slot_tasks(lq) if t["id_inicial"] is None]  # (not a retry)
+    done = {t["id"] for t in _slot_tasks(lq) if t["status"] == "sucesso"}
     slots = [_utc(t["data_hora"]) for t in tasks]
     assert len(slots) == len(set(slots)), "um horário com duas tarefas"
     assert all(s.microsecond == 0 for s in slots)
     # Removed within about a second: no task for a slot after that.
-    holds(lambda: len(_slot_tasks(lq)) == len(tasks), 2.0, interval=0.2,
+    count = len(_slot_tasks(lq))
+    holds(lambda: len(_slot_tasks(lq)) == count, 2.0, interval=0.2,
           message="nada depois da remoção")
     assert max(slots) <= _utc(removed_at) + dt.timedelta(seconds=1.5)
     # Each task started within about a second of its slot (its effect's time; the
     # median, as 2 cores are shared with other test runs).
-    delays = sorted((_utc(e["criado"]) - _utc(lq.row(e["tarefa_id"])["data_hora"]))
-                    .total_seconds() for e in lq.effects("chave = 'tick'"))
-    assert len(delays) == len(done)
+    slot_of = {t["id"]: _utc(t["data_hora"]) for t in tasks}
+    delays = sorted((_utc(e["criado"]) - slot_of[e["tarefa_id"]]).total_seconds()
+                    for e in lq.effects("chave = 'tick'") if e["tarefa_id"] in done
+                    and e["tarefa_id"] in slot_of)
+    assert len(delays) >= len(tasks) - 1
     assert delays[len(delays) // 2] < 1.0, delays
 
 
