@@ -43,7 +43,7 @@ class WorkerRuntime:
         # The admin jobs (rescue, purge, notify) run on a connection the worker holds
         # anyway (see runtime/maintenance.py): one connection per task thread.
         self.slots = AdminSlots(admin_services(settings, self.backend, self.stop))
-        # Periodic tasks (nsj-queue schedule): about one small statement a second.
+        # Periodic tasks (nsj-queue schedule): nothing while the queue has none.
         if settings.queue_schedules:
             self.slots.add(ScheduleJob(settings.queue_table))
         # The look for 1.2.2 workers (and the mode of the queue), at start and every minute.

@@ -66,3 +66,24 @@ def test_bad_rules_are_refused_in_portuguese(monkeypatch):
     with pytest.raises(FeatureUnavailable, match=r"nsj-queue-lib\[cron\]"):
         Rule(cron="* * * * *")
     assert Rule(every=5).every == 5  # --every needs no extra
+
+
+def test_the_job_costs_nothing_until_the_control_row_names_a_slot():
+    from nsj_queue_lib.scheduling.hint import ScheduleHint
+    from nsj_queue_lib.scheduling.job import ScheduleJob
+
+    hint = ScheduleHint()
+    job = ScheduleJob("public.fila", hint=hint)
+    assert job.next_delay() == float("inf")  # no schedule known: never due
+    hint.note(None)
+    assert job.next_delay() == float("inf") and hint.version == 0
+    hint.note(dt.datetime.now(UTC) + dt.timedelta(seconds=30))
+    assert 28 < job.next_delay() <= 30
+    hint.note((dt.datetime.now(UTC) + dt.timedelta(seconds=30)).replace(tzinfo=None)
+              .isoformat())  # (a naive value is UTC; a text, the listener turn's JSON)
+    assert 28 < job.next_delay() <= 30
+    hint.poke()  # known already: nothing changes
+    assert job.next_delay() > 1
+    other = ScheduleHint()
+    other.poke()  # a slot's task claimed, no value seen: look at once
+    assert ScheduleJob("public.fila", hint=other).next_delay() == 0.0
