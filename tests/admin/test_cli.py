@@ -17,7 +17,7 @@ from tests.fixtures.processes import ROOT, run_python
 from tests.fixtures.waiting import eventually
 
 COMMANDS = ["schema", "worker", "webhook", "server", "status", "health", "tasks", "retry",
-            "cancel", "pause", "resume", "halt", "dashboard", "demo"]
+            "cancel", "pause", "resume", "halt", "dashboard", "demo", "schedule"]
 
 
 def cli(*args: str, env=None, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -34,7 +34,8 @@ def test_every_subcommand_is_registered_and_has_portuguese_help():
         res = cli(name, "--help")
         assert res.returncode == 0, (name, res.stderr)
         assert res.stdout.startswith("uso:") and "opções:" in res.stdout, name
-    for args in (["tasks", "list"], ["tasks", "show"], ["schema", "print"]):
+    for args in (["tasks", "list"], ["tasks", "show"], ["schema", "print"],
+                 ["schedule", "add"], ["schedule", "list"], ["schedule", "remove"]):
         res = cli(*args, "--help")
         assert res.returncode == 0 and res.stdout.startswith("uso:"), args
     res = cli("--version")
