@@ -124,7 +124,7 @@ class QueueClient:
                         grupo_empresarial, data_hora, prioridade, False)[0]
         return self._insert(row, unique_key)
 
-    def _insert(self, row: dict, unique_key: Optional[str], where: str = "") -> int:
+    def _insert(self, row: Dict[str, Any], unique_key: Optional[str], where: str = "") -> int:
         if unique_key is None:
             return self._repo.task_insert(**row)
         row["chave_unica"] = self._unique_key(unique_key, where)

@@ -19,7 +19,7 @@ what differs, each with a comment saying why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, List, Optional, Protocol
 
 if TYPE_CHECKING:
     from nsj_queue_lib.coordination.listener_turn import ListenerTurn
@@ -72,7 +72,7 @@ class Notifier(Protocol):
         """Tell every worker of the queue that there is work (or HALT)."""
 
     def attach(self, stopping: Callable[[], bool],
-               pause_seen: Optional[Callable[[bool, Any], None]] = None) -> None:
+               pause_seen: Optional[Callable[..., None]] = None) -> None:
         """The caller's stop request and its pause gate (`PauseGate.note`, the consumer's),
         for a notifier whose wait can end on a stop or reads the pause flag itself.
         Default: not needed."""

@@ -377,10 +377,10 @@ class ProbeNotifier(Notifier):
         self.stopping: Callable[[], bool] = lambda: False
         # Told the pause flag read by the probe that hands the turn on (the consumer's
         # PauseGate.note), so the claim that follows reads no flag of its own.
-        self.pause_seen: Optional[Callable[[bool, Any], None]] = None
+        self.pause_seen: Optional[Callable[..., None]] = None
 
     def attach(self, stopping: Callable[[], bool],
-               pause_seen: Optional[Callable[[bool, Any], None]] = None) -> None:
+               pause_seen: Optional[Callable[..., None]] = None) -> None:
         self.stopping = stopping
         self.pause_seen = pause_seen
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from nsj_queue_lib.exceptions import ConfigError, FeatureUnavailable
 
@@ -41,7 +41,7 @@ def format_every(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def _cronsim():  # type: ignore[no-untyped-def]
+def _cronsim() -> Any:
     try:
         import cronsim
     except ImportError:

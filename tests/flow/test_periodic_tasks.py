@@ -27,7 +27,8 @@ def _slot_tasks(q, nome="tick"):
                   (f"agenda:{nome}",))
 
 
-def test_one_task_per_slot_with_several_workers_and_restarts(lq):
+def test_one_task_per_slot_with_several_workers_and_restarts(each_backend_queue):
+    lq = each_backend_queue
     workers = [lq.start_worker() for _ in range(3)]
     for w in workers:
         wait_ready(w)
@@ -67,7 +68,8 @@ def test_one_task_per_slot_with_several_workers_and_restarts(lq):
     assert delays[len(delays) // 2] < 1.0, delays
 
 
-def test_catch_up_after_downtime_and_pause(dbq):
+def test_catch_up_after_downtime_and_pause(each_db_queue):
+    dbq = each_db_queue
     admin = QueueAdmin(dbq.conn, dbq.table)
     admin.add_schedule("horaria", "teste", every="1h", payload={"return": "h"})
     admin.add_schedule("tres", "teste", every="1h", payload={"return": "3"}, catch_up=3)
@@ -113,7 +115,8 @@ def _cli(q, *args, pre=""):
     return run_python(["-c", code], env=q.env(), timeout=60)
 
 
-def test_schedule_cli(dbq):
+def test_schedule_cli(each_db_queue):
+    dbq = each_db_queue
     res = _cli(dbq, "schedule", "add", "relatorio", "--cron", "*/5 8-18 * * 1-5",
                "--tz", "America/Sao_Paulo", "--processo", "relatorios", "--payload",
                '{"tipo": "diario"}')
@@ -143,7 +146,8 @@ def test_schedule_cli(dbq):
         "relatorio"]
 
 
-def test_batch_mode_and_concurrency_workers_run_schedules_and_status_shows_them(dbq):
+def test_batch_mode_and_concurrency_workers_run_schedules_and_status_shows_them(each_db_queue):
+    dbq = each_db_queue
     dbq.start_ready_worker(QUEUE_BATCH_SIZE="5")
     dbq.start_ready_worker(QUEUE_CONCURRENCY="3")
     dbq.start_ready_worker(QUEUE_SCHEDULES="false")

@@ -23,7 +23,8 @@ def _downgrade(q) -> None:
         q.sql(f"COMMENT ON TABLE {q.qtable} IS 'nsj_queue_lib schema 4 (000000000000)'")
 
 
-def test_upgrade_from_schema_4_adds_the_unique_key_and_the_schedules(dbq):
+def test_upgrade_from_schema_4_adds_the_unique_key_and_the_schedules(each_db_queue):
+    dbq = each_db_queue
     dialect = MYSQL if dbq.is_mysql else POSTGRES
     old = dbq.insert({"return": "antiga"})
     _downgrade(dbq)

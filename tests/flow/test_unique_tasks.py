@@ -30,7 +30,8 @@ def _insert(q, key, payload=None, conn=None, **kwargs):
             conn.close()
 
 
-def test_same_key_returns_the_unfinished_task_and_adds_nothing(dbq):
+def test_same_key_returns_the_unfinished_task_and_adds_nothing(each_db_queue):
+    dbq = each_db_queue
     first = _insert(dbq, "pedido-1")
     assert _insert(dbq, "pedido-1", {"outro": 1}) == first
     other = _insert(dbq, "pedido-2")
@@ -47,7 +48,8 @@ def test_same_key_returns_the_unfinished_task_and_adds_nothing(dbq):
     assert dbq.count("chave_unica = 'pedido-1'") == 3
 
 
-def test_insert_tasks_and_publications_take_keys(dbq):
+def test_insert_tasks_and_publications_take_keys(each_db_queue):
+    dbq = each_db_queue
     conn = dbq.new_conn()
     try:
         client = dbq.client(conn)
@@ -73,7 +75,8 @@ def test_insert_tasks_and_publications_take_keys(dbq):
 
 
 @pytest.mark.parametrize("outcome", ["rollback", "commit"])
-def test_second_inserter_waits_for_the_first_transaction(dbq, outcome):
+def test_second_inserter_waits_for_the_first_transaction(each_db_queue, outcome):
+    dbq = each_db_queue
     first_conn, second_conn = dbq.new_conn(), dbq.new_conn()
     try:
         held = _insert(dbq, "disputada", conn=first_conn)  # not committed yet
@@ -101,7 +104,8 @@ def test_second_inserter_waits_for_the_first_transaction(dbq, outcome):
             "segundo": True}
 
 
-def test_key_follows_the_retry_chain_and_a_dead_letter_frees_it(dbq):
+def test_key_follows_the_retry_chain_and_a_dead_letter_frees_it(each_db_queue):
+    dbq = each_db_queue
     # Attempt 1 fails; attempt 2 waits 10 minutes (QUEUE_BASE_INTERVAL_RETRY=10).
     dbq.start_ready_worker(QUEUE_MAX_RETRY="2", QUEUE_BASE_INTERVAL_RETRY="10")
     first = _insert(dbq, "com-retry", {"fail": True})
@@ -120,11 +124,11 @@ def test_key_follows_the_retry_chain_and_a_dead_letter_frees_it(dbq):
     dbq.wait_status(new, "sucesso")
 
 
-def test_mixed_fleet_mode_refuses_unique_keys(queue):
+def test_mixed_fleet_mode_refuses_unique_keys(pg_queue):
     # (PostgreSQL only: the mode exists where 1.2.2 ran)
-    QueueAdmin(queue.conn, queue.table).compat_on(por="teste")
+    QueueAdmin(pg_queue.conn, pg_queue.table).compat_on(por="teste")
     with pytest.raises(FeatureUnavailable, match="modo misto"):
-        _insert(queue, "k")
-    assert queue.count() == 0
-    queue.insert({"return": "sem chave vale"})
-    assert queue.count() == 1
+        _insert(pg_queue, "k")
+    assert pg_queue.count() == 0
+    pg_queue.insert({"return": "sem chave vale"})
+    assert pg_queue.count() == 1
