@@ -157,6 +157,11 @@ class TaskGuard(Protocol):
 
     repo: TaskRepository
     queue_table: str
+    # Set by the consumer: whether, at a task's success, the consumer's next step is a
+    # claim (not stopping, not paused, no admin job due, no listener turn to go back to).
+    # A guard that can send the next claim with the success's COMMIT does so only then
+    # (PgGuard); None: never.
+    claim_next: Optional[Callable[[], bool]] = None
 
     def claim(self, limit: int = 1) -> List[dict]:
         """Move up to `limit` due tasks to 'processando', each locked by this session.

@@ -25,8 +25,8 @@ from nsj_queue_lib.coordination.keys import legacy_task_key
 from nsj_queue_lib.coordination.listener_turn import ListenerTurn
 from nsj_queue_lib.coordination.pg_locker import PgLocker
 from nsj_queue_lib.db.queries import raw_queries
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession, is_connection_error
+from nsj_queue_lib.db.repository import SUCESSO, TaskRepository
+from nsj_queue_lib.db.session import CommitRider, DbSession, is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
@@ -151,6 +151,11 @@ class PgGuard(TaskGuard):
         # None: no task yet), and the claim time of each task running.
         self.run_average: Optional[float] = None
         self._claimed_at: Dict[int, float] = {}
+        # Claim-ahead: the result of the claim sent with the last success's COMMIT (None:
+        # none), and the finished task whose 1.2.2 key that claim carried (see release()).
+        self._ahead: Optional[List[dict]] = None
+        self._carried: Optional[int] = None
+        self.claim_next: Optional[Callable[[], bool]] = None  # (TaskGuard: set by the consumer)
 
     @property
     def deferred_unlock(self) -> Optional[int]:
@@ -167,6 +172,9 @@ class PgGuard(TaskGuard):
         self._turn = turn
 
     def claim(self, limit: int = 1) -> List[dict]:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:  # claimed with the last success's COMMIT (claim-ahead)
+            return ahead
         turn = self._turn if limit == 1 and self._turn is not None and self._turn.held else None
         # (keep the turn through a lone task only while this session's tasks run short)
         keep = (turn is not None and self.run_average is not None
@@ -183,6 +191,9 @@ class PgGuard(TaskGuard):
             self._after_failed_claim(turn)
             raise
         self._deferred = None
+        return self._claimed(rows, legacy, turn)
+
+    def _claimed(self, rows: List[dict], legacy: bool, turn: Any = None) -> List[dict]:
         self._running.update(row["id"] for row in rows)
         if legacy:
             self._legacy.update(row["id"] for row in rows)
@@ -199,6 +210,58 @@ class PgGuard(TaskGuard):
             # kept: the holder waits by the next due time the claim read besides its task
             turn.keep(besides[0] if besides is not None else None, rows[0]["id"])
         return sorted(rows, key=_claim_order) if len(rows) > 1 else rows
+
+    def _claim_with_commit(self, task_id: int) -> None:
+        """Claim-ahead: have the next claim sent with the COMMIT of task `task_id`'s
+        transaction (one round trip less per task); its result is what the next `claim()`
+        returns.  Only when the consumer's next step is that claim (`claim_next`), no
+        listener turn is held (its claims hand the turn on, or keep it), and the claim's
+        statement is prepared and needs no statement of its own first; else the claim
+        comes after the commit as before.  The claim runs after the COMMIT, in a
+        transaction of its own, with the same statement: the task becomes 'processando'
+        (visible) and locked at once, exactly as a claim of its own would leave it.
+
+        In mixed-fleet mode 1.2.2's key of the task just finished, given back only after
+        its commit, rides on that claim too (it runs after the commit)."""
+        if self.claim_next is None or not self.claim_next():
+            return
+        if (self._turn is not None and self._turn.held) or not self.repo.claim_ahead_ready():
+            return
+        legacy = self.repo.legacy
+        if legacy and not self._legacy.issuperset(self._running):
+            return  # the mode changed: the keys are taken before a claim (claim())
+        carried = task_id if task_id in self._legacy else None
+        unlock = self._deferred
+        if carried is not None:
+            if unlock is not None:
+                return  # two keys to give back: left to the claim after the commit
+            unlock = carried
+        claim = self.repo.claim_call(self.lock_ns, 1, unlock=unlock, legacy=legacy)
+        call = self.repo.session.prepared_text(claim.name, claim.params)
+        if call is None:
+            return  # (prepared by the first claim of its variant, outside a transaction)
+
+        def on_rows(rows: List[dict]) -> None:
+            self._deferred, self._carried = None, carried
+            self._ahead = self._claimed(self.repo.claimed_rows(claim, rows), legacy)
+
+        def on_error(exc: BaseException, committed: bool) -> None:
+            if not committed:
+                return  # the COMMIT failed: nothing after it ran
+            logger.debug("Claim enviado com o COMMIT falhou: %s", exc)
+            self._carried = carried
+            if carried is not None:
+                self._deferred = carried  # released or not: _after_failed_claim asks
+            self._after_failed_claim(None)
+
+        def committed() -> bool:
+            row = self.repo.task_get(task_id)
+            return row is not None and row["status"] == SUCESSO
+
+        self.repo.session.send_with_commit(CommitRider(*call, on_rows, on_error, committed))
+
+    def claimed_ahead(self) -> List[int]:
+        return [row["id"] for row in self._ahead or ()]
 
     def _take_legacy_keys(self) -> None:
         """The queue went back to mixed-fleet mode while this session runs tasks claimed
@@ -257,6 +320,7 @@ class PgGuard(TaskGuard):
             # pg_advisory_unlock is not transactional: the lock is gone from here on,
             # and the row stays locked by the UPDATE until the commit.
             self._released.add(tarefa["id"])
+            self._claim_with_commit(tarefa["id"])
         return done
 
     def release(self, tarefa: dict) -> None:
@@ -276,10 +340,14 @@ class PgGuard(TaskGuard):
             if task_id in self._legacy:
                 # 1.2.2's key is given back only after the commit or rollback (a 1.2.2
                 # rescuer that got it earlier would re-queue a finished task: its status
-                # update has no guard), and by the next statement that can carry it.
+                # update has no guard), and by the next statement that can carry it:
+                # the claim sent with the commit, if any, carried it already.
                 self._legacy.discard(task_id)
-                self.settle()
-                self._deferred = task_id
+                if self._carried == task_id:
+                    self._carried = None
+                else:
+                    self._settle_deferred()
+                    self._deferred = task_id
             if task_id in self._released:
                 self._released.discard(task_id)
                 return
@@ -287,11 +355,28 @@ class PgGuard(TaskGuard):
         except DatabaseUnavailable:
             self._deferred = None  # the session is gone, and its locks with it
 
-    # (claimed_ahead: the default, every claimed task is handed out at once; claim_batch:
-    # the default, one statement with transaction-level advisory locks)
+    # (claim_batch: the default, one statement with transaction-level advisory locks)
 
     def settle(self) -> None:
-        """Release now what waits for the next claim (before the worker waits idle)."""
+        """Release now what waits for the next claim (before the worker waits idle, or
+        when paused): a task claimed ahead and not handed out goes back to waiting."""
+        self._give_back()
+        self._settle_deferred()
+
+    def _give_back(self) -> None:
+        """A task claimed ahead but not run (a stop, a pause): back to 'pendente', as if
+        never claimed (its attempt is not counted: only the claim had happened)."""
+        ahead, self._ahead = self._ahead, None
+        for tarefa in ahead or ():
+            task_id = tarefa["id"]
+            self._claimed_at.pop(task_id, None)  # (not a run: kept out of run_average)
+            try:
+                self.repo.task_unclaim(task_id)
+                self.release(tarefa)
+            except DatabaseUnavailable:
+                return  # the session is gone (and its locks): the rescue re-queues it
+
+    def _settle_deferred(self) -> None:
         key = self.take_deferred()
         if key is not None:
             try:
@@ -300,6 +385,10 @@ class PgGuard(TaskGuard):
                 pass  # the session is gone, and its locks with it
 
     def close(self) -> None:
+        try:
+            self._give_back()
+        except Exception as exc:  # closing after an error: the rescue re-queues it
+            logger.debug("Tarefa pega adiante não devolvida: %s", exc)
         self._released.clear()
         self._running.clear()
         self._legacy.clear()

@@ -175,6 +175,11 @@ class Queries:
         # the rendered pieces (the repository swaps one for another: see task_claim_locked)
         self.parts = _render_parts(raw_parts(dialect, filename), names)
         names.update(self.parts)
+        # PostgreSQL: the RETURNING list of the per-task claim, and what the repository
+        # writes there instead when the row comes back as one JSON value (db/claimed_row.py)
+        self.tarefa_cols = names["tarefa_cols"]
+        self.claimed_json = (f"t.id, json_build_array({names['tarefa_json_items']})::text "
+                             "AS tarefa_json")
         self._sql = {name: body.format(**names)
                      for name, body in raw_queries(dialect, filename).items()}
 

@@ -6,13 +6,14 @@ import datetime as _dt
 import json
 import logging
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.fleet_mode import FleetMode, fleet_mode
 from nsj_queue_lib.coordination.keys import LockKey
+from nsj_queue_lib.db import claimed_row
 from nsj_queue_lib.db.claim_position import ClaimPosition
-from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries
+from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries, raw_queries
 from nsj_queue_lib.db.server import (
     LOCK_WAIT_SINGLESTORE,
     NOWAIT,
@@ -126,6 +127,15 @@ def _expand_in(sql: str, params: dict, name: str) -> str:
     return sql.replace(f"%({name})s", f"({placeholders})")
 
 
+class ClaimCall(NamedTuple):
+    """A claim statement of task_claim_locked, built and not sent (TaskRepository.claim_call)."""
+
+    name: str  # prepared statement name
+    sql: str
+    params: dict
+    lean: bool  # the bare UPDATE (no probe row when nothing is claimed)
+
+
 class TaskRepository:
     """Queue-table operations for one queue on one session."""
 
@@ -157,6 +167,9 @@ class TaskRepository:
         # answer): those claims are then the bare UPDATE (task_claim_locked, lean).
         self.empty_claim_probe = True
         self._claim_sql: Dict[Tuple[str, bool, bool, int], Tuple[str, str]] = {}
+        # PostgreSQL: the per-task claim returns its row as one JSON value (None: not
+        # decided yet; db/claimed_row.py)
+        self._json_claim: Optional[bool] = None
 
     @property
     def legacy(self) -> bool:
@@ -260,6 +273,17 @@ class TaskRepository:
         claimed).  `turn` is (namespace, turn id, hand-over id): see the SQL.  Each
         returned row has "nsjq_turn_released".  `legacy`: take 1.2.2's keys too (None:
         as the queue's mode says now)."""
+        claim = self.claim_call(lock_ns, limit, unlock=unlock, turn=turn, keep=keep,
+                                legacy=legacy)
+        rows = self.session.fetch_all_prepared(claim.name, claim.sql, claim.params)
+        return self.claimed_rows(claim, rows)
+
+    def claim_call(self, lock_ns: int, limit: int = 1, *, unlock: Optional[int] = None,
+                   turn: Optional[Tuple[int, int, int]] = None, keep: bool = False,
+                   legacy: Optional[bool] = None) -> ClaimCall:
+        """The statement of task_claim_locked (same arguments), not sent: for a caller that
+        sends it itself (with a COMMIT: PgGuard's claim-ahead), then gives its rows to
+        `claimed_rows`."""
         limit = int(limit)
         if limit < 1 or (turn is not None and limit != 1):
             raise ValueError("limit inválido para o claim")
@@ -274,19 +298,48 @@ class TaskRepository:
         params["due_from"] = position.probe_from()
         lean = turn is None and not self.empty_claim_probe
         name, sql = self._claim_statement(query, params["pos_from"] is None, lean, limit)
+        return ClaimCall(name, sql, params, lean)
+
+    def claim_ahead_ready(self) -> bool:
+        """Whether a claim built now sends nothing before it (no xmin-horizon read due,
+        the row's form decided), so that it can be built inside a task's transaction for
+        its COMMIT."""
+        return (self.position is not None and self._json_claim is not None
+                and not self.position.pin_check_due())
+
+    def _claims_json(self) -> bool:
+        """Whether the per-task claim returns its row as one JSON value: decided once,
+        from the table's column types (db/claimed_row.py)."""
+        if self._json_claim is None:
+            rows = self.session.fetch_all(
+                raw_queries(self.dialect, "catalog.sql")["catalog_tarefa_types"],
+                {"table": self.dialect.quote_table(self.queue_table)})
+            self._json_claim = claimed_row.json_safe((r["name"], r["type"]) for r in rows)
+            if not self._json_claim:
+                logger.info("Fila %s: colunas de tipos diferentes dos do DDL; o claim lê a "
+                            "linha coluna a coluna", self.queue_table)
+        return self._json_claim
+
+    def claimed_rows(self, claim: ClaimCall, rows: List[dict]) -> List[dict]:
+        """The `tarefa` dicts of a claim's rows (task_claim_locked's answer), the claim
+        position moved and the idle probe kept (see take_empty_claim_due)."""
         self._claim_probe = self._claim_besides = None
-        rows = self.session.fetch_all_prepared(name, sql, params)
-        if not lean and len(rows) == 1 and rows[0]["id"] is None:
+        if not claim.lean and len(rows) == 1 and rows[0]["id"] is None:
             # nothing claimed: the probe's row
             value = rows[0]["nsjq_next_due"]
             self._claim_probe = (None if value is None else float(value),)
             return []
+        keep = claim.params["keep"]
         for row in rows:
             value = row.pop("nsjq_next_due", None)
-            if params["keep"]:
+            if keep:
                 self._claim_besides = (None if value is None else float(value),)
-        rows = [_normalize(r) for r in rows]
-        position.note(rows)
+        if claim.name.endswith("_j"):
+            rows = [self._decoded(r) for r in rows]
+        else:
+            rows = [_normalize(r) for r in rows]
+        assert self.position is not None
+        self.position.note(rows)
         return rows
 
     def task_locks_release_stale(self, lock_ns: int, keep: Sequence[int] = (),
@@ -299,6 +352,18 @@ class TaskRepository:
                   "keep_raw": [int(i) for i in keep_raw]}
         rows = self.session.fetch_all(self.q["task_locks_release_stale"], params)
         return sum(1 for r in rows if r["released"])
+
+    def _decoded(self, row: dict) -> dict:
+        """A claimed row of the JSON form as the `tarefa` dict (the statement's own
+        nsjq_* columns kept); a value the parser does not take: the row as it is now, read
+        in the column form (it is this session's, 'processando')."""
+        try:
+            tarefa = claimed_row.tarefa_from_json(row.pop("tarefa_json"))
+        except ValueError:
+            tarefa = self.task_get(row["id"]) or {}
+        if "nsjq_turn_released" in row:
+            tarefa["nsjq_turn_released"] = row["nsjq_turn_released"]
+        return tarefa
 
     def take_empty_claim_due(self) -> Optional[Tuple[Optional[float]]]:
         """What task_seconds_to_next_due would answer, as read by the last claim of
@@ -335,10 +400,16 @@ class TaskRepository:
                 if not (sql.startswith(head) and sql.endswith(tail)):
                     raise AssertionError("claim sem a forma WITH c AS (...) tail")
                 sql, name = sql[len(head):-len(tail)], f"{name}_lean"
+            name = f"{name}_{limit}"
+            if self._claims_json():
+                returning = "RETURNING " + self.q.tarefa_cols
+                if returning not in sql:
+                    raise AssertionError("claim sem RETURNING {tarefa_cols}")
+                sql = sql.replace(returning, "RETURNING " + self.q.claimed_json)
+                name += "_j"
             # The limit is part of the statement (one prepared statement per limit): see
             # the SQL.
-            got = self._claim_sql[key] = (f"{name}_{limit}",
-                                          sql.replace("%(limit)s", str(limit)))
+            got = self._claim_sql[key] = (name, sql.replace("%(limit)s", str(limit)))
         return got
 
     def _from_start(self, sql: str, name: str, params: dict,

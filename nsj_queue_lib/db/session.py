@@ -12,7 +12,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db import mysql_driver
@@ -272,6 +283,19 @@ def postgres_chains(server_version: int) -> bool:
     return server_version >= POSTGRES_CHAIN_VERSION
 
 
+@dataclass
+class CommitRider:
+    """A statement sent with a COMMIT (`DbSession.send_with_commit`): its text and the
+    arguments psycopg2 binds, what receives its rows, what is told of an error, and
+    what tells, after an error of the message, whether the COMMIT went through."""
+
+    text: str
+    args: tuple
+    on_rows: Callable[[List[dict]], None]
+    on_error: Callable[[BaseException, bool], None]
+    committed: Callable[[], bool]
+
+
 class DbSession:
     """Owns one connection: runs named statements and explicit transactions."""
 
@@ -281,6 +305,9 @@ class DbSession:
         self.in_transaction = False
         self.commits = 0  # COMMITs that succeeded on this session
         self._after_commit: List[Callable[[], None]] = []  # of the open transaction
+        # PostgreSQL: a statement sent in the same message as the open transaction's
+        # COMMIT (`send_with_commit`)
+        self._rider: Optional[CommitRider] = None
         self._prepared: Dict[str, List[str]] = {}
         # prepared statement name -> its EXECUTE text (PostgreSQL: up to its arguments)
         self._calls: Dict[str, str] = {}
@@ -407,25 +434,40 @@ class DbSession:
     def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
         if self.dialect.name == "mysql":
             return self._run_prepared_mariadb(name, sql, params, fetch)
-        order = self._prepared.get(name)
-        if order is None:
-            *before, main = [part for part in sql.split(";\n") if part.strip()]
-            order = []
+        if name not in self._prepared:
+            self._prepare(name, sql)
+        text, args = self._execute_text(name, params)
+        return self._run(text, args, fetch, True)
 
-            def positional(match: Any) -> str:
-                key = match.group(1)
-                if key not in order:
-                    order.append(key)
-                return f"${order.index(key) + 1}"
+    def _prepare(self, name: str, sql: str) -> None:
+        """PostgreSQL: PREPARE `name` (the last statement of `sql`) and build its EXECUTE."""
+        *before, main = [part for part in sql.split(";\n") if part.strip()]
+        order: List[str] = []
 
-            self.execute(f"PREPARE {name} AS " + _NAMED_PARAM.sub(positional, main))
-            self._prepared[name] = order
-            prefix = "".join(f"{stmt.strip()}; " for stmt in before)
-            # (a name always stands for the same text: built once, like the PREPARE)
-            self._calls[name] = (f"{prefix}EXECUTE {name}(" if order
-                                 else f"{prefix}EXECUTE {name}")
+        def positional(match: Any) -> str:
+            key = match.group(1)
+            if key not in order:
+                order.append(key)
+            return f"${order.index(key) + 1}"
+
+        self.execute(f"PREPARE {name} AS " + _NAMED_PARAM.sub(positional, main))
+        self._prepared[name] = order
+        prefix = "".join(f"{stmt.strip()}; " for stmt in before)
+        # (a name always stands for the same text: built once, like the PREPARE)
+        self._calls[name] = f"{prefix}EXECUTE {name}(" if order else f"{prefix}EXECUTE {name}"
+
+    def prepared_text(self, name: str, params: Mapping[str, Any]) -> Optional[Tuple[str, tuple]]:
+        """PostgreSQL: (EXECUTE text, the arguments psycopg2 still binds) of the prepared
+        statement `name` with `params`, for `send_with_commit`; None when `name` is not
+        prepared on this session yet (nothing is sent here)."""
+        if self.dialect.name != "postgres" or name not in self._prepared:
+            return None
+        return self._execute_text(name, params)
+
+    def _execute_text(self, name: str, params: Mapping[str, Any]) -> Tuple[str, tuple]:
+        order = self._prepared[name]
         if not order:
-            return self._run(self._calls[name], (), fetch, True)
+            return self._calls[name], ()
         # The arguments psycopg2 would adapt one by one (an adapter object per value, ~9k
         # instructions per int) written in here as the very text it makes of them: int
         # as str() (a space before a minus), None as NULL, bool as true/false; any other
@@ -444,7 +486,7 @@ class DbSession:
             else:
                 texts.append("%s")
                 rest.append(value)
-        return self._run(self._calls[name] + ", ".join(texts) + ")", tuple(rest), fetch, True)
+        return self._calls[name] + ", ".join(texts) + ")", tuple(rest)
 
     def _is_mariadb(self) -> bool:
         """MariaDB, from the connection's handshake (no statement); asked once."""
@@ -503,6 +545,7 @@ class DbSession:
     # -- transactions -----------------------------------------------------
     def begin(self) -> None:
         self._after_commit.clear()
+        self._rider = None
         self._chain_next = False
         if self._chained:
             self._chained = False  # already open, started by the last COMMIT AND CHAIN
@@ -565,9 +608,47 @@ class DbSession:
         whatever other transactions the session commits afterwards."""
         self._after_commit.append(callback)
 
+    def send_with_commit(self, rider: CommitRider) -> None:
+        """PostgreSQL: send `rider.text` in the same message as the open transaction's
+        COMMIT (one round trip): it runs once the COMMIT succeeded, in an implicit
+        transaction of its own (a statement before the COMMIT would join the task's
+        transaction).  `rider.on_rows` gets its rows; should the message fail, whether the
+        COMMIT went through is asked of `rider.committed` (the server answers one error for
+        the message), then `rider.on_error(exc, committed)`; only a failed COMMIT raises.
+        A rollback (or the next BEGIN) drops the rider unsent."""
+        if self.in_transaction and self.dialect.name == "postgres":
+            self._rider = rider
+
     def commit(self) -> None:
+        rider, self._rider = self._rider, None
+        if rider is not None:
+            self._commit_with(rider)
+            return
         chain, self._chain_next = self._chain_next, False
         self._run("COMMIT AND CHAIN" if chain else "COMMIT", None, "none", self._keep)
+        self._committed(chain)
+
+    def _commit_with(self, rider: CommitRider) -> None:
+        """COMMIT and the rider's statement in one message (see send_with_commit)."""
+        self._chain_next = False
+        try:
+            rows = self._run("COMMIT; " + rider.text, rider.args, "all", True)
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            committed = rider.committed()
+            if committed:
+                self._committed(False)
+            else:
+                self.in_transaction = False
+            rider.on_error(exc, committed)
+            if not committed:
+                raise
+            return
+        self._committed(False)
+        rider.on_rows(rows)
+
+    def _committed(self, chain: bool) -> None:
         self.in_transaction = False
         # Chained only if the server says a transaction is open now: SingleStore (even
         # reached as DB_DRIVER=MYSQL) accepts AND CHAIN and ignores it, and `begin()`
@@ -582,6 +663,7 @@ class DbSession:
         """Roll back; a lost connection is not an error here (the server rolled back)."""
         self.in_transaction = False
         self._after_commit.clear()
+        self._rider = None
         self._chain_next = self._chained = False
         try:
             self._run("ROLLBACK", None, "none", self._keep)

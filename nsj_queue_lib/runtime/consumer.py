@@ -87,6 +87,8 @@ class Consumer:
         # None while connected; else why not (the heartbeat reports it: the worker keeps
         # no connection of its own just to check the database).
         self.db_problem: Optional[str] = None
+        # After the task running now, the next step is a claim (not the listener turn).
+        self._claim_next = False
 
     def run(self) -> None:
         reconnecting(self.settings, self.stop, self._serve, texts=CONSUMER_TEXTS,
@@ -125,6 +127,8 @@ class Consumer:
                 self.on_connect(session)
             busy = BUSY_FIRST
             gate = self._gate = PauseGate(session, settings.queue_table, fleet=repo.fleet)
+            if batch_runner is None:
+                guard.claim_next = self._claims_next
             # (MySQL native: a stop ends a wait for the idle turn; the turn's probe reads
             # the pause flag)
             notifier.attach(self.stop.is_set, gate.note)
@@ -166,6 +170,8 @@ class Consumer:
                 elif tarefa is not None:
                     if tarefa["origem"] == SCHEDULE_ORIGIN:  # (the queue has schedules)
                         gate.schedules.poke()
+                    # (after it: back to the listener turn, or claim at once; see below)
+                    self._claim_next = turn is None or not (turn.kept or woke)
                     self.observer.claimed(tarefa)
                     self.observer.finished_task(tarefa, runner.run(tarefa))
                     self.tasks_done += 1
@@ -200,6 +206,13 @@ class Consumer:
             notifier.close()
             if guard is not None:
                 guard.close()
+
+    def _claims_next(self) -> bool:
+        """Asked by the guard at a task's success (inside its transaction, so nothing is
+        read from the database here): whether the loop's next step is a claim."""
+        gate = self._gate
+        return (self._claim_next and not self.stop.is_set()
+                and not (gate is not None and gate.paused) and not self.slots.due())
 
     @property
     def pause_state(self) -> dict:

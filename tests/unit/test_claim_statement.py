@@ -9,8 +9,10 @@ class _Session:
     dialect = POSTGRES
 
 
-def _repo(legacy: bool) -> TaskRepository:
-    return TaskRepository(_Session(), "s.fila", legacy=legacy)  # type: ignore[arg-type]
+def _repo(legacy: bool, json: bool = False) -> TaskRepository:
+    repo = TaskRepository(_Session(), "s.fila", legacy=legacy)  # type: ignore[arg-type]
+    repo._json_claim = json  # (decided from the catalog on a real session)
+    return repo
 
 
 def test_claim_from_start_is_the_single_scan():
@@ -20,6 +22,7 @@ def test_claim_from_start_is_the_single_scan():
         for lean in (False, True):
             name, sql = repo._claim_statement(query, True, lean, 1)
             assert "_full" in name and name.endswith("_1")
+            assert "json_build_array" not in sql
             assert "prioridade >" not in sql and "pos_prio" not in sql  # not part_claim_pick
             assert "%(limit)s" not in sql and "LIMIT 1" in sql
             name, sql = repo._claim_statement(query, False, lean, 1)
@@ -35,3 +38,19 @@ def test_lean_claim_is_the_update_alone():
     full_name, full_sql = repo._claim_statement("task_claim_locked", True, False, 1)
     assert full_name == "nsjq_claim_full_1" and "nsjq_turn_released" in full_sql
     assert repo._claim_statement("task_claim_locked", True, True, 1)[1] is sql  # cached
+
+
+def test_json_claim_returns_the_id_and_one_text_value():
+    for legacy in (False, True):
+        query = "task_claim_locked_compat" if legacy else "task_claim_locked"
+        repo, plain = _repo(legacy, json=True), _repo(legacy)
+        for full in (False, True):
+            for lean in (False, True):
+                name, sql = repo._claim_statement(query, full, lean, 1)
+                plain_name, plain_sql = plain._claim_statement(query, full, lean, 1)
+                assert name == plain_name + "_j"  # its own prepared statement
+                returning = sql.split("RETURNING ", 1)[1]
+                assert returning.startswith("t.id, json_build_array(t.id, t.id_inicial, ")
+                assert "::text AS tarefa_json" in returning
+                # the same statement but for its RETURNING list
+                assert sql.split("RETURNING ", 1)[0] == plain_sql.split("RETURNING ", 1)[0]

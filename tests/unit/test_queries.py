@@ -53,6 +53,8 @@ def test_repository_asks_only_for_existing_queries():
     known = set(raw_queries(POSTGRES)) | set(raw_queries(MYSQL))
     # (and MySQL native's idle turn, in a file of its own: coordination/mysql_turn.py)
     known |= set(raw_queries(MYSQL, "turn.sql"))
+    # (and the catalog reads of PostgreSQL, such as the claim's column types)
+    known |= set(raw_queries(POSTGRES, "catalog.sql"))
     assert USED - known == set()
 
 

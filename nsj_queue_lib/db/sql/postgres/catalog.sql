@@ -62,3 +62,13 @@ SELECT c.relname AS name, pg_get_viewdef(c.oid) AS definition
 
 -- name: catalog_quote_ident
 SELECT quote_ident(%(name)s) AS quoted
+
+-- name: catalog_tarefa_types
+-- The type of each column of a queue table (%(table)s: its quoted name), read once per
+-- worker session: the per-task claim returns its row as one JSON value only when every
+-- column's JSON form maps back exactly (db/claimed_row.py).
+SELECT a.attname AS name, a.atttypid::regtype::text AS type
+  FROM pg_attribute a
+ WHERE a.attrelid = %(table)s::regclass
+   AND a.attnum > 0
+   AND NOT a.attisdropped
