@@ -42,6 +42,11 @@ __all__ = ["ADMIN_NOTIFY", "ADMIN_PURGE", "ADMIN_RETRY", "HALT_PAYLOAD", "LockKe
            "admin_lock_key", "task_lock_key"]
 
 
+class TaskTakenOver(Exception):
+    """The success mark sent with the task's COMMIT found the task no longer
+    'processando' (`TaskGuard.finish_at_commit`): nothing was committed."""
+
+
 @dataclass(frozen=True)
 class Notification:
     """One wake-up: the channel it came on and its payload ('' or 'HALT')."""
@@ -189,6 +194,13 @@ class TaskGuard(Protocol):
 
     def finish(self, tarefa: dict, message: str) -> bool:
         """Mark the task 'sucesso' with `message`, inside its transaction."""
+
+    def finish_at_commit(self, tarefa: dict, message: str) -> bool:
+        """`finish`, for a caller that commits right after with nothing in between: a
+        guard may send the mark with the COMMIT instead (one round trip less), and then
+        the commit raises TaskTakenOver for a task no longer 'processando'.  Default:
+        `finish`."""
+        return self.finish(tarefa, message)
 
     def release(self, tarefa: dict) -> None:
         """Free the task's lock (idempotent; after commit or rollback)."""

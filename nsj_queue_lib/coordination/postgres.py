@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import select
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import (
@@ -19,6 +19,7 @@ from nsj_queue_lib.coordination.base import (
     Notification,
     Notifier,
     TaskGuard,
+    TaskTakenOver,
     task_lock_key,
 )
 from nsj_queue_lib.coordination.keys import legacy_task_key
@@ -26,7 +27,13 @@ from nsj_queue_lib.coordination.listener_turn import ListenerTurn
 from nsj_queue_lib.coordination.pg_locker import PgLocker
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import SUCESSO, TaskRepository
-from nsj_queue_lib.db.session import CommitRider, DbSession, is_connection_error
+from nsj_queue_lib.db.session import (
+    AFTER_COMMIT,
+    BEFORE_COMMIT,
+    CommitRider,
+    DbSession,
+    is_connection_error,
+)
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
@@ -107,6 +114,11 @@ _STALE_RUNS = 4
 # average), and in exchange the turn does not change hands (one statement less per task).
 KEEP_TURN_RUN = 0.02
 RUN_WEIGHT = 0.25  # weight of the last task in that average
+
+
+def _taken_over(exc: BaseException) -> bool:
+    """The error task_finish_unlock_at_commit raises for a row no longer 'processando'."""
+    return getattr(exc, "pgcode", None) == "22P02" and "nsjq_taken_over" in str(exc)
 
 
 def _claim_order(tarefa: dict) -> tuple:
@@ -211,44 +223,64 @@ class PgGuard(TaskGuard):
             turn.keep(besides[0] if besides is not None else None, rows[0]["id"])
         return sorted(rows, key=_claim_order) if len(rows) > 1 else rows
 
-    def _claim_with_commit(self, task_id: int) -> None:
-        """Claim-ahead: have the next claim sent with the COMMIT of task `task_id`'s
+    def _claim_with_commit(self, task_id: int) -> Optional[Tuple[Any, ...]]:
+        """Claim-ahead: the next claim, to be sent with the COMMIT of task `task_id`'s
         transaction (one round trip less per task); its result is what the next `claim()`
         returns.  Only when the consumer's next step is that claim (`claim_next`), no
         listener turn is held (its claims hand the turn on, or keep it), and the claim's
-        statement is prepared and needs no statement of its own first; else the claim
-        comes after the commit as before.  The claim runs after the COMMIT, in a
+        statement is prepared and needs no statement of its own first; else None: the
+        claim comes after the commit as before.  The claim runs after the COMMIT, in a
         transaction of its own, with the same statement: the task becomes 'processando'
         (visible) and locked at once, exactly as a claim of its own would leave it.
 
         In mixed-fleet mode 1.2.2's key of the task just finished, given back only after
-        its commit, rides on that claim too (it runs after the commit)."""
+        its commit, rides on that claim too (it runs after the commit).
+        Returns (the claim, its EXECUTE text and arguments, legacy, the carried key)."""
         if self.claim_next is None or not self.claim_next():
-            return
+            return None
         if (self._turn is not None and self._turn.held) or not self.repo.claim_ahead_ready():
-            return
+            return None
         legacy = self.repo.legacy
         if legacy and not self._legacy.issuperset(self._running):
-            return  # the mode changed: the keys are taken before a claim (claim())
+            return None  # the mode changed: the keys are taken before a claim (claim())
         carried = task_id if task_id in self._legacy else None
         unlock = self._deferred
         if carried is not None:
             if unlock is not None:
-                return  # two keys to give back: left to the claim after the commit
+                return None  # two keys to give back: left to the claim after the commit
             unlock = carried
         claim = self.repo.claim_call(self.lock_ns, 1, unlock=unlock, legacy=legacy)
         call = self.repo.session.prepared_text(claim.name, claim.params)
         if call is None:
-            return  # (prepared by the first claim of its variant, outside a transaction)
+            return None  # (prepared by the first claim of its variant, outside a transaction)
+        return claim, call, legacy, carried
+
+    def _send_with_commit(self, task_id: int, finish: Optional[Tuple[str, tuple]]) -> None:
+        """Have the task's success mark (`finish`: its EXECUTE, or None when already sent)
+        and the next claim (when `_claim_with_commit` allows it) sent with its COMMIT."""
+        ahead = self._claim_with_commit(task_id)
+        if finish is None and ahead is None:
+            return
 
         def on_rows(rows: List[dict]) -> None:
-            self._deferred, self._carried = None, carried
-            self._ahead = self._claimed(self.repo.claimed_rows(claim, rows), legacy)
+            if finish is not None:
+                self._released.add(task_id)  # (the mark released the lock)
+            if ahead is not None:
+                claim, _, legacy, carried = ahead
+                self._deferred, self._carried = None, carried
+                self._ahead = self._claimed(self.repo.claimed_rows(claim, rows), legacy)
 
-        def on_error(exc: BaseException, committed: bool) -> None:
-            if not committed:
-                return  # the COMMIT failed: nothing after it ran
+        def on_error(exc: BaseException, where: str) -> None:
+            if where == BEFORE_COMMIT:
+                if finish is not None and _taken_over(exc):
+                    raise TaskTakenOver(task_id) from exc
+                return  # (an error of the task's transaction: the runner rolls back)
+            if finish is not None:
+                self._released.add(task_id)  # the mark ran, and released the lock
+            if where != AFTER_COMMIT or ahead is None:
+                return
             logger.debug("Claim enviado com o COMMIT falhou: %s", exc)
+            carried = ahead[3]
             self._carried = carried
             if carried is not None:
                 self._deferred = carried  # released or not: _after_failed_claim asks
@@ -258,7 +290,8 @@ class PgGuard(TaskGuard):
             row = self.repo.task_get(task_id)
             return row is not None and row["status"] == SUCESSO
 
-        self.repo.session.send_with_commit(CommitRider(*call, on_rows, on_error, committed))
+        self.repo.session.send_with_commit(CommitRider(
+            finish, ahead[1] if ahead is not None else None, on_rows, on_error, committed))
 
     def claimed_ahead(self) -> List[int]:
         return [row["id"] for row in self._ahead or ()]
@@ -320,8 +353,23 @@ class PgGuard(TaskGuard):
             # pg_advisory_unlock is not transactional: the lock is gone from here on,
             # and the row stays locked by the UPDATE until the commit.
             self._released.add(tarefa["id"])
-            self._claim_with_commit(tarefa["id"])
+            self._send_with_commit(tarefa["id"], None)
         return done
+
+    def finish_at_commit(self, tarefa: dict, message: str) -> bool:
+        """The success mark sent with the task's COMMIT (and the next claim, see
+        `_claim_with_commit`): one message for the three.  A task taken over meanwhile
+        fails that message before its COMMIT: the commit raises TaskTakenOver."""
+        task_id = tarefa["id"]
+        name, sql, params = self.repo.finish_at_commit_call(
+            task_id, message, task_lock_key(self.queue_table, task_id))
+        session = self.repo.session
+        session.prepare(name, sql)  # (once per session; a PREPARE outlives a rollback)
+        finish = session.prepared_text(name, params)
+        if finish is None:
+            return self.finish(tarefa, message)
+        self._send_with_commit(task_id, finish)
+        return True
 
     def release(self, tarefa: dict) -> None:
         task_id = tarefa["id"]

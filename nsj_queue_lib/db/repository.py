@@ -609,6 +609,14 @@ class TaskRepository:
         sql = self.q["task_finish_unlock"]
         return self.session.fetch_one_prepared("nsjq_finish", sql, params) is not None
 
+    def finish_at_commit_call(self, task_id: int, mensagem: str,
+                              key: LockKey) -> Tuple[str, str, dict]:
+        """PostgreSQL: (prepared name, SQL, parameters) of task_finish_unlock_at_commit,
+        not sent: the caller sends it with the task's COMMIT (PgGuard)."""
+        params = {"id": task_id, "mensagem": self._message(mensagem),
+                  "lock_ns": key[0], "lock_id": key[1]}
+        return "nsjq_finish_at_commit", self.q["task_finish_unlock_at_commit"], params
+
     def task_fail(self, task_id: int, status: str, mensagem: str, requeue: bool,
                   delay_seconds: float) -> bool:
         params = {"id": task_id, "status": status, "mensagem": self._message(mensagem),

@@ -283,16 +283,26 @@ def postgres_chains(server_version: int) -> bool:
     return server_version >= POSTGRES_CHAIN_VERSION
 
 
+# Where the message of DbSession.send_with_commit failed (CommitRider.on_error):
+BEFORE_COMMIT = "before"  # in `before`: the transaction is still open, aborted
+AT_COMMIT = "commit"  # the COMMIT itself: rolled back, nothing after it ran
+AFTER_COMMIT = "after"  # in `after`: the transaction committed
+
+
 @dataclass
 class CommitRider:
-    """A statement sent with a COMMIT (`DbSession.send_with_commit`): its text and the
-    arguments psycopg2 binds, what receives its rows, what is told of an error, and
-    what tells, after an error of the message, whether the COMMIT went through."""
+    """Statements sent in one message with a COMMIT (`DbSession.send_with_commit`):
+    `before` (the transaction's last statement) and `after` (run once it committed), each
+    an EXECUTE text and the arguments psycopg2 binds (None: nothing); what receives the
+    rows of the message's last statement, what is told of an error (and where: BEFORE_COMMIT,
+    AT_COMMIT or AFTER_COMMIT; it may raise an exception of its own instead of the
+    driver's), and what tells, after an error once the transaction has ended, whether the
+    COMMIT went through."""
 
-    text: str
-    args: tuple
+    before: Optional[Tuple[str, tuple]]
+    after: Optional[Tuple[str, tuple]]
     on_rows: Callable[[List[dict]], None]
-    on_error: Callable[[BaseException, bool], None]
+    on_error: Callable[[BaseException, str], None]
     committed: Callable[[], bool]
 
 
@@ -456,6 +466,12 @@ class DbSession:
         # (a name always stands for the same text: built once, like the PREPARE)
         self._calls[name] = f"{prefix}EXECUTE {name}(" if order else f"{prefix}EXECUTE {name}"
 
+    def prepare(self, name: str, sql: str) -> None:
+        """PostgreSQL: PREPARE `name` now if not yet (also inside a transaction: a
+        prepared statement outlives the transaction's rollback)."""
+        if self.dialect.name == "postgres" and name not in self._prepared:
+            self._prepare(name, sql)
+
     def prepared_text(self, name: str, params: Mapping[str, Any]) -> Optional[Tuple[str, tuple]]:
         """PostgreSQL: (EXECUTE text, the arguments psycopg2 still binds) of the prepared
         statement `name` with `params`, for `send_with_commit`; None when `name` is not
@@ -609,13 +625,14 @@ class DbSession:
         self._after_commit.append(callback)
 
     def send_with_commit(self, rider: CommitRider) -> None:
-        """PostgreSQL: send `rider.text` in the same message as the open transaction's
-        COMMIT (one round trip): it runs once the COMMIT succeeded, in an implicit
-        transaction of its own (a statement before the COMMIT would join the task's
-        transaction).  `rider.on_rows` gets its rows; should the message fail, whether the
-        COMMIT went through is asked of `rider.committed` (the server answers one error for
-        the message), then `rider.on_error(exc, committed)`; only a failed COMMIT raises.
-        A rollback (or the next BEGIN) drops the rider unsent."""
+        """PostgreSQL: have the open transaction's COMMIT sent in one message with
+        `rider.before` (the transaction's last statement) and `rider.after` (it runs once
+        the COMMIT succeeded, in an implicit transaction of its own: a statement before
+        the COMMIT would join the task's transaction): one round trip for all three.
+        `rider.on_rows` gets the rows of the last statement.  The server answers one
+        error for the whole message: it tells `rider.on_error` where (asking
+        `rider.committed` when the transaction is over), and the commit raises unless the
+        COMMIT went through.  A rollback (or the next BEGIN) drops the rider unsent."""
         if self.in_transaction and self.dialect.name == "postgres":
             self._rider = rider
 
@@ -629,24 +646,42 @@ class DbSession:
         self._committed(chain)
 
     def _commit_with(self, rider: CommitRider) -> None:
-        """COMMIT and the rider's statement in one message (see send_with_commit)."""
+        """COMMIT with the rider's statements in one message (see send_with_commit)."""
         self._chain_next = False
+        texts, args = [], ()
+        if rider.before is not None:
+            texts.append(rider.before[0])
+            args += rider.before[1]
+        texts.append("COMMIT")
+        if rider.after is not None:
+            texts.append(rider.after[0])
+            args += rider.after[1]
         try:
-            rows = self._run("COMMIT; " + rider.text, rider.args, "all", True)
+            rows = self._run("; ".join(texts), args, "all", True)
         except DatabaseUnavailable:
             raise
         except Exception as exc:
-            committed = rider.committed()
-            if committed:
-                self._committed(False)
-            else:
-                self.in_transaction = False
-            rider.on_error(exc, committed)
-            if not committed:
+            if not self.transaction_idle():
+                rider.on_error(exc, BEFORE_COMMIT)  # (the caller rolls back)
                 raise
+            committed = rider.committed()
+            if not committed:
+                self.in_transaction = False
+                rider.on_error(exc, AT_COMMIT)
+                raise
+            self._committed(False)
+            rider.on_error(exc, AFTER_COMMIT)
             return
         self._committed(False)
         rider.on_rows(rows)
+
+    def transaction_idle(self) -> bool:
+        """PostgreSQL: no transaction open on the server after the last answer (libpq's
+        transaction status)."""
+        import psycopg2.extensions
+
+        return (self.conn.info.transaction_status
+                == psycopg2.extensions.TRANSACTION_STATUS_IDLE)
 
     def _committed(self, chain: bool) -> None:
         self.in_transaction = False

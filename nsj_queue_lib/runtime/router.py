@@ -132,6 +132,11 @@ class Router(Protocol):
     def before_commit(self, ctx: TaskContext) -> None:
         """Called right before the queue transaction commits a success."""
 
+    def commits_before(self, ctx: TaskContext) -> bool:
+        """Whether `before_commit` commits something of its own for this task (a tenant
+        transaction): the task's success mark must then be known before it (the runner
+        does not send the mark with the COMMIT).  A router without this method: True."""
+
     def after_task(self, ctx: TaskContext, ok: bool) -> None:
         """Called once the task is over (committed, rolled back or failed)."""
 
@@ -168,6 +173,9 @@ class TaskRouter:
         """Commit the tenant transaction right before the queue's own commit."""
         if ctx.tenant_raw is not None:
             ctx.tenant_raw.commit()
+
+    def commits_before(self, ctx: TaskContext) -> bool:
+        return ctx.tenant_raw is not None
 
     def after_task(self, ctx: TaskContext, ok: bool) -> None:
         """Return the tenant connection to the pool (rolled back unless committed)."""

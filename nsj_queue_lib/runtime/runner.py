@@ -6,7 +6,7 @@ import logging
 from typing import Any, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import TaskGuard
+from nsj_queue_lib.coordination.base import TaskGuard, TaskTakenOver
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import is_connection_error
 from nsj_queue_lib.exceptions import DatabaseUnavailable, NsjQueueError, TaskDeferred
@@ -95,13 +95,17 @@ class TaskRunner:
                 session.rollback()
                 return None
             result = self.router.route(ctx)
-            if not self._finish(tarefa, success_message(result, task_id)):
-                session.rollback()
-                logger.warning("Tarefa %s deixou de estar 'processando' (resgatada por outro "
-                               "worker); o trabalho desta execução foi desfeito", task_id)
-                return None
+            # (nothing of the router's own to commit first: the success mark may go with
+            # the COMMIT, TaskGuard.finish_at_commit)
+            commits_before = getattr(self.router, "commits_before", None)
+            at_commit = commits_before is not None and not commits_before(ctx)
+            if not self._finish(tarefa, success_message(result, task_id), at_commit):
+                return self._taken_over(task_id)
             self.router.before_commit(ctx)
-            session.commit()
+            try:
+                session.commit()
+            except TaskTakenOver:
+                return self._taken_over(task_id)
             logger.debug("Tarefa %s concluída", task_id)
             return True
         except KeyboardInterrupt:
@@ -121,7 +125,13 @@ class TaskRunner:
             self._record_failure(tarefa, error)
             return False
 
-    def _finish(self, tarefa: dict, message: str) -> bool:
+    def _taken_over(self, task_id: int) -> None:
+        self.session.rollback()
+        logger.warning("Tarefa %s deixou de estar 'processando' (resgatada por outro "
+                       "worker); o trabalho desta execução foi desfeito", task_id)
+        return None
+
+    def _finish(self, tarefa: dict, message: str, at_commit: bool = False) -> bool:
         """The success UPDATE.  The repository makes any text storable; should the
         database still refuse it (a MySQL column in a narrower charset, in strict
         mode), the UPDATE is repeated with an ASCII-only message: the task's
@@ -132,6 +142,8 @@ class TaskRunner:
         task's work included; that, like any other error, is a task failure.
         (PostgreSQL is covered by `storable`.)"""
         try:
+            if at_commit:
+                return self.guard.finish_at_commit(tarefa, message)
             return self.guard.finish(tarefa, message)
         except Exception as exc:
             if self.session.dialect.name == "postgres" or not _refused_value(exc):

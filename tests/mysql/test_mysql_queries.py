@@ -15,6 +15,7 @@ PARAM = re.compile(r"%\((\w+)\)s")
 
 # Queries of one backend's own claim exist only in that dialect's file.
 POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch",
+                 "task_finish_unlock_at_commit",
                  # 1.2.2-compatible claim keys (coordination/keys.py)
                  "task_claim_locked_compat", "task_claim_batch_compat",
                  # locks a failed claim took (coordination/postgres.py PgGuard)

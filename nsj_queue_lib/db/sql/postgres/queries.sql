@@ -2,7 +2,7 @@
 -- Each block starts with "-- name: <name>"; {table}, {sub_table} and {tarefa_cols}
 -- are identifiers rendered once at start-up; values are always %(name)s parameters.
 -- The MySQL file has the same names, except the queries of this backend's own claim
--- (task_claim_locked, task_finish_unlock, notify); bodies identical in both dialects are in
+-- (task_claim_locked, task_finish_unlock(_at_commit), notify); bodies identical in both dialects are in
 -- sql/common/queries.sql.
 
 -- name: task_insert
@@ -298,6 +298,24 @@ UPDATE {table}
    SET status = 'sucesso', mensagem = %(mensagem)s
  WHERE id = %(id)s AND status = 'processando'
 RETURNING pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+
+-- name: task_finish_unlock_at_commit
+-- task_finish_unlock sent in the same message as the task's COMMIT (PgGuard): the message
+-- cannot look at the UPDATE's row count before the COMMIT, so a row no longer
+-- 'processando' (the task was taken over by a rescue) fails the statement instead: the
+-- COMMIT after it is then skipped and the task's work is rolled back, as a False from
+-- task_finish_unlock did.  The failure is a cast of a text made with count(*) (not a
+-- constant, so never evaluated while planning): SQLSTATE 22P02 with 'nsjq_taken_over' in
+-- its text.
+WITH u AS (
+UPDATE {table}
+   SET status = 'sucesso', mensagem = %(mensagem)s
+ WHERE id = %(id)s AND status = 'processando'
+RETURNING pg_advisory_unlock(%(lock_ns)s, %(lock_id)s)
+)
+SELECT CASE WHEN count(*) = 1 THEN 1
+            ELSE ('nsjq_taken_over: ' || count(*) || ' rows')::int END AS done
+  FROM u
 
 -- name: task_lock_waiting
 -- Client/server mode, inside the finishing task's transaction: the rows of the ids the
