@@ -268,7 +268,13 @@ class PgGuard(TaskGuard):
             if ahead is not None:
                 claim, _, legacy, carried = ahead
                 self._deferred, self._carried = None, carried
-                self._ahead = self._claimed(self.repo.claimed_rows(claim, rows), legacy)
+                try:
+                    tarefas = self.repo.claimed_rows(claim, rows)
+                except Exception:  # (the task's commit stands: only the claim is undone)
+                    logger.exception("Tarefa pega com o COMMIT não lida; devolvida à fila")
+                    self._unclaim_rows(rows)
+                    return
+                self._ahead = self._claimed(tarefas, legacy)
 
         def on_error(exc: BaseException, where: str) -> None:
             if where == BEFORE_COMMIT:
@@ -292,6 +298,12 @@ class PgGuard(TaskGuard):
 
         self.repo.session.send_with_commit(CommitRider(
             finish, ahead[1] if ahead is not None else None, on_rows, on_error, committed))
+
+    def _unclaim_rows(self, rows: List[dict]) -> None:
+        """Claimed rows that could not be read: back to waiting, their locks released."""
+        for task_id in [row.get("id") for row in rows if row.get("id") is not None]:
+            self.repo.task_unclaim(task_id)
+        self._after_failed_claim(None)
 
     def claimed_ahead(self) -> List[int]:
         return [row["id"] for row in self._ahead or ()]

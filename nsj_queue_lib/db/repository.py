@@ -359,7 +359,7 @@ class TaskRepository:
         in the column form (it is this session's, 'processando')."""
         try:
             tarefa = claimed_row.tarefa_from_json(row.pop("tarefa_json"))
-        except ValueError:
+        except (ValueError, TypeError):
             tarefa = self.task_get(row["id"]) or {}
         if "nsjq_turn_released" in row:
             tarefa["nsjq_turn_released"] = row["nsjq_turn_released"]

@@ -73,6 +73,21 @@ def test_claimed_row_is_the_column_form_value_for_value(queue):
         session.close()
 
 
+def test_value_python_cannot_parse_from_json_is_read_in_the_column_form(queue):
+    task_id = queue.insert({"n": 1})
+    queue.sql(f"UPDATE {queue.qtable} SET proxima_tentativa = 'infinity' WHERE id = %s",
+              (task_id,))
+    guard, _ = _guard(queue, ahead=False)
+    try:
+        [tarefa] = guard.claim()
+        assert guard.repo._json_claim is True
+        assert tarefa == guard.repo.task_get(task_id)  # (psycopg2's own value for it)
+        assert queue.row(task_id)["status"] == "processando"
+    finally:
+        guard.close()
+        guard.repo.session.close()
+
+
 def test_column_of_another_type_keeps_the_column_form(queue):
     # (the DDL's views read the column; a table its owner altered has none, say)
     queue.sql(f"DROP VIEW {queue.quote(queue.schema)}.{queue.quote(queue.fila + '_cadeias')} "
