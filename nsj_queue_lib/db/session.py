@@ -315,7 +315,7 @@ class DbSession:
         self.in_transaction = False
         self.commits = 0  # COMMITs that succeeded on this session
         self._after_commit: List[Callable[[], None]] = []  # of the open transaction
-        # PostgreSQL: a statement sent in the same message as the open transaction's
+        # PostgreSQL: the statements sent in one message with the open transaction's
         # COMMIT (`send_with_commit`)
         self._rider: Optional[CommitRider] = None
         self._prepared: Dict[str, List[str]] = {}
