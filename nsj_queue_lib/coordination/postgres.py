@@ -301,8 +301,9 @@ class PgGuard(TaskGuard):
 
     def _unclaim_rows(self, rows: List[dict]) -> None:
         """Claimed rows that could not be read: back to waiting, their locks released."""
-        for task_id in [row.get("id") for row in rows if row.get("id") is not None]:
-            self.repo.task_unclaim(task_id)
+        for row in rows:
+            if row.get("id") is not None:
+                self.repo.task_unclaim(int(row["id"]))
         self._after_failed_claim(None)
 
     def claimed_ahead(self) -> List[int]:

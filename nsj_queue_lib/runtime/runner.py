@@ -100,12 +100,14 @@ class TaskRunner:
             commits_before = getattr(self.router, "commits_before", None)
             at_commit = commits_before is not None and not commits_before(ctx)
             if not self._finish(tarefa, success_message(result, task_id), at_commit):
-                return self._taken_over(task_id)
+                self._taken_over(task_id)
+                return None
             self.router.before_commit(ctx)
             try:
                 session.commit()
             except TaskTakenOver:
-                return self._taken_over(task_id)
+                self._taken_over(task_id)
+                return None
             logger.debug("Tarefa %s concluída", task_id)
             return True
         except KeyboardInterrupt:
@@ -129,7 +131,6 @@ class TaskRunner:
         self.session.rollback()
         logger.warning("Tarefa %s deixou de estar 'processando' (resgatada por outro "
                        "worker); o trabalho desta execução foi desfeito", task_id)
-        return None
 
     def _finish(self, tarefa: dict, message: str, at_commit: bool = False) -> bool:
         """The success UPDATE.  The repository makes any text storable; should the
