@@ -16,6 +16,12 @@ from nsj_queue_lib.db.session import DbSession
 from tests.fixtures.routers import in_process_runner, insert_effect
 
 
+@pytest.fixture
+def queue(pg_queue: Any) -> Any:
+    """A fresh PostgreSQL queue (the shared fixture, under the name these tests use)."""
+    return pg_queue
+
+
 def _guard(q: Any, *, legacy: bool = False, ahead: bool = True,
            lean: bool = True) -> Tuple[PgGuard, Any]:
     settings = q.settings()
