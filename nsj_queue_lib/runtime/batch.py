@@ -65,10 +65,15 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.coordination.base import Capabilities, TaskGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import is_connection_error
-from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
+from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable, TaskDeferred
 from nsj_queue_lib.runtime.failure import error_text, record_failure
 from nsj_queue_lib.runtime.router import Router, TaskContext
-from nsj_queue_lib.runtime.runner import _wants_traceback, success_message
+from nsj_queue_lib.runtime.runner import (
+    _wants_traceback,
+    defer_task,
+    run_followups,
+    success_message,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +181,8 @@ class BatchRunner:
         self._defer_after = 0.0  # monotonic time from which success marks are joint again
         # task id -> (runs that ended the batch's transaction, the last error raised)
         self._ended: OrderedDict[int, Tuple[int, Optional[str]]] = OrderedDict()
+        # Tasks whose handler asked for writes once the batch is over (ctx.followups)
+        self._followups: List[TaskContext] = []
 
     def run(self, batch: Batch) -> int:
         """Run every task of `batch` and commit; return how many tasks ran (0: the batch
@@ -184,6 +191,15 @@ class BatchRunner:
         Raises DatabaseUnavailable when the connection is lost (the server rolls the
         whole batch back; its tasks run again later).
         """
+        try:
+            return self._run(batch)
+        finally:
+            if self._followups:  # after the commit or the rollback, as TaskRunner does
+                pending, self._followups = self._followups, []
+                for ctx in pending:
+                    run_followups(self.repo, ctx)
+
+    def _run(self, batch: Batch) -> int:
         outcomes: List[Optional[bool]] = []
         seconds: List[float] = []
         marks: Optional[List[Tuple[int, str]]] = (
@@ -358,19 +374,25 @@ class BatchRunner:
             if is_connection_error(exc, session.conn) and not session.is_alive():
                 raise DatabaseUnavailable(
                     f"Conexão perdida durante o lote (tarefa {task_id}): {exc}") from exc
-            logger.error("Tarefa %s falhou: %s", task_id, error_text(exc),
-                         exc_info=_wants_traceback(exc))
+            if not isinstance(exc, TaskDeferred):
+                logger.error("Tarefa %s falhou: %s", task_id, error_text(exc),
+                             exc_info=_wants_traceback(exc))
             if not self.postgres:
                 # A deadlock (raised by the task, or caught before it raised) ended the
                 # whole transaction and its savepoints: give the batch up.
                 self._check_open(tarefa, error_text(exc))
             session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+            if isinstance(exc, TaskDeferred):  # back to waiting, same attempt (as TaskRunner does)
+                defer_task(self.repo, tarefa, exc)
+                return None
             if record_failure(self.repo, tarefa, error_text(exc), self.settings) is None:
                 logger.warning("Tarefa %s já não estava 'processando'; falha não registrada",
                                task_id)
             ok = False
             return ok
         finally:
+            if ctx.followups:
+                self._followups.append(ctx)
             try:
                 self.router.after_task(ctx, ok is True)
             except Exception:

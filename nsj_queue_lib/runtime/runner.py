@@ -51,6 +51,34 @@ def _wants_traceback(exc: BaseException) -> bool:
     return not isinstance(exc, (SystemExit, NsjQueueError))
 
 
+def defer_task(repo: TaskRepository, tarefa: dict, exc: TaskDeferred) -> None:
+    """Put a running attempt back (same `tentativa`), due in exc.delay seconds, in the
+    caller's transaction."""
+    done = repo.task_defer(tarefa["id"], error_text(exc), exc.delay)
+    logger.info("Tarefa %s adiada %.1f s sem gastar tentativa: %s", tarefa["id"],
+                exc.delay, bounded(str(exc), LOG_ERROR_MAX))
+    if not done:
+        logger.warning("Tarefa %s já não estava 'processando'; adiamento não registrado",
+                       tarefa["id"])
+
+
+def run_followups(repo: TaskRepository, ctx: TaskContext) -> None:
+    """Writes a handler asked for once the task is over, whatever its outcome (a
+    webhook's breaker state and delivery log), each in a transaction of its own."""
+    followups, ctx.followups = ctx.followups, None
+    for followup in followups or ():
+        try:
+            with repo.session.transaction():
+                followup(repo)
+        except DatabaseUnavailable as exc:  # the consumer reconnects; nothing to add
+            logger.warning("Tarefa %s: registro pós-tarefa não gravado: %s",
+                           ctx.tarefa["id"], exc)
+            return
+        except Exception:
+            logger.exception("Tarefa %s: falha ao gravar o registro pós-tarefa",
+                             ctx.tarefa["id"])
+
+
 class TaskRunner:
     """Runs claimed tasks on one session, through the backend's `TaskGuard`.
 
@@ -163,28 +191,10 @@ class TaskRunner:
     def _defer(self, tarefa: dict, exc: TaskDeferred) -> None:
         """Put the attempt back (same `tentativa`), due in exc.delay seconds."""
         with self.session.transaction():
-            done = self.repo.task_defer(tarefa["id"], error_text(exc), exc.delay)
-        logger.info("Tarefa %s adiada %.1f s sem gastar tentativa: %s", tarefa["id"],
-                    exc.delay, bounded(str(exc), LOG_ERROR_MAX))
-        if not done:
-            logger.warning("Tarefa %s já não estava 'processando'; adiamento não registrado",
-                           tarefa["id"])
+            defer_task(self.repo, tarefa, exc)
 
     def _run_followups(self, ctx: TaskContext) -> None:
-        """Writes a handler asked for once the task is over, whatever its outcome (a
-        webhook's breaker state and delivery log), each in a transaction of its own."""
-        followups, ctx.followups = ctx.followups, None
-        for followup in followups or ():
-            try:
-                with self.session.transaction():
-                    followup(self.repo)
-            except DatabaseUnavailable as exc:  # the consumer reconnects; nothing to add
-                logger.warning("Tarefa %s: registro pós-tarefa não gravado: %s",
-                               ctx.tarefa["id"], exc)
-                return
-            except Exception:
-                logger.exception("Tarefa %s: falha ao gravar o registro pós-tarefa",
-                                 ctx.tarefa["id"])
+        run_followups(self.repo, ctx)
 
     def _record_failure(self, tarefa: dict, error: str) -> None:
         with self.session.transaction():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.metrics import QueueGauges, render
 from nsj_queue_lib.status import read_status, render_text
@@ -23,16 +25,20 @@ def endpoint_state(queue):
         return {r["endpoint"]: r for r in admin.webhook_endpoints()}
 
 
+@pytest.mark.parametrize("batch", [None, "4"], ids=["por-tarefa", "lote"])
 def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recovery(
-        each_db_queue, http_endpoint):
+        each_db_queue, http_endpoint, batch):
+    """Also in batch mode (QUEUE_BATCH_SIZE > 1): a deferral spends no attempt and the
+    failed attempts reach the breaker and the delivery log (the batch's followups)."""
     queue = each_db_queue
+    mode = {"QUEUE_BATCH_SIZE": batch} if batch else {}
     healthy = RecordingServer().start()  # another endpoint (another port)
     try:
         http_endpoint.script("/down", statuses=[503])
         queue.add_subscriber("down", url=http_endpoint.url + "/down", method="POST")
         queue.add_subscriber("up", url=healthy.url + "/up", method="POST")
         down_ep = f"http://127.0.0.1:{http_endpoint.httpd.server_address[1]}"
-        worker = queue.start_worker(WEBHOOK, QUEUE_CONCURRENCY="2", **BREAKER_ENV)
+        worker = queue.start_worker(WEBHOOK, QUEUE_CONCURRENCY="2", **BREAKER_ENV, **mode)
         pubs = [queue.publish({"n": n}) for n in range(8)]
 
         # Open after 3 consecutive failures, then the probe fails too: pause doubled.
