@@ -21,6 +21,7 @@ from nsj_queue_lib.pubsub.secret_store import SecretBox
 from nsj_queue_lib.pubsub.signing import generate_secret, secret_key
 from nsj_queue_lib.pubsub.webhook import SUPPORTED_METHODS, build_request
 from nsj_queue_lib.pubsub.webhook_store import WebhookFeatures, WebhookStore
+from nsj_queue_lib.text import redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,13 @@ def parse_headers(pairs: Sequence[str]) -> Dict[str, str]:
             raise SubscriberError(f"header inválido (use NOME=valor): {name.strip() or '?'}")
         out[name.strip()] = value
     return out
+
+
+def shown_url(url: str) -> str:
+    """`url` as listings show it: no user:password, query string or fragment ('?…' marks
+    where a query or fragment was; it may carry tokens)."""
+    hidden = "?" in url or "#" in url
+    return redact_url(url) + ("?…" if hidden else "")
 
 
 def masked_headers(headers: Any) -> Optional[Dict[str, str]]:
@@ -166,7 +174,8 @@ class SubscriberAdmin:
 
     # -- reading ------------------------------------------------------------------------
     def list(self) -> List[Dict[str, Any]]:
-        """Subscriptions with masked headers, `assinada` and the breaker of their endpoint."""
+        """Subscriptions with masked headers, the URL without credentials and query string
+        ('?…' marks where one was), `assinada` and the breaker of their endpoint."""
         from nsj_queue_lib.pubsub.breaker import endpoint_of
 
         rows = [normalize_subscription(r) for r in self.store.subscriber_list()]
@@ -178,7 +187,8 @@ class SubscriberAdmin:
         for r in rows:
             sig = signing.get(r["id"], {})
             ep = endpoint_of(r["url"]) if r.get("url") else None
-            out.append({**r, "headers": masked_headers(r["headers"]),
+            out.append({**r, "url": shown_url(r["url"]) if r.get("url") else r.get("url"),
+                        "headers": masked_headers(r["headers"]),
                         "assinada": bool(sig.get("assinada")),
                         "segredo_anterior_expira": sig.get("segredo_anterior_expira"),
                         "endpoint": ep,

@@ -141,9 +141,19 @@ def test_cli_add_list_disable_enable_remove_and_rotate(pg_queue, http_endpoint):
     bad = cli("add", "x", "--processo", "proc", "--url", http_endpoint.url, "--secret", "abc")
     assert bad.returncode == 1 and "whsec_" in bad.stderr
 
+    port = http_endpoint.httpd.server_address[1]
+    assert cli("add", "credenciais", "--processo", "proc", "--url",
+               f"http://fulano:senha9@127.0.0.1:{port}/h2?token=tok77#frag").returncode == 0
     listed = cli("list", "--json")
     assert listed.returncode == 0
     rows = {r["id"]: r for r in json.loads(listed.stdout)}
+    # (user:password and the query string, which may carry tokens, are never listed)
+    assert rows["credenciais"]["url"] == f"http://127.0.0.1:{port}/h2?…"
+    for hidden in ("senha9", "fulano", "tok77", "frag"):
+        assert hidden not in listed.stdout
+    with admin_of(pg_queue) as admin:
+        [api] = [r for r in admin.subscriber_list() if r["id"] == "credenciais"]
+    assert api["url"] == f"http://127.0.0.1:{port}/h2?…"
     assert rows["hook1"]["headers"] == {"Authorization": "***", "X-Origem": "erp"}
     assert rows["hook1"]["assinada"] is True and rows["hook1"]["http_method"] == "POST"
     assert rows["metodo"]["url"] is None and rows["metodo"]["assinada"] is False
@@ -159,6 +169,10 @@ def test_cli_add_list_disable_enable_remove_and_rotate(pg_queue, http_endpoint):
     assert rot.returncode == 0 and secret not in rot.stdout
     assert pg_queue.value(f"SELECT segredo_anterior FROM {pg_queue.qsub_table} "
                           "WHERE id = 'hook1'") == secret
+    unsigned = cli("rotate-secret", "credenciais")
+    assert unsigned.returncode == 0, unsigned.stderr
+    assert "anterior continua" not in unsigned.stdout and "não tinha segredo" in unsigned.stdout
+    assert cli("remove", "credenciais").returncode == 0
     assert cli("remove", "metodo").returncode == 0
     missing = cli("remove", "metodo")
     assert missing.returncode == 1 and "não encontrada" in missing.stderr

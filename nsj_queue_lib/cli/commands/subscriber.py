@@ -165,10 +165,15 @@ def _rotate(args: argparse.Namespace) -> int:
 
     overlap = parse_duration(args.overlap)
     with open_admin(args) as admin:
+        signed = any(r["id"] == args.id and r["assinada"] for r in admin.subscriber_list())
         secret = admin.subscriber_rotate_secret(args.id, overlap)
-    emit(args, {"id": args.id, "secret": secret, "overlap_seconds": overlap},
-         f"Novo segredo de {args.id} (mostrado só agora): {secret}\n"
-         f"O anterior continua assinando junto por {args.overlap}.")
+    text = f"Novo segredo de {args.id} (mostrado só agora): {secret}\n"
+    if signed:
+        text += f"O anterior continua assinando junto por {args.overlap}."
+    else:
+        text += "A assinatura não tinha segredo: as entregas passam a ser assinadas com este."
+    emit(args, {"id": args.id, "secret": secret, "overlap_seconds": overlap if signed else 0},
+         text)
     return EXIT_OK
 
 
