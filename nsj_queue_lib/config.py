@@ -113,6 +113,15 @@ def _concurrency(text: str) -> int:
     return value
 
 
+def _whole_seconds(text: str) -> int:
+    """Seconds as a positive integer (the breaker's pause is stored in whole seconds)."""
+    accepted = "use um número inteiro de segundos maior que zero (ex.: 30; sem frações)"
+    value = _number(text, int, accepted)
+    if value <= 0:
+        raise ValueError(accepted)
+    return value
+
+
 def _non_negative_int(text: str) -> int:
     accepted = "use um número inteiro maior ou igual a zero (ex.: 5; 0 desliga)"
     value = _number(text, int, accepted)
@@ -274,12 +283,12 @@ class Settings:
     webhook_breaker_failures: int = _v(
         "WEBHOOK_BREAKER_FAILURES", parse=_non_negative_int, default=5,
         doc="falhas seguidas que abrem o disjuntor de um endpoint (0 desliga)")
-    webhook_breaker_cooldown: float = _v(
-        "WEBHOOK_BREAKER_COOLDOWN", parse=_positive_float, default=30.0,
-        doc="segundos da primeira pausa do disjuntor (dobra a cada sonda que falha)")
-    webhook_breaker_max_cooldown: float = _v(
-        "WEBHOOK_BREAKER_MAX_COOLDOWN", parse=_positive_float, default=600.0,
-        doc="segundos, teto da pausa do disjuntor")
+    webhook_breaker_cooldown: int = _v(
+        "WEBHOOK_BREAKER_COOLDOWN", parse=_whole_seconds, default=30,
+        doc="segundos (inteiros) da primeira pausa do disjuntor (dobra a cada sonda que falha)")
+    webhook_breaker_max_cooldown: int = _v(
+        "WEBHOOK_BREAKER_MAX_COOLDOWN", parse=_whole_seconds, default=600,
+        doc="segundos (inteiros), teto da pausa do disjuntor (>= WEBHOOK_BREAKER_COOLDOWN)")
     webhook_rate_limit: float = _v(
         "WEBHOOK_RATE_LIMIT", parse=_non_negative_float, default=0.0,
         doc="entregas por segundo por endpoint em cada processo worker (0: sem limite)")
@@ -392,6 +401,7 @@ class Settings:
         if unknown and problems:
             problems = [_with_typo_hint(problem, unknown) for problem in problems]
         problems.extend(_tls_problems(values))
+        problems.extend(_breaker_problems(values))
         if not problems:
             dialect_name = "postgres" if values.get("db_driver") == "POSTGRES" else "mysql"
             for key, (var_name, is_table) in _RESOLVED.items():
@@ -535,6 +545,16 @@ def _warn_unknown(unknown: list[tuple[str, Optional[str]]], log_format: str) -> 
         record = logger.makeRecord(logger.name, level, __file__, 0, "%s",
                                    (unknown_variable_text(name, nearest),), None)
         handler.handle(record)
+
+
+def _breaker_problems(values: dict) -> list:
+    cooldown = values.get("webhook_breaker_cooldown")
+    ceiling = values.get("webhook_breaker_max_cooldown")
+    if cooldown is not None and ceiling is not None and ceiling < cooldown:
+        return [f"WEBHOOK_BREAKER_MAX_COOLDOWN ({ceiling} s) menor que "
+                f"WEBHOOK_BREAKER_COOLDOWN ({cooldown} s): o teto da pausa deve ser maior "
+                "ou igual à primeira pausa"]
+    return []
 
 
 def _tls_problems(values: Mapping[str, Any]) -> list[str]:

@@ -62,8 +62,8 @@ class WebhookDelivery:
         self.features = features
         self.box = box if box is not None else SecretBox.from_settings(settings)
         self.threshold = int(getattr(settings, "webhook_breaker_failures", 5) or 0)
-        self.cooldown = float(getattr(settings, "webhook_breaker_cooldown", 30.0))
-        self.max_cooldown = float(getattr(settings, "webhook_breaker_max_cooldown", 600.0))
+        self.cooldown = float(getattr(settings, "webhook_breaker_cooldown", 30))
+        self.max_cooldown = float(getattr(settings, "webhook_breaker_max_cooldown", 600))
         self.limiter = RateLimiter(float(getattr(settings, "webhook_rate_limit", 0.0) or 0.0))
         self.queue_table = settings.queue_table
 

@@ -215,3 +215,21 @@ def test_secrets_stay_out_of_the_settings_repr():
         assert value not in shown, value
     assert "db_host=" in shown and "queue_table=" in shown  # the rest is still shown
     assert s.db_pass == "senha-db-7c1f" and s.server_auth_token == "token-srv-90ab"
+
+
+@pytest.mark.parametrize("value", ["1.5", "0", "-3"])
+def test_breaker_cooldowns_are_whole_positive_seconds(value):
+    for name in ("WEBHOOK_BREAKER_COOLDOWN", "WEBHOOK_BREAKER_MAX_COOLDOWN"):
+        with pytest.raises(ConfigError) as exc:
+            settings(**{name: value})
+        assert f"variável {name}='{value}' inválida: " in str(exc.value)
+        assert "inteiro de segundos" in str(exc.value)
+
+
+def test_breaker_max_cooldown_below_the_cooldown_is_refused():
+    with pytest.raises(ConfigError) as exc:
+        settings(WEBHOOK_BREAKER_COOLDOWN="60", WEBHOOK_BREAKER_MAX_COOLDOWN="30")
+    assert "WEBHOOK_BREAKER_MAX_COOLDOWN (30 s) menor que WEBHOOK_BREAKER_COOLDOWN" in str(
+        exc.value)
+    ok = settings(WEBHOOK_BREAKER_COOLDOWN="45", WEBHOOK_BREAKER_MAX_COOLDOWN="45")
+    assert (ok.webhook_breaker_cooldown, ok.webhook_breaker_max_cooldown) == (45, 45)
