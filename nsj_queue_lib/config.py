@@ -547,7 +547,7 @@ def _warn_unknown(unknown: list[tuple[str, Optional[str]]], log_format: str) -> 
         handler.handle(record)
 
 
-def _breaker_problems(values: dict) -> list:
+def _breaker_problems(values: Mapping[str, Any]) -> list[str]:
     cooldown = values.get("webhook_breaker_cooldown")
     ceiling = values.get("webhook_breaker_max_cooldown")
     if cooldown is not None and ceiling is not None and ceiling < cooldown:
