@@ -313,6 +313,12 @@ class _Handler(GuardedHandler):
         except DatabaseUnavailable as exc:
             self._page(503, "Banco indisponível", f'<section><p>{pages.e(exc)}</p></section>')
         except Exception as exc:
+            from nsj_queue_lib.pubsub.subscribers import SubscriberError  # (lazy: webhooks)
+
+            if isinstance(exc, SubscriberError):  # e.g. a queue without schema 5
+                self._page(409, "Operação recusada",
+                           f'<section><p>{pages.e(exc)}</p></section>', error=str(exc))
+                return
             logger.exception("Painel: erro em %s %s", self.command, urlsplit(self.path).path)
             self._page(500, "Erro", f"<section><p>Erro interno: {pages.e(type(exc).__name__)}"
                        "</p></section>")

@@ -50,3 +50,26 @@ def test_webhook_page_lists_subscriptions_and_redelivers(pg_queue, dashboard, br
     eventually(lambda: len(http_endpoint.received("/hook")) == 3, timeout=30)
     first, _, again = http_endpoint.received("/hook")
     assert again.headers["webhook-id"] == first.headers["webhook-id"]
+
+
+def test_redelivery_on_a_queue_without_schema_5_is_refused_with_409(pg_queue, dashboard,
+                                                                    browser):
+    from tests.pubsub.test_webhook_schema import make_version_4
+
+    make_version_4(pg_queue)
+    _sign_in(browser, dashboard)
+    browser.get(dashboard.url("/fila?" + urllib.parse.urlencode({"f": pg_queue.table})))
+    # A crafted POST (the page offers no redelivery here), with the session's CSRF field.
+    browser.execute_script("""
+        const csrf = document.querySelector('input[name="csrf"]').value;
+        const form = document.createElement('form');
+        form.method = 'POST'; form.action = '/acao';
+        for (const [k, v] of Object.entries({op: 'redeliver', f: arguments[0], id: '1',
+                                               csrf: csrf})) {
+            const input = document.createElement('input');
+            input.type = 'hidden'; input.name = k; input.value = v; form.appendChild(input);
+        }
+        document.body.appendChild(form); form.submit();""", pg_queue.table)
+    eventually(lambda: "Operação recusada" in browser.page_source, message="recusa")
+    assert "schema upgrade" in browser.page_source
+    assert "Erro interno" not in browser.page_source
