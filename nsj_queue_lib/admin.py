@@ -540,9 +540,11 @@ class QueueAdmin:
             self._wake_workers()
         return new_id
 
-    def webhook_endpoints(self) -> List[Dict[str, Any]]:
-        """Circuit breaker of each endpoint that failed at least once."""
-        return self._subscribers().endpoints()
+    def webhook_endpoints(self, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Circuit breaker of each endpoint that failed at least once, at most `limit`
+        (those not closed first)."""
+        subs = self._subscribers()
+        return subs.endpoints(limit) if limit else subs.endpoints()
 
     def halt_requested_at(self) -> Any:
         """MySQL native mode: the database time of the last HALT request (None: never).

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from nsj_queue_lib.dashboard.pages import LIST_MESSAGE_PREVIEW, clip, e, fmt_time, url
+from nsj_queue_lib.pubsub.breaker import ENDPOINTS_LISTED
 from nsj_queue_lib.text import redact_url
 
 SUBSCRIBERS_SHOWN = 50
@@ -53,6 +54,9 @@ def webhooks_page(table: str, info: Dict[str, Any], csrf: Optional[str]) -> str:
         f'<td><span class="tag" data-campo="disjuntor">{e(b["estado"])}</span></td>'
         f'<td>{e(b["falhas"])}</td><td>{e(b["pausa"])} s</td></tr>'
         for b in info["disjuntores"]) or '<tr><td colspan="4">Nenhum endpoint com falhas.</td></tr>'
+    if len(info["disjuntores"]) >= ENDPOINTS_LISTED:
+        breakers += (f'<tr data-campo="cortado"><td colspan="4">Só os primeiros '
+                     f'{ENDPOINTS_LISTED} endpoints (os não fechados primeiro).</td></tr>')
     subs = []
     for s in info["assinaturas"][:SUBSCRIBERS_SHOWN]:
         target = (f'{e(s["http_method"])} {e(redact_url(s["url"]))}' if s["url"]

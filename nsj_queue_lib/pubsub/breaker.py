@@ -26,6 +26,9 @@ import time
 from typing import Dict, Optional
 from urllib.parse import urlsplit
 
+# Endpoints (breaker rows) a listing reads at most; those not closed come first.
+ENDPOINTS_LISTED = 200
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 PROBE_WAIT = 5.0  # seconds a delivery waits while another one probes the endpoint
 MAX_SLEEP = 1.0  # rate limit: longer waits put the delivery back instead of sleeping

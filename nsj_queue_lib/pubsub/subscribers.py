@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.exceptions import InvalidTaskState, NotFoundException, NsjQueueError
+from nsj_queue_lib.pubsub.breaker import ENDPOINTS_LISTED
 from nsj_queue_lib.pubsub.message import normalize_subscription
 from nsj_queue_lib.pubsub.secret_store import SecretBox
 from nsj_queue_lib.pubsub.signing import generate_secret, secret_key
@@ -181,7 +182,7 @@ class SubscriberAdmin:
         rows = [normalize_subscription(r) for r in self.store.subscriber_list()]
         signing = ({r["id"]: r for r in self.store.subscriber_signing()}
                    if self.features.secrets else {})
-        breakers = ({r["endpoint"]: r for r in self.store.endpoint_list()}
+        breakers = ({r["endpoint"]: r for r in self.store.endpoint_list(ENDPOINTS_LISTED)}
                     if self.features.breaker else {})
         out = []
         for r in rows:
@@ -196,9 +197,10 @@ class SubscriberAdmin:
                         if ep else None})
         return out
 
-    def endpoints(self) -> List[Dict[str, Any]]:
-        """Breaker state of every endpoint that has failed at least once."""
-        return self.store.endpoint_list() if self.features.breaker else []
+    def endpoints(self, limit: int = ENDPOINTS_LISTED) -> List[Dict[str, Any]]:
+        """Breaker state of the endpoints that have failed at least once, at most `limit`
+        (those not closed first)."""
+        return self.store.endpoint_list(limit) if self.features.breaker else []
 
     def deliveries(self, sub_id: str, limit: int = 20) -> List[Dict[str, Any]]:
         self._need("deliveries")

@@ -134,8 +134,8 @@ class WebhookStore:
     def endpoint_reset(self, endpoint: str) -> None:
         self.session.execute(self.q["endpoint_reset"], {"endpoint": endpoint})
 
-    def endpoint_list(self) -> List[dict]:
-        return self.session.fetch_all(self.q["endpoint_list"])
+    def endpoint_list(self, limit: int) -> List[dict]:
+        return self.session.fetch_all(self.q["endpoint_list"], {"limit": int(limit)})
 
     def endpoint_list_troubled(self, limit: int) -> List[dict]:
         return self.session.fetch_all(self.q["endpoint_list_troubled"], {"limit": int(limit)})

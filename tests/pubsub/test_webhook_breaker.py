@@ -130,3 +130,25 @@ def test_delivery_log_bounds_the_answer_and_redelivery_keeps_the_webhook_id(pg_q
     assert Webhook(secret).verify(again.body, again.headers) == {"a": 1}
     assert pg_queue.row(new_id)["status"] == "sucesso"
     assert pg_queue.row(new_id)["publication_id"] == pub
+
+
+def test_endpoint_listing_is_bounded_with_the_open_ones_first(each_db_queue):
+    from nsj_queue_lib.dashboard.webhooks_page import webhooks_page
+    from nsj_queue_lib.pubsub.breaker import ENDPOINTS_LISTED
+
+    queue = each_db_queue
+    table = f"{queue.quote(queue.schema)}.{queue.quote(queue.fila + '_endpoints')}"
+    values = ", ".join(f"('http://h{n:03d}.exemplo:80', 1)" for n in range(ENDPOINTS_LISTED + 5))
+    queue.sql(f"INSERT INTO {table} (endpoint, falhas) VALUES {values}")
+    later = ("UTC_TIMESTAMP(6) + INTERVAL 1 HOUR" if queue.is_mysql
+             else "now() + interval '1 hour'")
+    queue.sql(f"UPDATE {table} SET falhas = 3, pausa = 30, aberto_ate = {later} "
+              "WHERE endpoint = 'http://h204.exemplo:80'")
+    with QueueAdmin.from_settings(queue.settings()) as admin:
+        listed = admin.webhook_endpoints()
+        assert len(admin.webhook_endpoints(limit=3)) == 3
+    assert len(listed) == ENDPOINTS_LISTED
+    assert listed[0]["endpoint"] == "http://h204.exemplo:80" and listed[0]["estado"] == "aberto"
+    page = webhooks_page(queue.table, {"assinaturas": [], "entregas": {},
+                                       "disjuntores": listed}, None)
+    assert f"Só os primeiros {ENDPOINTS_LISTED} endpoints" in page

@@ -77,12 +77,15 @@ UPDATE {endpoint_table}
  WHERE endpoint = %(endpoint)s
 
 -- name: endpoint_list
+-- Every endpoint's breaker, those not closed first, then by failures (bounded by
+-- %(limit)s: the listing says when it was cut).
 SELECT endpoint, falhas, aberto_ate, pausa, ultimo_erro, alterado_em,
        CASE WHEN aberto_ate IS NULL THEN 'fechado'
             WHEN aberto_ate > {now} THEN 'aberto'
             ELSE 'meio-aberto' END AS estado
   FROM {endpoint_table}
- ORDER BY endpoint
+ ORDER BY CASE WHEN aberto_ate IS NULL THEN 1 ELSE 0 END, falhas DESC, endpoint
+ LIMIT %(limit)s
 
 -- name: endpoint_list_troubled
 -- Endpoints failing or with the breaker not closed, the open ones first (status, metrics,
