@@ -12,6 +12,12 @@ Circuit breaker (state in the queue's ``<fila>_endpoints`` table, shared by the 
 * half-open, once the pause is over: one delivery is the probe (it holds the row's lock
   while it runs; the others wait a few seconds).  Its success closes the breaker; its
   failure opens it again for twice the pause, up to WEBHOOK_BREAKER_MAX_COOLDOWN (600).
+  The probe is the row lock alone: column `sonda_ate` is never set (reset and
+  probe_failed clear it; the schema comment calling it the probe's lease is wrong, kept
+  because the schema text is the version digest).  So a failed probe's rollback
+  releases the lock before its followup (a transaction of its own) writes
+  endpoint_probe_failed: in that window a second delivery may become a probe too (one
+  extra request to an endpoint that is down; the state ends the same).
 
 Rate limit (WEBHOOK_RATE_LIMIT deliveries per second per endpoint, off by default): a
 token bucket in each worker process (not shared: N processes allow N times the rate).

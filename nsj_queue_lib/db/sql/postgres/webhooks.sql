@@ -9,7 +9,8 @@ SELECT endpoint, falhas, pausa,
 
 -- name: endpoint_take_probe
 -- The probe of a half-open breaker: its row lock, held by the probing task's transaction;
--- another worker's delivery finds it locked and waits (no second probe).
+-- another worker's delivery finds it locked and waits (`sonda_ate` is not used: see
+-- pubsub/breaker.py for the window after a failed probe's rollback).
 SELECT endpoint FROM {endpoint_table}
  WHERE endpoint = %(endpoint)s AND aberto_ate <= now()
    FOR UPDATE SKIP LOCKED
