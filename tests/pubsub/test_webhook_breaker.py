@@ -74,11 +74,16 @@ def test_breaker_opens_defers_without_spending_attempts_and_closes_after_recover
         assert not [r for r in rows if r["dead"]]  # no dead letter: attempts not spent
         failed = [r for r in rows if r["status"] == "falha"]
         # Only real calls cost attempts: every failed attempt is one 503 answer (the 8
-        # other calls are the successes), and there are fewer of them than deliveries:
-        # without the breaker each of the 8 would have failed until the recovery.
+        # other calls are the successes).  Their number is bounded by what the breaker
+        # lets through: the calls before it opened (the 3rd failure, plus one per other
+        # task already past the check: 2 threads, each with a batch under way) and one per
+        # failed probe (each logged; how many fail depends on when the endpoint recovered).
         failing_calls = len(http_endpoint.received("/down")) - 8
-        assert len(failed) == failing_calls < len(pubs)
-        assert max(r["tentativa"] for r in rows) <= 3
+        probes_failed = worker.log().count("a sonda falhou")
+        in_flight = 2 * int(batch or 1) - 1
+        assert probes_failed >= 1
+        assert len(failed) == failing_calls <= 3 + in_flight + probes_failed
+        assert max(r["tentativa"] for r in rows) < 5  # (QUEUE_MAX_RETRY: none spent out)
         assert endpoint_state(queue)[down_ep]["estado"] == "fechado"
         assert "adiada" in worker.log() and "disjuntor" in worker.log()
 
