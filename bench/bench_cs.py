@@ -248,7 +248,7 @@ class ClientServerRun:
             return
         # (the server's `status`: a notify wakes only idle workers of protocol version 3,
         # one per notify)
-        from nsj_queue_lib.coordination.socket.connection import SocketConnection
+        from nsj_queue_lib.engine.socket.connection import SocketConnection
 
         conn = SocketConnection("127.0.0.1", self.lock_port, TOKEN, 5.0, role="bench")
         try:

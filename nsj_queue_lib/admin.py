@@ -18,12 +18,12 @@ import logging
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, overload
 
 from nsj_queue_lib.config import Settings, validate_table_name
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD
 from nsj_queue_lib.db.control import ControlRow, atomic
 from nsj_queue_lib.db.names import control_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.repository import truncate_message
 from nsj_queue_lib.db.session import DbSession, session_of
+from nsj_queue_lib.engine.base import HALT_PAYLOAD
 from nsj_queue_lib.exceptions import (
     ConfigError,
     ControlTableMissing,
@@ -227,7 +227,7 @@ class QueueAdmin:
         channel, at commit; client/server: through the server; MySQL native workers see
         it at their next look."""
         if self.settings is not None and self.settings.client_server_mode:
-            from nsj_queue_lib.coordination.socket.notifier import notify_server
+            from nsj_queue_lib.engine.socket.notifier import notify_server
 
             try:
                 notify_server(self.settings)
@@ -356,7 +356,7 @@ class QueueAdmin:
         return self.queue_table.split(".")[-1]
 
     def compat_state(self) -> Dict[str, Any]:
-        """The queue's mixed-fleet mode (coordination/fleet_mode.py) and what a look for
+        """The queue's mixed-fleet mode (engine/fleet_mode.py) and what a look for
         1.2.2 workers sees now: {"aplica", "misto", "gravado", "alterado_em",
         "alterado_por", "sinais", "ocultas"}.  "gravado" is None when the queue keeps no
         value (no row, or a schema before this version): mixed-fleet then."""
@@ -443,11 +443,11 @@ class QueueAdmin:
                               f"{self.queue_table} (QUEUE_TABLE atual: "
                               f"{self.settings.queue_table or 'não definida'})")
         elif self.settings.client_server_mode:
-            from nsj_queue_lib.coordination.socket.notifier import notify_server
+            from nsj_queue_lib.engine.socket.notifier import notify_server
 
             notify_server(self.settings, payload=HALT_PAYLOAD)  # raises if unreachable
         else:
-            from nsj_queue_lib.coordination.backend import make_backend
+            from nsj_queue_lib.engine.select import make_backend
 
             make_backend(self.settings).wake_workers(self.session, HALT_PAYLOAD)
         logger.info("HALT enviado à fila %s%s", self.queue_table, self._by(por))

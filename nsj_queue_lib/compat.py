@@ -1,7 +1,7 @@
 """Living beside nsj-queue-lib 1.2.2 workers: what tells they are there, and the watch.
 
 The mode itself (mixed-fleet or not, a property of the queue) is
-coordination/fleet_mode.py.  Here:
+engine/fleet_mode.py.  Here:
 
 * `read_signs`: what suggests that 1.2.2 workers use a queue now (their live sessions,
   recent 'falha_processando' rows), and how many sessions the role cannot see;
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Collection, List, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.fleet_mode import FleetMode, fleet_mode
 from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.engine.fleet_mode import FleetMode, fleet_mode
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ writes the result to the heartbeat file, atomically:
      "frota_mista": true|false|null, "frota_mista_origem": "fila"|..., ...}
 
 `frota_mista` is the queue's mixed-fleet mode with 1.2.2 as the worker follows it
-(coordination/fleet_mode.py; null on MySQL and in client/server mode, where it does
+(engine/fleet_mode.py; null on MySQL and in client/server mode, where it does
 not apply), `frota_mista_origem` where it comes from.
 
 Which file.  By default each worker process writes its own file in the temp
@@ -287,7 +287,7 @@ class HeartbeatService(BackgroundService):
     def _check_server(self) -> Optional[str]:
         if not self.settings.client_server_mode:
             return None
-        from nsj_queue_lib.coordination.socket.locker import SocketLocker
+        from nsj_queue_lib.engine.socket.locker import SocketLocker
 
         address = f"{self.settings.server_host}:{self.settings.lock_service_port}"
         try:
@@ -317,11 +317,11 @@ class HeartbeatService(BackgroundService):
         return state
 
     def _fleet_state(self, pause: Dict[str, Any]) -> Dict[str, Any]:
-        """The queue's mixed-fleet mode with 1.2.2 (coordination/fleet_mode.py): in a
+        """The queue's mixed-fleet mode with 1.2.2 (engine/fleet_mode.py): in a
         worker (`pause_check` given), the process's own view, which its claims follow (no
         statement of its own); else from the control row `pause` just read.  None: not
         known (row not read), or not applicable (MySQL, client/server mode)."""
-        from nsj_queue_lib.coordination.fleet_mode import fleet_mode
+        from nsj_queue_lib.engine.fleet_mode import fleet_mode
 
         mode = fleet_mode(self.settings)
         mixed: Optional[bool]

@@ -20,7 +20,7 @@ connection between two tasks when a scrape asked (`GaugeJob`; a scrape answers t
 last read); in the queue server, on a connection of their own.
 
 ``nsj_queue_compat_1_2_2`` (PostgreSQL only) is the queue's mixed-fleet mode with
-1.2.2 (coordination/fleet_mode.py): in a worker, the mode the worker follows at the
+1.2.2 (engine/fleet_mode.py): in a worker, the mode the worker follows at the
 scrape (its in-process view, refreshed with the pause flag before its claims: no
 statement of its own; an idle worker reads the row before its next claim, and the
 gauges' own read of the pause flag refreshes it too); in the queue server, the control
@@ -153,7 +153,7 @@ class QueueGauges:
     def __init__(self, settings: Settings, interval: Optional[float] = None,
                  fleet: Any = None) -> None:
         self.settings = settings
-        # A worker's FleetMode (coordination/fleet_mode.py): the mixed-fleet gauge is the
+        # A worker's FleetMode (engine/fleet_mode.py): the mixed-fleet gauge is the
         # mode the worker follows now (no statement); without it, the control row's value.
         self.fleet = fleet
         self.interval = settings.metrics_db_interval if interval is None else interval
@@ -454,7 +454,7 @@ class MetricsEndpoint:
 
 def worker_endpoint(settings: Settings, observer: Any, heartbeat: Any) -> MetricsEndpoint:
     """The endpoint of a worker process: its counters, the queue gauges, its heartbeat."""
-    from nsj_queue_lib.coordination.fleet_mode import fleet_mode
+    from nsj_queue_lib.engine.fleet_mode import fleet_mode
     from nsj_queue_lib.health import judge_state
 
     labels = {"queue": settings.queue_name}

@@ -30,9 +30,9 @@ from nsj_queue_lib.cli.common import (
     queue_settings,
 )
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import task_lock_key
 from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused, DatabaseUnavailable
 from nsj_queue_lib.text import duration
 
@@ -57,7 +57,7 @@ def _num(value: Any) -> Optional[float]:
 
 
 def fleet_state(dialect: str, pause: Dict[str, Any]) -> Dict[str, Any]:
-    """The queue's mixed-fleet mode with nsj-queue-lib 1.2.2 (coordination/fleet_mode.py),
+    """The queue's mixed-fleet mode with nsj-queue-lib 1.2.2 (engine/fleet_mode.py),
     from the control row already read for the pause flag: "misto" is True when the queue
     keeps no value (no row, no column, no control table).  Not on MySQL (None)."""
     if dialect != "postgres":

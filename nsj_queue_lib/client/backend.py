@@ -1,7 +1,7 @@
-"""Re-export shim: the implementation lives in `nsj_queue_lib.coordination.socket.backend`."""
+"""Re-export shim: the implementation lives in `nsj_queue_lib.engine.socket.backend`."""
 
 from __future__ import annotations
 
-from nsj_queue_lib.coordination.socket.backend import SocketBackend
+from nsj_queue_lib.engine.socket.backend import SocketBackend
 
 __all__ = ["SocketBackend"]

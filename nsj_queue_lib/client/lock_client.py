@@ -1,8 +1,8 @@
-"""Re-export shim: the implementation lives in `nsj_queue_lib.coordination.socket.locker`."""
+"""Re-export shim: the implementation lives in `nsj_queue_lib.engine.socket.locker`."""
 
 from __future__ import annotations
 
-from nsj_queue_lib.coordination.socket.locker import SocketLocker
+from nsj_queue_lib.engine.socket.locker import SocketLocker
 
 __all__ = ["SocketLocker"]
 
@@ -11,4 +11,4 @@ from nsj_queue_lib.legacy import removed_class
 
 LockClient = removed_class(
     __name__, "LockClient",
-    "os locks vêm de nsj_queue_lib.coordination (PostgreSQL ou servidor de filas)")
+    "os locks vêm de nsj_queue_lib.engine (PostgreSQL ou servidor de filas)")

@@ -1,8 +1,8 @@
-"""Re-export shim: the implementation lives in `nsj_queue_lib.coordination.socket.notifier`."""
+"""Re-export shim: the implementation lives in `nsj_queue_lib.engine.socket.notifier`."""
 
 from __future__ import annotations
 
-from nsj_queue_lib.coordination.socket.notifier import (
+from nsj_queue_lib.engine.socket.notifier import (
     DEFAULT_NOTIFY_PORT,
     SocketNotifier,
     notify_server,

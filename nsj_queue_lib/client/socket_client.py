@@ -6,6 +6,6 @@ from nsj_queue_lib.legacy import removed_class
 
 SocketClient = removed_class(
     __name__, "SocketClient",
-    "o cliente do servidor de filas está em nsj_queue_lib.coordination.socket")
+    "o cliente do servidor de filas está em nsj_queue_lib.engine.socket")
 
 __all__ = ["SocketClient"]

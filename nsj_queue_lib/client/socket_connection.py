@@ -1,7 +1,7 @@
-"""Re-export shim: the implementation lives in `nsj_queue_lib.coordination.socket.connection`."""
+"""Re-export shim: the implementation lives in `nsj_queue_lib.engine.socket.connection`."""
 
 from __future__ import annotations
 
-from nsj_queue_lib.coordination.socket.connection import SocketConnection
+from nsj_queue_lib.engine.socket.connection import SocketConnection
 
 __all__ = ["SocketConnection"]

@@ -9,8 +9,6 @@ import re
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.fleet_mode import FleetMode, fleet_mode
-from nsj_queue_lib.coordination.keys import LockKey
 from nsj_queue_lib.db import claimed_row
 from nsj_queue_lib.db.claim_position import ClaimPosition
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries, raw_queries
@@ -21,6 +19,8 @@ from nsj_queue_lib.db.server import (
     session_row_lock_mode,
 )
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.fleet_mode import FleetMode, fleet_mode
+from nsj_queue_lib.engine.keys import LockKey
 from nsj_queue_lib.exceptions import DatabaseUnavailable, FeatureUnavailable
 from nsj_queue_lib.text import clean, safe_text, to_str
 
@@ -143,7 +143,7 @@ class TaskRepository:
                  subscriber_table: Optional[str] = None, *,
                  legacy: Union[bool, FleetMode] = False) -> None:
         """`legacy`: whether 1.2.2 workers may share the queue (the queue's mode, followed
-        as it changes, or a fixed flag: coordination/fleet_mode.py); while they may, the
+        as it changes, or a fixed flag: engine/fleet_mode.py); while they may, the
         claim, the promotion and the fan-out use their *_compat statements (PostgreSQL)."""
         self.session = session
         self.queue_table = queue_table

@@ -62,9 +62,9 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import Capabilities, TaskGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import is_connection_error
+from nsj_queue_lib.engine.base import Capabilities, TaskGuard
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable, TaskDeferred
 from nsj_queue_lib.runtime.failure import error_text, record_failure
 from nsj_queue_lib.runtime.router import Router, TaskContext

@@ -28,7 +28,9 @@ import time
 from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import (
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import (
     HALT_PAYLOAD,
     Backend,
     Capabilities,
@@ -37,9 +39,7 @@ from nsj_queue_lib.coordination.base import (
     Notifier,
     TaskGuard,
 )
-from nsj_queue_lib.coordination.listener_turn import HELD, LATE_TASK, ListenerTurn, take_stale
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.postgres.listener_turn import HELD, LATE_TASK, ListenerTurn, take_stale
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.runtime.reconnect import LoopTexts, reconnecting
 from nsj_queue_lib.runtime.schedule import Backoff
@@ -235,7 +235,7 @@ class Listener:
         an idle single-threaded worker does), so a wake-up reaches one process of the
         fleet, not every process.  Hands the turn on after each wake-up, or when no task
         thread is idle any more.  While waiting for the turn it makes the waiters' late
-        check (coordination/listener_turn.py): a task due for more than LATE seconds while
+        check (engine/postgres/listener_turn.py): a task due for more than LATE seconds while
         the holder runs a task it kept the turn through wakes one idle task thread."""
         got = turn.acquire(self.stop, self.settings.queue_wait_notify_interval)
         if got == LATE_TASK:

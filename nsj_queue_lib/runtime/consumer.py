@@ -7,17 +7,17 @@ import threading
 from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Backend, Notifier, TaskGuard
-from nsj_queue_lib.coordination.fleet_mode import fleet_mode
-from nsj_queue_lib.coordination.listener_turn import (
+from nsj_queue_lib.db.identifiers import display
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import HALT_PAYLOAD, Backend, Notifier, TaskGuard
+from nsj_queue_lib.engine.fleet_mode import fleet_mode
+from nsj_queue_lib.engine.postgres.listener_turn import (
     HELD,
     KEPT_SETTLE,
     ListenerTurn,
     take_stale,
 )
-from nsj_queue_lib.db.identifiers import display
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.observe import TaskObserver
 from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner

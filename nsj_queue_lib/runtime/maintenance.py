@@ -46,7 +46,9 @@ from typing import (
 )
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import (
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import (
     ADMIN_NOTIFY,
     ADMIN_PURGE,
     ADMIN_RETRY,
@@ -54,10 +56,8 @@ from nsj_queue_lib.coordination.base import (
     Locker,
     admin_lock_key,
 )
-from nsj_queue_lib.coordination.fleet_mode import fleet_mode
-from nsj_queue_lib.coordination.keys import task_keys
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.fleet_mode import fleet_mode
+from nsj_queue_lib.engine.keys import task_keys
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED, record_failure
 from nsj_queue_lib.runtime.schedule import current_slot, seconds_to_next_slot

@@ -7,9 +7,9 @@ import time
 from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import validate_table_name
-from nsj_queue_lib.coordination.fleet_mode import FleetMode
 from nsj_queue_lib.db.control import ControlRow
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.fleet_mode import FleetMode
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.scheduling.hint import hint_for
 
@@ -27,7 +27,7 @@ class PauseGate:
     paused; the table is looked for again every MISSING_RECHECK seconds.
 
     The same row carries the queue's mixed-fleet mode: each read is noted in `fleet`
-    (coordination/fleet_mode.py), so the claims follow a change within about a second.
+    (engine/fleet_mode.py), so the claims follow a change within about a second.
     """
 
     def __init__(self, session: DbSession, queue_table: str,

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.fleet_mode import fleet_mode
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession, TaskConnection, session_of
+from nsj_queue_lib.engine.fleet_mode import fleet_mode
 
 if TYPE_CHECKING:
     from nsj_queue_lib.worker_base import WorkerBase

@@ -6,9 +6,9 @@ import logging
 from typing import Any, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import TaskGuard, TaskTakenOver
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import is_connection_error
+from nsj_queue_lib.engine.base import TaskGuard, TaskTakenOver
 from nsj_queue_lib.exceptions import DatabaseUnavailable, NsjQueueError, TaskDeferred
 from nsj_queue_lib.runtime.failure import error_text, record_failure
 from nsj_queue_lib.runtime.router import Router, TaskContext

@@ -8,8 +8,8 @@ from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.compat import CompatWatch
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.health import HeartbeatService
 from nsj_queue_lib.metrics import worker_endpoint

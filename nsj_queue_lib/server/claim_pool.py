@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Callable, List, Optional
 
-from nsj_queue_lib.coordination.keys import task_lock_key
+from nsj_queue_lib.engine.keys import task_lock_key
 from nsj_queue_lib.server.locks import LockLimitExceeded, LockTable, Owner
 
 logger = logging.getLogger(__name__)

@@ -37,9 +37,9 @@ import threading
 from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD
-from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.coordination.socket.tls import server_tls_context
+from nsj_queue_lib.engine.base import HALT_PAYLOAD
+from nsj_queue_lib.engine.socket import protocol as p
+from nsj_queue_lib.engine.socket.tls import server_tls_context
 from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
 from nsj_queue_lib.server.claim_pool import MAX_AGE as CLAIM_MAX_AGE
 from nsj_queue_lib.server.claim_pool import ClaimPool

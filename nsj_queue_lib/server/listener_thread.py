@@ -30,9 +30,9 @@ import threading
 import time
 from typing import Callable, Optional
 
-from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.coordination.socket import tls
-from nsj_queue_lib.coordination.socket.legacy import looks_legacy, server_refusal, versions_text
+from nsj_queue_lib.engine.socket import protocol as p
+from nsj_queue_lib.engine.socket import tls
+from nsj_queue_lib.engine.socket.legacy import looks_legacy, server_refusal, versions_text
 from nsj_queue_lib.exceptions import ProtocolError
 from nsj_queue_lib.server.rpc_interpreter import RpcInterpreter, Session
 
@@ -69,7 +69,7 @@ class ListenerThread(threading.Thread):
         # the connection stops counting against SERVER_MAX_HANDSHAKES at once.
         self._on_handshake_over = on_handshake_over
         # TLS: the socket is wrapped in this thread (a slow handshake never blocks the
-        # accept loop); from then on `_send_mutex` guards reads too (see coordination.socket.tls).
+        # accept loop); from then on `_send_mutex` guards reads too (see engine.socket.tls).
         self._tls_context = tls_context
         self._decoder = p.FrameDecoder(max_frame)
         self._send_mutex = threading.Lock()

@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Optional
 
-from nsj_queue_lib.coordination.base import LockKey
+from nsj_queue_lib.engine.base import LockKey
 
 logger = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.coordination.socket.protocol import log_safe
+from nsj_queue_lib.engine.socket import protocol as p
+from nsj_queue_lib.engine.socket.protocol import log_safe
 
 logger = logging.getLogger(__name__)
 

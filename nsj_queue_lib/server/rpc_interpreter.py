@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 from nsj_queue_lib.config import validate_identifier
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD
-from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.coordination.socket.protocol import log_safe
+from nsj_queue_lib.engine.base import HALT_PAYLOAD
+from nsj_queue_lib.engine.socket import protocol as p
+from nsj_queue_lib.engine.socket.protocol import log_safe
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.server.locks import LockLimitExceeded, LockTable
 from nsj_queue_lib.server.refusals import NotifyLog

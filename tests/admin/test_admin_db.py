@@ -27,7 +27,7 @@ def test_admin_sql_has_the_same_names_and_parameters_in_both_dialects():
     pg, my = raw_queries(POSTGRES, "admin.sql"), raw_queries(MYSQL, "admin.sql")
     # HALT in MySQL native mode goes through the control table; PostgreSQL has NOTIFY.
     assert set(my) - set(pg) == {"queue_halt_set", "queue_halt_get"}
-    # The mixed-fleet mode with 1.2.2 exists on PostgreSQL only (coordination/fleet_mode.py).
+    # The mixed-fleet mode with 1.2.2 exists on PostgreSQL only (engine/fleet_mode.py).
     assert set(pg) - set(my) == {"queue_compat_set", "queue_compat_column_exists"}
     for name in set(pg) & set(my):
         assert set(PARAM.findall(pg[name])) == set(PARAM.findall(my[name])), name

@@ -106,7 +106,7 @@ def _exposed_long_tasks(q, pattern: str) -> int:
     """Long tasks still 'processando' whose task lock is free right now (probed and
     released at once, through the same lock service the workers use)."""
     from nsj_queue_lib.config import Settings
-    from nsj_queue_lib.coordination.base import task_lock_key
+    from nsj_queue_lib.engine.base import task_lock_key
 
     ids = [int(r["id"]) for r in q.db.sql(
         f"SELECT id FROM {q.qtable} WHERE chave_externa LIKE %s AND status = 'processando'",

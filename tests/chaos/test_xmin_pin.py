@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from nsj_queue_lib.coordination.listener_turn import TURN_SLICE
+from nsj_queue_lib.engine.postgres.listener_turn import TURN_SLICE
 from tests.chaos import report
 from tests.chaos.harness import ChaosRun
 

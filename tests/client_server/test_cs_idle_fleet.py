@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nsj_queue_lib.coordination.socket.notifier import notify_server
+from nsj_queue_lib.engine.socket.notifier import notify_server
 from tests.fixtures.counted import SERVER, Counted
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.queue import effects_by_key

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.engine.socket import protocol as p
 from tests.fixtures.database import statements_per_task
 from tests.fixtures.deadlock import check_deadlock_in_finish_is_a_failure
 from tests.fixtures.queue import TOKEN, effects_by_key

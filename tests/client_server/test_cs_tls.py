@@ -13,10 +13,10 @@ from typing import List
 
 import pytest
 
-from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.coordination.socket.connection import SocketConnection
-from nsj_queue_lib.coordination.socket.notifier import SocketNotifier
-from nsj_queue_lib.coordination.socket.tls import client_context
+from nsj_queue_lib.engine.socket import protocol as p
+from nsj_queue_lib.engine.socket.connection import SocketConnection
+from nsj_queue_lib.engine.socket.notifier import SocketNotifier
+from nsj_queue_lib.engine.socket.tls import client_context
 from nsj_queue_lib.exceptions import ConfigError
 from tests.fixtures.processes import run_python
 from tests.fixtures.queue import TOKEN, Queue

@@ -1,4 +1,4 @@
-"""Mixed-fleet mode is a property of the queue (coordination/fleet_mode.py): a queue the
+"""Mixed-fleet mode is a property of the queue (engine/fleet_mode.py): a queue the
 current DDL creates is out of it, a queue brought by `schema upgrade` is in it, `nsj-queue
 compat on|off` changes it, running workers follow within about a second, and a worker that
 sees a real 1.2.2 worker on a queue out of it puts the queue back."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 import socket
 import time
 
-from nsj_queue_lib.coordination.socket.protocol import PROTOCOL_VERSION
 from nsj_queue_lib.db import schema
 from nsj_queue_lib.db.dialect import POSTGRES
+from nsj_queue_lib.engine.socket.protocol import PROTOCOL_VERSION
 from nsj_queue_lib.version import __version__
 from tests.compat.mixed import LEGACY_PLAIN
 from tests.compat.test_mixed_fleet import _insert_v2, _value

@@ -9,10 +9,10 @@ from typing import Any, List
 
 import pytest
 
-from nsj_queue_lib.coordination.backend import make_backend
-from nsj_queue_lib.coordination.base import Backend
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import Backend
+from nsj_queue_lib.engine.select import make_backend
 from tests.fixtures.queue import CAPABILITY_SKIP, Queue
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from nsj_queue_lib.coordination.backend import make_backend
-from nsj_queue_lib.coordination.base import task_lock_key
+from nsj_queue_lib.engine.base import task_lock_key
+from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.runtime.batch import BatchClaimer
 from tests.contract.harness import Harness, listening, wait_for
 from tests.fixtures.waiting import eventually

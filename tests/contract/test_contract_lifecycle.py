@@ -13,9 +13,9 @@ import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.config import parse_minutes
-from nsj_queue_lib.coordination.backend import make_backend
-from nsj_queue_lib.coordination.base import ADMIN_PURGE, admin_lock_key
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import ADMIN_PURGE, admin_lock_key
+from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import PurgeService
 from tests.fixtures.processes import wait_all_ready

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from nsj_queue_lib.coordination.base import ADMIN_RETRY, admin_lock_key
+from nsj_queue_lib.engine.base import ADMIN_RETRY, admin_lock_key
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import NotifyService, RetryService
 from tests.contract.harness import listening, wait_for

@@ -21,8 +21,8 @@ from typing import Any, List, Optional
 
 import pytest
 
-from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.runtime.maintenance import PurgeService
 from tests.fixtures.processes import WorkerProc, wait_ready
 from tests.fixtures.queue import Queue

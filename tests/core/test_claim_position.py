@@ -11,7 +11,6 @@ from contextlib import closing
 
 import pytest
 
-from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.claim_position import (
     FULL_SCAN_EVERY,
     PIN_AGE,
@@ -21,6 +20,7 @@ from nsj_queue_lib.db.claim_position import (
 )
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import task_lock_key
 from tests.fixtures.waiting import eventually
 
 NEVER = 3600.0  # full_every that keeps every claim of a test positioned

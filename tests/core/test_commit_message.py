@@ -9,10 +9,10 @@ from typing import Any, Tuple
 
 import pytest
 
-from nsj_queue_lib.coordination.keys import legacy_task_key
-from nsj_queue_lib.coordination.postgres import PgGuard, PostgresBackend
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.keys import legacy_task_key
+from nsj_queue_lib.engine.postgres.backend import PgGuard, PostgresBackend
 from tests.fixtures.routers import in_process_runner, insert_effect
 
 

@@ -10,8 +10,8 @@ import logging
 import psycopg2
 import pytest
 
-from nsj_queue_lib.coordination.postgres import PostgresBackend
 from nsj_queue_lib.db.session import DbSession, refusal
+from nsj_queue_lib.engine.postgres.backend import PostgresBackend
 from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService
 from tests.fixtures.processes import assert_config_exit
 

@@ -12,8 +12,8 @@ import signal
 import time
 from pathlib import Path
 
-from nsj_queue_lib.coordination.base import admin_lock_key
-from nsj_queue_lib.coordination.listener_turn import ADMIN_LISTENER, TURN_SLICE
+from nsj_queue_lib.engine.base import admin_lock_key
+from nsj_queue_lib.engine.postgres.listener_turn import ADMIN_LISTENER, TURN_SLICE
 from tests.fixtures.counted import Counted
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.waiting import eventually
@@ -273,7 +273,7 @@ def _turn_holder_pid(queue):
 
 
 def _task_lock_pid(queue, task_id: int):
-    from nsj_queue_lib.coordination.base import task_lock_key
+    from nsj_queue_lib.engine.base import task_lock_key
 
     ns, obj = task_lock_key(queue.table, task_id)
     return queue.value("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
@@ -315,7 +315,7 @@ def test_a_long_task_run_while_keeping_the_turn_does_not_hold_up_other_tasks(pg_
     second or two, not to the end of the long task nor to the 30 s poll interval."""
     import datetime as dt
 
-    from nsj_queue_lib.coordination.listener_turn import LATE
+    from nsj_queue_lib.engine.postgres.listener_turn import LATE
 
     workers = [pg_queue.start_worker() for _ in range(3)]
     for w in workers:
@@ -359,7 +359,7 @@ def test_compat_key_of_a_task_run_keeping_the_turn_is_released_while_idle(pg_que
     statement.  A holder that kept the turn through the task sends none before its idle
     wait: it releases the key after KEPT_SETTLE seconds of waiting (seen in pg_locks), not
     at the 30 s poll."""
-    from nsj_queue_lib.coordination.listener_turn import KEPT_SETTLE
+    from nsj_queue_lib.engine.postgres.listener_turn import KEPT_SETTLE
 
     workers = [pg_queue.start_worker(QUEUE_COMPAT_1_2_2="true") for _ in range(2)]
     for w in workers:
@@ -425,7 +425,7 @@ def test_a_long_kept_task_does_not_hold_up_a_task_when_the_waiter_is_a_concurren
     listener waited without the check, its task threads waited for their own poll
     (QUEUE_WAIT_NOTIFY_INTERVAL, 300 s here), and a task arriving during the long kept
     task waited for the end of that task."""
-    from nsj_queue_lib.coordination.listener_turn import LATE
+    from nsj_queue_lib.engine.postgres.listener_turn import LATE
 
     single = pg_queue.start_worker()
     wait_ready(single)

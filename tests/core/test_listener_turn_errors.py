@@ -13,10 +13,10 @@ import threading
 import psycopg2
 import pytest
 
-from nsj_queue_lib.coordination.listener_turn import HELD, ListenerTurn
-from nsj_queue_lib.coordination.postgres import PgGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.postgres.backend import PgGuard
+from nsj_queue_lib.engine.postgres.listener_turn import HELD, ListenerTurn
 
 
 def _holders(queue, key) -> list:

@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from nsj_queue_lib.coordination.postgres import PostgresBackend
+from nsj_queue_lib.engine.postgres.backend import PostgresBackend
 from nsj_queue_lib.runtime.maintenance import NotifyService, PurgeService
 from tests.fixtures.waiting import eventually
 

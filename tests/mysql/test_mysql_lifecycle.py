@@ -12,10 +12,10 @@ from typing import Any, List
 
 import pytest
 
-from nsj_queue_lib.coordination.base import task_lock_key
-from nsj_queue_lib.coordination.mysql import MysqlBackend
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import task_lock_key
+from nsj_queue_lib.engine.mysql.backend import MysqlBackend
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 from nsj_queue_lib.queue_client import QueueClient
 from nsj_queue_lib.runtime.runner import TaskRunner

@@ -12,8 +12,6 @@ import time
 
 import pytest
 
-from nsj_queue_lib.coordination.mysql import check_server_version
-from nsj_queue_lib.coordination.socket.backend import SocketBackend
 from nsj_queue_lib.db import server
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server import (
@@ -25,6 +23,8 @@ from nsj_queue_lib.db.server import (
     session_row_lock_mode,
 )
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.mysql.backend import check_server_version
+from nsj_queue_lib.engine.socket.backend import SocketBackend
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.runtime.batch import BatchClaimer
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED

@@ -64,8 +64,8 @@ def test_the_claim_ahead_and_the_finish_are_prepared_once_and_give_their_row_cou
         repo, mariadb_queue, settings):
     # Each task's statements in a backlog: the claim-ahead, then the success with the mark
     # of the next task (or the success alone): parsed once per connection, same effects.
-    from nsj_queue_lib.coordination.base import task_lock_key
-    from nsj_queue_lib.coordination.mysql import lock_name, lock_prefix
+    from nsj_queue_lib.engine.base import task_lock_key
+    from nsj_queue_lib.engine.mysql.backend import lock_name, lock_prefix
 
     prefix, table = lock_prefix(settings), f"`{mariadb_queue.database}`.`{mariadb_queue.fila}`"
 

@@ -16,12 +16,12 @@ PARAM = re.compile(r"%\((\w+)\)s")
 # Queries of one backend's own claim exist only in that dialect's file.
 POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_claim_batch",
                  "task_finish_unlock_at_commit",
-                 # 1.2.2-compatible claim keys (coordination/keys.py)
+                 # 1.2.2-compatible claim keys (engine/keys.py)
                  "task_claim_locked_compat", "task_claim_batch_compat",
-                 # locks a failed claim took (coordination/postgres.py PgGuard)
+                 # locks a failed claim took (engine/postgres/backend.py PgGuard)
                  "task_locks_release_stale",
                  "task_promote_scheduled_compat", "subscriber_fanout_compat", "compat_evidence",
-                 # the listener turn's granting statement (coordination/listener_turn.py)
+                 # the listener turn's granting statement (engine/postgres/listener_turn.py)
                  "task_due_beyond_one",
                  # the claim and the idle probe from the session's claim position
                  # (db/claim_position.py)

@@ -1,4 +1,4 @@
-"""MySQL native idle turn (coordination/mysql_turn.py) with real worker processes on
+"""MySQL native idle turn (engine/mysql/idle_turn.py) with real worker processes on
 MariaDB: of N idle workers only the holder of the turn polls, the others wait inside the
 server (seen in information_schema.PROCESSLIST); a holder killed with kill -9 is replaced;
 HALT reaches the workers waiting for the turn; tasks, scheduled ones too, are still
@@ -14,9 +14,9 @@ from typing import Dict, List
 import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
-from nsj_queue_lib.coordination.mysql import HALT_CHECK, TURN_WAIT, MysqlBackend, lock_prefix
-from nsj_queue_lib.coordination.mysql_turn import turn_lock_name
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.mysql.backend import HALT_CHECK, TURN_WAIT, MysqlBackend, lock_prefix
+from nsj_queue_lib.engine.mysql.idle_turn import turn_lock_name
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL
 from tests.fixtures.counted import Counted
 from tests.fixtures.processes import wait_all_ready, wait_ready

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.runtime.batch import BatchClaimer, BatchRunner
 from tests.fixtures.database import statements_per_task
 from tests.fixtures.processes import wait_ready

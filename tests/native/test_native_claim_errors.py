@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from nsj_queue_lib.coordination.mysql import MysqlGuard, lock_name, lock_prefix
 from nsj_queue_lib.db.mysql_driver import error_classes
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.mysql.backend import MysqlGuard, lock_name, lock_prefix
 
 
 def _fail_on_nth_mark(mariadb_queue) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
-from nsj_queue_lib.coordination.mysql import (
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.mysql.backend import (
     HaltWatch,
     MysqlBackend,
     MysqlGuard,
@@ -16,8 +18,6 @@ from nsj_queue_lib.coordination.mysql import (
     lock_name,
     lock_prefix,
 )
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, ControlTableMissing
 from tests.fixtures.database import statements_per_task
 from tests.fixtures.deadlock import check_deadlock_in_finish_is_a_failure

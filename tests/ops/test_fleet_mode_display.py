@@ -1,4 +1,4 @@
-"""The queue's mixed-fleet mode with 1.2.2 (coordination/fleet_mode.py) as status, health
+"""The queue's mixed-fleet mode with 1.2.2 (engine/fleet_mode.py) as status, health
 and metrics show it: a queue created by the current DDL is out of it; `compat_on()` puts
 it in, and a running worker's heartbeat file and /metrics follow within seconds."""
 
@@ -11,7 +11,7 @@ import pytest
 from nsj_queue_lib import health
 from nsj_queue_lib import status as status_mod
 from nsj_queue_lib.admin import QueueAdmin
-from nsj_queue_lib.coordination.fleet_mode import FleetMode
+from nsj_queue_lib.engine.fleet_mode import FleetMode
 from nsj_queue_lib.metrics import QueueGauges, render
 from tests.fixtures.processes import run_python, wait_ready
 from tests.fixtures.waiting import eventually

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from nsj_queue_lib import status as status_mod
-from nsj_queue_lib.coordination.postgres import PgGuard
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.postgres.backend import PgGuard
 from tests.fixtures.processes import run_python
 from tests.fixtures.waiting import eventually
 from tests.mysql.conftest import make_settings

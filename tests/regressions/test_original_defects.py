@@ -19,20 +19,20 @@ import pytest
 
 from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import (
+from nsj_queue_lib.db.claim_position import ClaimPosition
+from nsj_queue_lib.db.dialect import POSTGRES
+from nsj_queue_lib.db.queries import Queries
+from nsj_queue_lib.db.repository import MESSAGE_MAX, TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import (
     ADMIN_NOTIFY,
     ADMIN_PURGE,
     ADMIN_RETRY,
     admin_lock_key,
     task_lock_key,
 )
-from nsj_queue_lib.coordination.postgres import PostgresBackend
-from nsj_queue_lib.coordination.socket.backend import SocketBackend
-from nsj_queue_lib.db.claim_position import ClaimPosition
-from nsj_queue_lib.db.dialect import POSTGRES
-from nsj_queue_lib.db.queries import Queries
-from nsj_queue_lib.db.repository import MESSAGE_MAX, TaskRepository
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.postgres.backend import PostgresBackend
+from nsj_queue_lib.engine.socket.backend import SocketBackend
 from nsj_queue_lib.queue_client import QueueClient
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED
 from nsj_queue_lib.runtime.maintenance import PurgeService, RetryService

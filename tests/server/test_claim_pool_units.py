@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nsj_queue_lib.coordination.keys import task_lock_key
+from nsj_queue_lib.engine.keys import task_lock_key
 from nsj_queue_lib.server.claim_pool import READ_WAIT, ClaimPool
 from nsj_queue_lib.server.locks import LockLimitExceeded, LockTable
 

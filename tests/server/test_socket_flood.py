@@ -15,8 +15,8 @@ from typing import Callable, Optional
 
 import pytest
 
-from nsj_queue_lib.coordination.socket.locker import SocketLocker
-from nsj_queue_lib.coordination.socket.notifier import SocketNotifier, notify_server
+from nsj_queue_lib.engine.socket.locker import SocketLocker
+from nsj_queue_lib.engine.socket.notifier import SocketNotifier, notify_server
 from nsj_queue_lib.server.refusals import RefusalLog
 from tests.fixtures.servers import ServerProcess
 from tests.fixtures.waiting import eventually

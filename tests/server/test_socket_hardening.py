@@ -8,8 +8,8 @@ from typing import Callable
 
 import pytest
 
-from nsj_queue_lib.coordination.socket.locker import SocketLocker
-from nsj_queue_lib.coordination.socket.notifier import SocketNotifier
+from nsj_queue_lib.engine.socket.locker import SocketLocker
+from nsj_queue_lib.engine.socket.notifier import SocketNotifier
 from nsj_queue_lib.exceptions import ProtocolError
 from tests.fixtures.servers import ServerProcess
 from tests.fixtures.waiting import wait_until

@@ -8,7 +8,7 @@ import time
 from typing import Callable
 
 from nsj_queue_lib.client.lock_client import SocketLocker
-from nsj_queue_lib.coordination.base import task_lock_key
+from nsj_queue_lib.engine.base import task_lock_key
 from tests.fixtures.servers import ServerProcess
 from tests.fixtures.waiting import wait_until
 from tests.server.socket_server_helpers import (

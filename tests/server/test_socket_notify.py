@@ -13,8 +13,8 @@ import pytest
 from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.client.notify_client import SocketNotifier, notify_server
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification
-from nsj_queue_lib.coordination.socket.protocol import OP_PING
+from nsj_queue_lib.engine.base import HALT_PAYLOAD, Notification
+from nsj_queue_lib.engine.socket.protocol import OP_PING
 from nsj_queue_lib.exceptions import CoordinationError
 from tests.fixtures.servers import ServerProcess
 from tests.fixtures.waiting import wait_until

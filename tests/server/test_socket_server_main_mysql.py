@@ -12,7 +12,7 @@ import pytest
 
 from nsj_queue_lib.client.lock_client import SocketLocker
 from nsj_queue_lib.client.notify_client import SocketNotifier
-from nsj_queue_lib.coordination.base import Notification, task_lock_key
+from nsj_queue_lib.engine.base import Notification, task_lock_key
 from nsj_queue_lib.queue_client import QueueClient
 from tests.fixtures.queue import Queue
 from tests.fixtures.waiting import wait_until

@@ -8,7 +8,7 @@ imports at module level and inside functions, and the package `__init__` that im
 - the `__init__` of a package seen from its own submodules (always imported first).
 
 Layers, top to bottom (a module may import its own layer and the layers below):
-entry points and operator tools > public API > runtime > coordination (backends) > db
+entry points and operator tools > public API > runtime > engine (one package per backend) > db
 > settings > foundation.  KNOWN_UPWARD lists today's exceptions, like import-linter's
 `ignore_imports`; the engine-seam work removes them, and this test fails when one is
 gone (so the list only shrinks) or a new one appears.
@@ -34,7 +34,7 @@ LAYERS: List[Set[str]] = [
     {"runtime", "pubsub"},
     # periodic tasks: run by the runtime (a job) and managed by admin; above db only
     {"scheduling"},
-    {"coordination"},
+    {"engine"},
     {"db"},
     {"config", "settings"},
     {"exceptions", "text", "version", "logsafe", "observe", "logfields", "task_input",
@@ -49,15 +49,15 @@ KNOWN_UPWARD = {
     ("nsj_queue_lib.config", "nsj_queue_lib.db.identifiers"),
     ("nsj_queue_lib.config", "nsj_queue_lib.db.names"),
     # backends reach for runtime helpers (signals, back-off)
-    ("nsj_queue_lib.coordination.mysql", "nsj_queue_lib.runtime"),
-    ("nsj_queue_lib.coordination.mysql", "nsj_queue_lib.runtime.signals"),
-    ("nsj_queue_lib.coordination.socket.connection", "nsj_queue_lib.runtime"),
-    ("nsj_queue_lib.coordination.socket.connection", "nsj_queue_lib.runtime.schedule"),
+    ("nsj_queue_lib.engine.mysql.backend", "nsj_queue_lib.runtime"),
+    ("nsj_queue_lib.engine.mysql.backend", "nsj_queue_lib.runtime.signals"),
+    ("nsj_queue_lib.engine.socket.connection", "nsj_queue_lib.runtime"),
+    ("nsj_queue_lib.engine.socket.connection", "nsj_queue_lib.runtime.schedule"),
     # the repository still carries the claim's fleet mode and 1.2.2 keys
     ("nsj_queue_lib.db.repository", "nsj_queue_lib.compat"),
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.coordination"),
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.coordination.fleet_mode"),
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.coordination.keys"),
+    ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine"),
+    ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine.fleet_mode"),
+    ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine.keys"),
     # the supervisor wires
     # observability and the 1.2.2 watch
     ("nsj_queue_lib.runtime.router", "nsj_queue_lib.multidb"),
@@ -196,7 +196,7 @@ def test_the_graph_sees_function_level_and_package_imports():
     assert "nsj_queue_lib.cli.worker_args" in graph["nsj_queue_lib.worker_base"]
     assert "nsj_queue_lib.cli" in graph["nsj_queue_lib.worker_base"]
     # a TYPE_CHECKING import is not an edge
-    assert "nsj_queue_lib.db.repository" not in graph["nsj_queue_lib.coordination.base"]
+    assert "nsj_queue_lib.db.repository" not in graph["nsj_queue_lib.engine.base"]
     # a toy cycle is found
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

@@ -11,7 +11,7 @@ from nsj_queue_lib.db.queries import TAREFA_COLUMNS, Queries, raw_parts, raw_que
 
 PACKAGE = Path(repository.__file__).resolve().parents[1]
 REPOSITORY_SOURCE = Path(repository.__file__).read_text(encoding="utf-8") + "".join(
-    p.read_text(encoding="utf-8") for p in (PACKAGE / "coordination").rglob("*.py"))
+    p.read_text(encoding="utf-8") for p in (PACKAGE / "engine").rglob("*.py"))
 USED = set(re.findall(r"""(?:q|queries\([^)]*\))\[["'](\w+)["']\]""", REPOSITORY_SOURCE))
 # Queries the repository selects through a helper that receives the name.
 USED |= set(re.findall(r"""_insert_select\(["'](\w+)["']""", REPOSITORY_SOURCE))
@@ -51,7 +51,7 @@ def test_every_query_is_used_by_the_repository():
 def test_repository_asks_only_for_existing_queries():
     # Some names exist in one dialect only (e.g. the MySQL multi-row INSERT template).
     known = set(raw_queries(POSTGRES)) | set(raw_queries(MYSQL))
-    # (and MySQL native's idle turn, in a file of its own: coordination/mysql_turn.py)
+    # (and MySQL native's idle turn, in a file of its own: engine/mysql/idle_turn.py)
     known |= set(raw_queries(MYSQL, "turn.sql"))
     # (and the catalog reads of PostgreSQL, such as the claim's column types)
     known |= set(raw_queries(POSTGRES, "catalog.sql"))

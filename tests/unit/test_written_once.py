@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 
-from nsj_queue_lib.coordination.socket.connection import SocketConnection
+from nsj_queue_lib.engine.socket.connection import SocketConnection
 from nsj_queue_lib.loki import LokiHandler
 from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.signals import on_stop_signals

@@ -15,7 +15,7 @@ import time
 
 import psycopg2
 
-from nsj_queue_lib.coordination.listener_turn import ListenerTurn
+from nsj_queue_lib.engine.postgres.listener_turn import ListenerTurn
 from tests.workers.scripted import ScriptedWorker
 
 _original = ListenerTurn._wait_slice

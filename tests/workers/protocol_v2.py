@@ -4,7 +4,7 @@ tests.workers.protocol_v2).  For the mixed-fleet tests of a rolling upgrade."""
 
 from __future__ import annotations
 
-from nsj_queue_lib.coordination.socket import protocol
+from nsj_queue_lib.engine.socket import protocol
 
 protocol.PROTOCOL_VERSION = 2
 protocol.SUPPORTED_VERSIONS = (1, 2)

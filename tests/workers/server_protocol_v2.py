@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import runpy
 
-from nsj_queue_lib.coordination.socket import protocol
+from nsj_queue_lib.engine.socket import protocol
 
 protocol.PROTOCOL_VERSION = 2
 protocol.SUPPORTED_VERSIONS = (1, 2)

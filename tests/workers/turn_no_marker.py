@@ -4,7 +4,7 @@ for the queued notifications, then the probe of the next due time and the pause 
 
 from __future__ import annotations
 
-from nsj_queue_lib.coordination import listener_turn
+from nsj_queue_lib.engine.postgres import listener_turn
 from tests.workers.scripted import ScriptedWorker
 
 listener_turn.MIN_SERVER_FOR_MARKER = 10**9  # no server qualifies

@@ -1,5 +1,5 @@
 """nsj-queue compat on|off|status: the queue's mixed-fleet mode with nsj-queue-lib 1.2.2
-(coordination/fleet_mode.py)."""
+(engine/fleet_mode.py)."""
 
 from __future__ import annotations
 

@@ -74,9 +74,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from nsj_queue_lib.coordination.base import HALT_PAYLOAD, Notification, admin_lock_key
-from nsj_queue_lib.coordination.pg_locker import PgLocker
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import HALT_PAYLOAD, Notification, admin_lock_key
+from nsj_queue_lib.engine.postgres.locker import PgLocker
 
 logger = logging.getLogger(__name__)
 

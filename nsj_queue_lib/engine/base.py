@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Protocol
 
 if TYPE_CHECKING:
-    from nsj_queue_lib.coordination.listener_turn import ListenerTurn
     from nsj_queue_lib.db.repository import TaskRepository
     from nsj_queue_lib.db.session import DbSession
+    from nsj_queue_lib.engine.postgres.listener_turn import ListenerTurn
 
-# Lock keys (2.x and 1.2.2 forms) are defined in one place: coordination/keys.py.
-from nsj_queue_lib.coordination.keys import (
+# Lock keys (2.x and 1.2.2 forms) are defined in one place: engine/keys.py.
+from nsj_queue_lib.engine.keys import (
     ADMIN_NOTIFY,
     ADMIN_PURGE,
     ADMIN_RETRY,
@@ -97,7 +97,7 @@ class Notifier(Protocol):
     def listener_turn(self, queue_table: str,
                       guard: Optional[TaskGuard] = None) -> Optional[ListenerTurn]:
         """The fleet-wide listener turn the runtime takes before an idle wait on this
-        notifier's session (coordination/listener_turn.py), or None: idle workers wait on
+        notifier's session (engine/postgres/listener_turn.py), or None: idle workers wait on
         their own (the default).  `guard`: the guard of the same session, when the caller
         claims with it (its claim may hand the turn on)."""
         return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import Backend
+from nsj_queue_lib.engine.base import Backend
 from nsj_queue_lib.exceptions import ConfigError
 
 __all__ = ["Backend", "make_backend"]
@@ -13,7 +13,7 @@ def make_backend(settings: Settings) -> Backend:
     """The backend for CLIENT_SERVER_MODE and DB_DRIVER: the socket server, or the
     database's own (PostgreSQL, or MySQL native for DB_DRIVER=MYSQL)."""
     if settings.client_server_mode:
-        from nsj_queue_lib.coordination.socket.backend import SocketBackend
+        from nsj_queue_lib.engine.socket.backend import SocketBackend
 
         return SocketBackend(settings)
     if settings.db_driver == "SINGLE_STORE":
@@ -24,9 +24,9 @@ def make_backend(settings: Settings) -> Backend:
         )
     if settings.is_mysql:
         # MySQL >= 8.0 / MariaDB >= 10.6; the version is checked on the first connection.
-        from nsj_queue_lib.coordination.mysql import MysqlBackend
+        from nsj_queue_lib.engine.mysql.backend import MysqlBackend
 
         return MysqlBackend(settings)
-    from nsj_queue_lib.coordination.postgres import PostgresBackend
+    from nsj_queue_lib.engine.postgres.backend import PostgresBackend
 
     return PostgresBackend(settings)

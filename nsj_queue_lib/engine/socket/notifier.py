@@ -27,10 +27,10 @@ import time
 from typing import Callable, Optional, Tuple, Union
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import Notification, Notifier
-from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.coordination.socket.connection import SocketConnection
-from nsj_queue_lib.coordination.socket.tls import client_tls_context
+from nsj_queue_lib.engine.base import Notification, Notifier
+from nsj_queue_lib.engine.socket import protocol as p
+from nsj_queue_lib.engine.socket.connection import SocketConnection
+from nsj_queue_lib.engine.socket.tls import client_tls_context
 from nsj_queue_lib.exceptions import CoordinationError
 
 logger = logging.getLogger(__name__)

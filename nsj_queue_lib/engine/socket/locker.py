@@ -19,11 +19,11 @@ import threading
 from typing import Callable, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import LockKey
-from nsj_queue_lib.coordination.keys import task_lock_key
-from nsj_queue_lib.coordination.socket import protocol as p
-from nsj_queue_lib.coordination.socket.connection import SocketConnection
-from nsj_queue_lib.coordination.socket.tls import client_tls_context
+from nsj_queue_lib.engine.base import LockKey
+from nsj_queue_lib.engine.keys import task_lock_key
+from nsj_queue_lib.engine.socket import protocol as p
+from nsj_queue_lib.engine.socket.connection import SocketConnection
+from nsj_queue_lib.engine.socket.tls import client_tls_context
 from nsj_queue_lib.exceptions import CoordinationError
 
 logger = logging.getLogger(__name__)

@@ -14,17 +14,6 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import (
-    Capabilities,
-    Notification,
-    Notifier,
-    TaskGuard,
-    TaskTakenOver,
-    task_lock_key,
-)
-from nsj_queue_lib.coordination.keys import legacy_task_key
-from nsj_queue_lib.coordination.listener_turn import ListenerTurn
-from nsj_queue_lib.coordination.pg_locker import PgLocker
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import SUCESSO, TaskRepository
 from nsj_queue_lib.db.session import (
@@ -34,6 +23,17 @@ from nsj_queue_lib.db.session import (
     DbSession,
     is_connection_error,
 )
+from nsj_queue_lib.engine.base import (
+    Capabilities,
+    Notification,
+    Notifier,
+    TaskGuard,
+    TaskTakenOver,
+    task_lock_key,
+)
+from nsj_queue_lib.engine.keys import legacy_task_key
+from nsj_queue_lib.engine.postgres.listener_turn import ListenerTurn
+from nsj_queue_lib.engine.postgres.locker import PgLocker
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class PgGuard(TaskGuard):
       that task is the only one due and this session's recent tasks ran short (an
       exponential average of claim-to-release time under KEEP_TURN_RUN): then the turn
       is kept, and the worker goes back to holding it after the task
-      (coordination/listener_turn.py, "keeping the turn").
+      (engine/postgres/listener_turn.py, "keeping the turn").
     """
 
     def __init__(self, repo: TaskRepository, queue_table: str) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, List, Optional
 
-from nsj_queue_lib.coordination.base import LockKey, MarkedAhead, TaskGuard, task_lock_key
-from nsj_queue_lib.coordination.socket.locker import Served, SocketLocker
 from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.engine.base import LockKey, MarkedAhead, TaskGuard, task_lock_key
+from nsj_queue_lib.engine.socket.locker import Served, SocketLocker
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 
 logger = logging.getLogger(__name__)

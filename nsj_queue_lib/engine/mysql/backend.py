@@ -6,7 +6,7 @@
   belongs to the session, like a PostgreSQL advisory lock: it dies with the
   connection, so the rescue recognises a dead worker's task by its free lock.
 * Wake-ups: MySQL has no LISTEN/NOTIFY.  One idle worker per queue (the holder of
-  the idle turn, coordination/mysql_turn.py) polls an index-only probe (is any task
+  the idle turn, engine/mysql/idle_turn.py) polls an index-only probe (is any task
   due? one entry of the (status, data_hora) index, whatever the backlog) every
   QUEUE_POLL_INTERVAL seconds, faster right after activity; the other idle workers
   wait for the turn inside the server.
@@ -27,17 +27,6 @@ import zlib
 from typing import Any, Callable, List, Optional, Set
 
 from nsj_queue_lib.config import Settings, validate_table_name
-from nsj_queue_lib.coordination.base import (
-    HALT_PAYLOAD,
-    Capabilities,
-    LockKey,
-    MarkedAhead,
-    Notification,
-    Notifier,
-    TaskGuard,
-    task_lock_key,
-)
-from nsj_queue_lib.coordination.mysql_turn import IdleTurn
 from nsj_queue_lib.db.control import ControlRow
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server import (
@@ -48,6 +37,17 @@ from nsj_queue_lib.db.server import (
     is_singlestore,
 )
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import (
+    HALT_PAYLOAD,
+    Capabilities,
+    LockKey,
+    MarkedAhead,
+    Notification,
+    Notifier,
+    TaskGuard,
+    task_lock_key,
+)
+from nsj_queue_lib.engine.mysql.idle_turn import IdleTurn
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.runtime.signals import WaitInterrupted, interruptible
 
@@ -345,7 +345,7 @@ class ProbeNotifier(Notifier):
     during the first FAST_POLL_FOR seconds after a task was seen, so a burst of tasks is
     picked up quickly.  With `prefix` (native mode), only the idle worker holding
     the queue's idle turn polls; the others wait for it inside the server
-    (coordination/mysql_turn.py).  `wait(0)` (asked between tasks) only reads the
+    (engine/mysql/idle_turn.py).  `wait(0)` (asked between tasks) only reads the
     HALT request, when due.  There is no broadcast: `notify()` is a no-op, except
     HALT, written to the control table.
     """

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional, Union
 
-from nsj_queue_lib.coordination.base import LockKey
+from nsj_queue_lib.engine.base import LockKey
 from nsj_queue_lib.exceptions import ProtocolError
 
 # Version 2 added `claim` (the server picks due tasks and locks them for the session).

@@ -28,8 +28,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from nsj_queue_lib.coordination.socket import legacy, tls
-from nsj_queue_lib.coordination.socket import protocol as p
+from nsj_queue_lib.engine.socket import legacy, tls
+from nsj_queue_lib.engine.socket import protocol as p
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ProtocolError, ServerFull
 from nsj_queue_lib.runtime.schedule import Backoff
 
@@ -73,7 +73,7 @@ class _Link:
 
     def send(self, message: p.Message) -> None:
         data = p.encode(message)
-        with self.send_mutex:  # with TLS, it also guards reads (see coordination.socket.tls)
+        with self.send_mutex:  # with TLS, it also guards reads (see engine.socket.tls)
             self.sock.sendall(data)
 
 

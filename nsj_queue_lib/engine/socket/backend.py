@@ -14,20 +14,20 @@ from dataclasses import replace
 from typing import Callable, Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.base import Capabilities
-from nsj_queue_lib.coordination.socket.guard import SocketGuard
-from nsj_queue_lib.coordination.socket.locker import SocketLocker
-from nsj_queue_lib.coordination.socket.notifier import SocketNotifier, notify_server
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server import NOWAIT, SKIP_LOCKED, session_row_lock_mode
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import Capabilities
+from nsj_queue_lib.engine.socket.guard import SocketGuard
+from nsj_queue_lib.engine.socket.locker import SocketLocker
+from nsj_queue_lib.engine.socket.notifier import SocketNotifier, notify_server
 from nsj_queue_lib.exceptions import CoordinationError
 
 logger = logging.getLogger(__name__)
 
 
 class SocketBackend:
-    """Backend of the client/server mode (see nsj_queue_lib.coordination.base.Backend)."""
+    """Backend of the client/server mode (see nsj_queue_lib.engine.base.Backend)."""
 
     name = "socket"
     # The server probes the queue every QUEUE_POLL_INTERVAL: an insert wakes the workers.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from nsj_queue_lib.coordination.socket.protocol import PROTOCOL_VERSION
+from nsj_queue_lib.engine.socket.protocol import PROTOCOL_VERSION
 from nsj_queue_lib.version import __version__
 
 LEGACY_END = b"###END###"

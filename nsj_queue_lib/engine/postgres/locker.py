@@ -1,18 +1,18 @@
 """PgLocker: session advisory locks on one PostgreSQL session.
 
-Its own module because both the backend (coordination/postgres.py) and the listener
-turn (coordination/listener_turn.py, which postgres.py builds on) take these locks.
+Its own module because both the backend (engine/postgres/backend.py) and the listener
+turn (engine/postgres/listener_turn.py, which backend.py builds on) take these locks.
 """
 
 from __future__ import annotations
 
-from nsj_queue_lib.coordination.keys import LockKey
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.keys import LockKey
 
 
 class PgLocker:
     """Session advisory locks on a given session: two-int32 keys, or one-bigint keys
-    (1.2.2's form, see coordination/keys.py)."""
+    (1.2.2's form, see engine/keys.py)."""
 
     def __init__(self, session: DbSession) -> None:
         self.session = session

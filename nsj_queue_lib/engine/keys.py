@@ -7,7 +7,7 @@ nsj-queue-lib 1.2.2 used the one-bigint form: the task lock is the raw task id,
 and its helper threads lock the constants 1 (retry), 2 (purge) and 3 (notify).
 PostgreSQL keeps the two forms in separate key spaces, so a 2.x lock never
 excludes a 1.2.2 worker unless 2.x also takes the 1.2.2 key.  While 1.2.2
-workers may share a queue (its mixed-fleet mode: coordination/fleet_mode.py), 2.x
+workers may share a queue (its mixed-fleet mode: engine/fleet_mode.py), 2.x
 therefore also holds, on the task's own session:
 
 * the raw task id (bigint) while it runs a task, from the claim until after the
@@ -30,7 +30,7 @@ import functools
 import zlib
 from typing import TYPE_CHECKING, List, Tuple
 
-from nsj_queue_lib.coordination.fleet_mode import compat_1_2_2
+from nsj_queue_lib.engine.fleet_mode import compat_1_2_2
 
 if TYPE_CHECKING:
     from nsj_queue_lib.config import Settings

@@ -1,0 +1,2 @@
+"""PostgreSQL engine: the one-statement claim, LISTEN/NOTIFY with the listener turn,
+session advisory locks."""
