@@ -477,7 +477,9 @@ class WorkerPubSubBase(WorkerBase):
         box = SecretBox.from_settings(settings)
         store = WebhookStore.for_settings(session, settings)
         features = WebhookFeatures.probe(store)
-        self.__dict__["_webhook_delivery"] = WebhookDelivery(settings, features, box)
+        self.__dict__["_webhook_delivery"] = WebhookDelivery(
+            settings, features, box, delivers=lambda sub_id: (
+                self.subscriber_handler(sub_id) is None and self.is_webhook_subscriber(sub_id)))
         if not (features.secrets and features.breaker and features.deliveries):
             logger.warning("A fila não tem os objetos de webhook da versão 5 do esquema "
                            "(segredos: %s, disjuntor: %s, registro de entregas: %s): o que "

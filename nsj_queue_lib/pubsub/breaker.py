@@ -8,16 +8,16 @@ Circuit breaker (state in the queue's ``<fila>_endpoints`` table, shared by the 
   timeout, HTTP 5xx, 408, 429) adds one to `falhas`, any other answer resets it;
 * the WEBHOOK_BREAKER_FAILURES-th consecutive failure (5) opens it for
   WEBHOOK_BREAKER_COOLDOWN seconds (30): meanwhile the endpoint's deliveries are put
-  back, due when it ends, WITHOUT spending an attempt (TaskDeferred);
-* half-open, once the pause is over: one delivery is the probe (it holds the row's lock
-  while it runs; the others wait a few seconds).  Its success closes the breaker; its
-  failure opens it again for twice the pause, up to WEBHOOK_BREAKER_MAX_COOLDOWN (600).
-  The probe is the row lock alone: column `sonda_ate` is never set (reset and
-  probe_failed clear it; the schema comment calling it the probe's lease is wrong, kept
-  because the schema text is the version digest).  So a failed probe's rollback
-  releases the lock before its followup (a transaction of its own) writes
-  endpoint_probe_failed: in that window a second delivery may become a probe too (one
-  extra request to an endpoint that is down; the state ends the same).
+  back, due when it ends, WITHOUT spending an attempt (TaskDeferred); the waiting ones
+  in bulk, one transaction for all (pubsub/endpoint_hold.py), so that the other
+  endpoints' deliveries do not wait behind a claim and an UPDATE for each of them;
+* half-open, once the pause is over: one delivery is the probe.  It takes a lease
+  (`sonda_ate` = now + the webhook timeout + PROBE_LEASE_MARGIN), committed on a
+  connection of its own before its HTTP call, so one probe per pause runs fleet-wide;
+  the others are put back (at most PROBE_WAIT seconds each time).  Its success closes
+  the breaker; its failure opens it again for twice the pause, up to
+  WEBHOOK_BREAKER_MAX_COOLDOWN (600); either clears the lease, and so does a probe that
+  made no call.  A probe whose worker died holds the lease until it lapses.
 
 Rate limit (WEBHOOK_RATE_LIMIT deliveries per second per endpoint, off by default): a
 token bucket in each worker process (not shared: N processes allow N times the rate).
@@ -37,6 +37,7 @@ ENDPOINTS_LISTED = 200
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 PROBE_WAIT = 5.0  # seconds a delivery waits while another one probes the endpoint
+PROBE_LEASE_MARGIN = 10.0  # the probe's lease: the webhook timeout plus this (seconds)
 MAX_SLEEP = 1.0  # rate limit: longer waits put the delivery back instead of sleeping
 
 
@@ -93,4 +94,5 @@ class RateLimiter:
             return wait
 
 
-__all__ = ["RateLimiter", "counts_against", "endpoint_of", "spread"]
+__all__ = ["ENDPOINTS_LISTED", "PROBE_LEASE_MARGIN", "PROBE_WAIT", "RateLimiter",
+           "counts_against", "endpoint_of", "spread"]

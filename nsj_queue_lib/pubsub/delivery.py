@@ -22,16 +22,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from nsj_queue_lib.exceptions import TaskDeferred
 from nsj_queue_lib.pubsub.breaker import (
+    PROBE_LEASE_MARGIN,
     PROBE_WAIT,
     RateLimiter,
     counts_against,
     endpoint_of,
     spread,
 )
+from nsj_queue_lib.pubsub.endpoint_hold import EndpointHold
 from nsj_queue_lib.pubsub.secret_store import SecretBox
 from nsj_queue_lib.pubsub.signing import delivery_id, secret_key, signature_headers
 from nsj_queue_lib.pubsub.webhook import Attempt, WebhookRequest, attempt, safe_url
@@ -57,7 +59,8 @@ class WebhookDelivery:
     """Delivers subscriber tasks of one worker process (shared by its task threads)."""
 
     def __init__(self, settings: Any, features: WebhookFeatures,
-                 box: Optional[SecretBox] = None) -> None:
+                 box: Optional[SecretBox] = None,
+                 delivers: Optional[Callable[[str], bool]] = None) -> None:
         self.settings = settings
         self.features = features
         self.box = box if box is not None else SecretBox.from_settings(settings)
@@ -66,6 +69,7 @@ class WebhookDelivery:
         self.max_cooldown = float(getattr(settings, "webhook_breaker_max_cooldown", 600))
         self.limiter = RateLimiter(float(getattr(settings, "webhook_rate_limit", 0.0) or 0.0))
         self.queue_table = settings.queue_table
+        self.hold = EndpointHold(delivers)
 
     @property
     def breaker_on(self) -> bool:
@@ -74,24 +78,31 @@ class WebhookDelivery:
     def run(self, ctx: TaskContext, request: WebhookRequest, subscription: Dict[str, Any],
             timeout: float, http_session: Any) -> str:
         """Deliver; return the success message, raise WebhookError / TaskDeferred."""
-        store = WebhookStore.for_settings(ctx.session, ctx.settings or self.settings)
+        settings = ctx.settings or self.settings
+        store = WebhookStore.for_settings(ctx.session, settings)
         endpoint = endpoint_of(request.url)
-        state = self._check_breaker(store, endpoint, request)
-        self._rate_limit(endpoint, request)
-        request = self._signed(store, request, subscription, ctx.tarefa)
+        state = self._check_breaker(ctx, store, endpoint, request, timeout)
+        try:
+            self._rate_limit(endpoint, request)
+            request = self._signed(store, request, subscription, ctx.tarefa)
+        except BaseException:
+            if state is not None and state.probe:  # no call made: the lease goes back
+                ctx.after(lambda repo: WebhookStore.for_settings(
+                    repo.session, settings).endpoint_probe_release(endpoint))
+            raise
         result = attempt(request, timeout, http_session)
         row = self._log_row(ctx.tarefa, subscription, endpoint, result)
         if result.ok:
             self._record(store, state, result, row)  # in the task's transaction
             return result.message
         ctx.after(lambda repo: self._record(WebhookStore.for_settings(
-            repo.session, ctx.settings or self.settings), state, result, row))
+            repo.session, settings), state, result, row))
         assert result.error is not None
         raise result.error
 
     # -- breaker ---------------------------------------------------------------------
-    def _check_breaker(self, store: WebhookStore, endpoint: str,
-                       request: WebhookRequest) -> Optional[_Breaker]:
+    def _check_breaker(self, ctx: TaskContext, store: WebhookStore, endpoint: str,
+                       request: WebhookRequest, timeout: float) -> Optional[_Breaker]:
         if not self.breaker_on:
             return None
         row = store.endpoint_get(endpoint)
@@ -103,17 +114,44 @@ class WebhookDelivery:
         remaining = float(row["restante"] or 0.0)
         shown = one_line(safe_url(request.url), 150)
         if remaining > 0:
+            self._hold_others(ctx, endpoint)
             raise TaskDeferred(
                 f"Endpoint {endpoint} em pausa (disjuntor aberto após {state.failures} falhas "
                 f"seguidas): entrega a {shown} adiada {remaining:.0f} s sem gastar tentativa",
                 spread(remaining))
-        if not store.endpoint_take_probe(endpoint):
+        probing = float(row["sonda_restante"] or 0.0)
+        if probing > 0 or not self._take_probe(ctx, endpoint, timeout + PROBE_LEASE_MARGIN):
+            self._hold_others(ctx, endpoint)
             raise TaskDeferred(
                 f"Endpoint {endpoint} sendo sondado por outra entrega: entrega a {shown} "
-                "adiada sem gastar tentativa", spread(min(PROBE_WAIT, self.cooldown)))
+                "adiada sem gastar tentativa",
+                spread(min(PROBE_WAIT, self.cooldown, probing or PROBE_WAIT)))
         logger.info("Endpoint %s: disjuntor meio-aberto, esta entrega é a sonda", endpoint)
         state.probe = True
         return state
+
+    def _take_probe(self, ctx: TaskContext, endpoint: str, lease: float) -> bool:
+        """Take the probe's lease and commit it before the call, on a connection of its
+        own (the task's transaction is still open; in batch mode, the whole batch's)."""
+        from nsj_queue_lib.db.session import DbSession
+
+        settings = ctx.settings or self.settings
+        session = DbSession.open(settings, application_name=(
+            f"nsj_queue_lib:{settings.queue_name}:sonda"))
+        try:
+            with session.transaction():
+                return WebhookStore.for_settings(session, settings).endpoint_take_probe(
+                    endpoint, lease)
+        finally:
+            session.close()
+
+    def _hold_others(self, ctx: TaskContext, endpoint: str) -> None:
+        """Once the task is over, put the endpoint's other waiting deliveries back in one
+        transaction (pubsub/endpoint_hold.py), at most every HOLD_EVERY s per endpoint."""
+        if self.hold.due(endpoint):
+            settings = ctx.settings or self.settings
+            ctx.after(lambda repo: self.hold.put_back(
+                WebhookStore.for_settings(repo.session, settings), endpoint, PROBE_WAIT))
 
     def _record(self, store: WebhookStore, state: Optional[_Breaker], result: Attempt,
                 row: Optional[dict]) -> None:
@@ -128,12 +166,17 @@ class WebhookDelivery:
                 store.endpoint_probe_failed(state.endpoint, result.message, self.max_cooldown)
                 logger.warning("Endpoint %s: a sonda falhou; disjuntor aberto de novo",
                                state.endpoint)
+                self.hold.put_back(store, state.endpoint, PROBE_WAIT)
             else:
                 store.endpoint_failure(state.endpoint, result.message, self.threshold,
                                        self.cooldown)
-                if state.failures + 1 == self.threshold:
-                    logger.warning("Endpoint %s: %s falhas seguidas, disjuntor aberto por "
-                                   "%.0f s", state.endpoint, self.threshold, self.cooldown)
+                if state.failures + 1 >= self.threshold:
+                    if state.failures + 1 == self.threshold:
+                        logger.warning("Endpoint %s: %s falhas seguidas, disjuntor aberto por "
+                                       "%.0f s", state.endpoint, self.threshold, self.cooldown)
+                    self.hold.put_back(store, state.endpoint, PROBE_WAIT)
+        elif state is not None and state.probe:
+            store.endpoint_probe_release(state.endpoint)
         if row is not None:
             store.delivery_insert(**row)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from nsj_queue_lib.db.dialect import Dialect
 from nsj_queue_lib.db.queries import Queries
@@ -23,6 +23,13 @@ logger = logging.getLogger(__name__)
 # Undefined table / column: PostgreSQL SQLSTATE, MySQL error numbers.
 _MISSING_PG = ("42P01", "42703")
 _MISSING_MYSQL = (1146, 1054)
+
+
+def _expand_in(sql: str, params: Dict[str, Any], name: str, values: Sequence[Any]) -> str:
+    """`IN %(name)s` as `IN (%(name_0)s, ...)`, each value a parameter (every driver)."""
+    keys = [f"{name}_{i}" for i in range(len(values))]
+    params.update(zip(keys, values))
+    return sql.replace(f"%({name})s", "(" + (", ".join(f"%({k})s" for k in keys) or "NULL") + ")")
 
 
 @lru_cache(maxsize=32)
@@ -119,9 +126,42 @@ class WebhookStore:
     def endpoint_get(self, endpoint: str) -> Optional[dict]:
         return self.session.fetch_one(self.q["endpoint_get"], {"endpoint": endpoint})
 
-    def endpoint_take_probe(self, endpoint: str) -> bool:
-        return self.session.fetch_one(self.q["endpoint_take_probe"],
-                                      {"endpoint": endpoint}) is not None
+    def endpoint_take_probe(self, endpoint: str, lease: float) -> bool:
+        """Take the half-open endpoint's probe lease for `lease` seconds, in the caller's
+        transaction (committed before the call); False when the endpoint is not
+        half-open, another probe holds the lease or another transaction holds the row."""
+        if self.session.fetch_one(self.q["endpoint_take_probe"],
+                                  {"endpoint": endpoint}) is None:
+            return False
+        self.session.execute(self.q["endpoint_probe_lease"],
+                             {"endpoint": endpoint, "delay": float(lease)})
+        return True
+
+    def endpoint_probe_release(self, endpoint: str) -> None:
+        self.session.execute(self.q["endpoint_probe_release"], {"endpoint": endpoint})
+
+    def endpoint_defer_waiting(self, endpoint: str, ids: Sequence[str], wait: float,
+                               mensagem: str, limit: int) -> int:
+        """Put the endpoint's waiting deliveries (tasks of the subscriptions `ids`) back
+        until the end of its pause, or of the probe's lease but at most `wait` s; the
+        number of tasks put back (0: not open, or nothing to put back)."""
+        if not ids:
+            return 0
+        ate = self.session.fetch_value(self.q["endpoint_deferral_until"], {
+            "endpoint": endpoint, "delay": float(wait)})
+        if ate is None:
+            return 0
+        params: Dict[str, Any] = {"ate": ate, "limit": int(limit)}
+        sql = _expand_in(self.q["endpoint_waiting_locked"], params, "ids", ids)
+        locked = [r["id"] for r in self.session.fetch_all(sql, params)]
+        if not locked:
+            return 0
+        params = {"ate": ate, "mensagem": mensagem[:500]}
+        sql = _expand_in(self.q["endpoint_defer_locked"], params, "locked", locked)
+        return self.session.execute(sql, params)
+
+    def subscriber_urls(self, limit: int) -> List[dict]:
+        return self.session.fetch_all(self.q["subscriber_urls"], {"limit": int(limit)})
 
     def endpoint_failure(self, endpoint: str, erro: str, limite: int, pausa: float) -> None:
         self.session.execute(self.q["endpoint_failure"], {

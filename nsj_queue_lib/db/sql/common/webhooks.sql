@@ -76,6 +76,46 @@ UPDATE {endpoint_table}
    SET falhas = 0, aberto_ate = NULL, pausa = 0, sonda_ate = NULL, alterado_em = {now}
  WHERE endpoint = %(endpoint)s
 
+-- name: endpoint_probe_lease
+-- The probe's lease: %(delay)s s (the webhook timeout and a margin), committed before its
+-- HTTP call, so one probe per pause runs fleet-wide; its outcome clears it (endpoint_reset,
+-- endpoint_probe_failed, endpoint_probe_release), or it lapses (the probing worker died).
+UPDATE {endpoint_table} SET sonda_ate = {delay_from_now} WHERE endpoint = %(endpoint)s
+
+-- name: endpoint_probe_release
+-- A probe that made no call (the request could not be made, or the delivery stopped
+-- before it) gives its lease back.
+UPDATE {endpoint_table} SET sonda_ate = NULL WHERE endpoint = %(endpoint)s
+
+-- name: endpoint_deferral_until
+-- Until when the endpoint's deliveries wait: the end of its pause, or, while a probe holds
+-- the lease, the lease's end but at most %(delay)s s from now; NULL: they need not wait.
+SELECT CASE WHEN aberto_ate > {now} THEN aberto_ate
+            WHEN sonda_ate > {now} THEN least(sonda_ate, {delay_from_now}) END AS ate
+  FROM {endpoint_table}
+ WHERE endpoint = %(endpoint)s
+
+-- name: endpoint_waiting_locked
+-- The endpoint's waiting deliveries (of its subscriptions %(ids)s, one parameter per id)
+-- due before %(ate)s, at most %(limit)s, locked for endpoint_defer_locked; rows another
+-- transaction holds (a claim under way) are skipped: such a delivery defers itself.
+SELECT id FROM {table}
+ WHERE status IN ('pendente', 'agendada') AND data_hora < %(ate)s
+   AND subscriber_id IN %(ids)s AND NOT dead
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: endpoint_defer_locked
+-- ...put back to %(ate)s in the same transaction, without spending attempts, so that they
+-- are not claimed one by one while the breaker is open or a probe is under way.
+UPDATE {table}
+   SET status = 'agendada', data_hora = %(ate)s, mensagem = %(mensagem)s
+ WHERE id IN %(locked)s AND status IN ('pendente', 'agendada')
+
+-- name: subscriber_urls
+-- Subscriptions and their URLs (the endpoint of each, computed in Python), at most %(limit)s.
+SELECT id, url FROM {sub_table} WHERE url IS NOT NULL ORDER BY id LIMIT %(limit)s
+
 -- name: endpoint_list
 -- Every endpoint's breaker, those not closed first, then by failures (bounded by
 -- %(limit)s: the listing says when it was cut).

@@ -5,13 +5,17 @@
 SELECT endpoint, falhas, pausa,
        aberto_ate IS NOT NULL AS aberto,
        GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), aberto_ate) / 1000000, 0)
-           AS restante
+           AS restante,
+       COALESCE(GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), sonda_ate) / 1000000,
+                         0), 0) AS sonda_restante
   FROM {endpoint_table}
  WHERE endpoint = %(endpoint)s
 
 -- name: endpoint_take_probe
+-- (see sql/postgres/webhooks.sql)
 SELECT endpoint FROM {endpoint_table}
  WHERE endpoint = %(endpoint)s AND aberto_ate <= UTC_TIMESTAMP(6)
+   AND (sonda_ate IS NULL OR sonda_ate <= UTC_TIMESTAMP(6))
    FOR UPDATE SKIP LOCKED
 
 -- name: endpoint_failure

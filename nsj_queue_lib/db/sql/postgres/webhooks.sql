@@ -1,18 +1,23 @@
 -- PostgreSQL bodies of the webhook queries that differ by dialect (see common/webhooks.sql).
 
 -- name: endpoint_get
+-- `sonda_restante`: seconds left of the probe's lease (0: no probe under way).
 SELECT endpoint, falhas, pausa,
        aberto_ate IS NOT NULL AS aberto,
-       greatest(extract(epoch FROM (aberto_ate - now())), 0)::float8 AS restante
+       greatest(extract(epoch FROM (aberto_ate - now())), 0)::float8 AS restante,
+       coalesce(greatest(extract(epoch FROM (sonda_ate - now())), 0), 0)::float8
+           AS sonda_restante
   FROM {endpoint_table}
  WHERE endpoint = %(endpoint)s
 
 -- name: endpoint_take_probe
--- The probe of a half-open breaker: its row lock, held by the probing task's transaction;
--- another worker's delivery finds it locked and waits (`sonda_ate` is not used: see
--- pubsub/breaker.py for the window after a failed probe's rollback).
+-- The probe of a half-open breaker, on a connection of its own (pubsub/delivery.py): the
+-- endpoint's row when no probe holds the lease, locked without waiting (a row another
+-- transaction holds is skipped: the caller does not become the probe); then
+-- endpoint_probe_lease and its commit, before the HTTP call.
 SELECT endpoint FROM {endpoint_table}
  WHERE endpoint = %(endpoint)s AND aberto_ate <= now()
+   AND (sonda_ate IS NULL OR sonda_ate <= now())
    FOR UPDATE SKIP LOCKED
 
 -- name: endpoint_failure
