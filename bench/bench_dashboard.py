@@ -23,7 +23,7 @@ from nsj_queue_lib.dashboard.server import DashboardServer
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.schema import render_schema
 from nsj_queue_lib.db.session import connect
-from nsj_queue_lib.metrics import QueueGauges
+from nsj_queue_lib.observability.metrics import QueueGauges
 
 SCHEMA, FILA = "bench_painel", "grande"
 T = f"{SCHEMA}.{FILA}"

@@ -530,7 +530,7 @@ def _warn_unknown(unknown: list[tuple[str, Optional[str]]], log_format: str) -> 
         return
     handler: Optional[logging.Handler] = None
     if not logger.hasHandlers():
-        from nsj_queue_lib.logfields import FORMAT, JsonFormatter, TextFormatter
+        from nsj_queue_lib.observability.logfields import FORMAT, JsonFormatter, TextFormatter
 
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(JsonFormatter() if log_format == "json"

@@ -54,7 +54,7 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
 def run(args: Any) -> int:
     """Serve until SIGTERM/SIGINT; the exit code."""
     from nsj_queue_lib.dashboard.server import DashboardServer
-    from nsj_queue_lib.log import configure_logging
+    from nsj_queue_lib.observability.logging_setup import configure_logging
     from nsj_queue_lib.runtime.signals import on_stop_signals
 
     try:

@@ -17,7 +17,7 @@ from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable, NotFoundException
-from nsj_queue_lib.status import fleet_state
+from nsj_queue_lib.observability.status import fleet_state
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import urlencode
 
 from nsj_queue_lib.dashboard.data import COUNT_CAP
-from nsj_queue_lib.status import fleet_detail
+from nsj_queue_lib.observability.status import fleet_detail
 from nsj_queue_lib.text import duration
 
 STYLE = """

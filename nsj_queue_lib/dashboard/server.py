@@ -13,7 +13,7 @@ DASHBOARD_ALLOWED_HOSTS (comma-separated; ``*.example.com`` for subdomains).  A
 bind on 0.0.0.0 or :: does not accept any Host: add the names the dashboard is
 reached by.  Others are refused with 421.
 
-HTTP handling is nsj_queue_lib.http_guard's (`DASHBOARD_LIMITS`): timeouts, bounded
+HTTP handling is nsj_queue_lib.observability.http_guard's (`DASHBOARD_LIMITS`): timeouts, bounded
 request sizes and threads, 400 for a malformed request, clients that leave logged at
 DEBUG.  A large payload is cut in the chain page; /payload streams it whole.
 """
@@ -41,7 +41,12 @@ from nsj_queue_lib.exceptions import (
     InvalidTaskState,
     NotFoundException,
 )
-from nsj_queue_lib.http_guard import DISCONNECTS, GuardedHandler, GuardedServer, Limits
+from nsj_queue_lib.observability.http_guard import (
+    DISCONNECTS,
+    GuardedHandler,
+    GuardedServer,
+    Limits,
+)
 
 logger = logging.getLogger(__name__)
 

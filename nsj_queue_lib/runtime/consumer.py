@@ -19,7 +19,7 @@ from nsj_queue_lib.engine.postgres.listener_turn import (
     take_stale,
 )
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
-from nsj_queue_lib.observe import TaskObserver
+from nsj_queue_lib.observability.observe import TaskObserver
 from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner
 from nsj_queue_lib.runtime.maintenance import AdminSlots
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate

@@ -11,9 +11,9 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
-from nsj_queue_lib.health import HeartbeatService
-from nsj_queue_lib.metrics import worker_endpoint
-from nsj_queue_lib.observe import TaskObserver
+from nsj_queue_lib.observability.health import HeartbeatService
+from nsj_queue_lib.observability.metrics import worker_endpoint
+from nsj_queue_lib.observability.observe import TaskObserver
 from nsj_queue_lib.runtime import signals
 from nsj_queue_lib.runtime.capacity import check_connection_capacity
 from nsj_queue_lib.runtime.concurrency import Listener, SharedBackend, WakeHub, run_threads
@@ -168,7 +168,7 @@ class WorkerRuntime:
 def run_worker(build: Callable[[Settings], WorkerRuntime],
                settings: Optional[Settings] = None) -> int:
     """Read settings, build the runtime and run it; return the process exit code."""
-    from nsj_queue_lib.log import configure_logging
+    from nsj_queue_lib.observability.logging_setup import configure_logging
 
     try:
         settings = settings or Settings.from_env()

@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused
-from nsj_queue_lib.log import configure_logging
+from nsj_queue_lib.observability.logging_setup import configure_logging
 from nsj_queue_lib.runtime.signals import on_stop_signals
 from nsj_queue_lib.server.core import Server
 
@@ -128,7 +128,7 @@ def run(settings: Settings, has_due_tasks: Optional[Callable[[], bool]] = None, 
     endpoint = None
     try:
         if settings.metrics_port:  # opt-in /metrics and /healthz
-            from nsj_queue_lib.metrics import server_endpoint
+            from nsj_queue_lib.observability.metrics import server_endpoint
 
             endpoint = server_endpoint(settings, server)
             try:

@@ -18,7 +18,7 @@ from nsj_queue_lib.exceptions import (
     CoordinationError,
     InvalidTaskState,
 )
-from nsj_queue_lib.status import read_status
+from nsj_queue_lib.observability.status import read_status
 
 PARAM = re.compile(r"%\((\w+)\)s")
 

@@ -163,7 +163,7 @@ def test_a_given_up_batch_ends_every_claim_it_reported(pg_queue):
     """A batch rolled back by its refused joint mark reported each task claimed: each
     must end there too (counted as taken over, its start time dropped), or the observer
     keeps one entry per task for ever and claims outnumber outcomes."""
-    from nsj_queue_lib.observe import TaskObserver
+    from nsj_queue_lib.observability.observe import TaskObserver
 
     pg_queue.sql(f"""CREATE FUNCTION "{pg_queue.schema}".recusa() RETURNS trigger LANGUAGE plpgsql
                   AS $$ BEGIN RAISE EXCEPTION 'mensagem recusada pelo gatilho'; END $$""")

@@ -10,7 +10,7 @@ import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.dashboard import pages
-from nsj_queue_lib.status import fleet_state
+from nsj_queue_lib.observability.status import fleet_state
 
 
 def _get(dashboard, path: str) -> str:

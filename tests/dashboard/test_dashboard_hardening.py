@@ -21,7 +21,7 @@ import pytest
 
 from nsj_queue_lib.dashboard.pages import PAYLOAD_PREVIEW
 from nsj_queue_lib.dashboard.server import DASHBOARD_LIMITS, DashboardServer
-from nsj_queue_lib.http_guard import Limits
+from nsj_queue_lib.observability.http_guard import Limits
 from tests.dashboard.conftest import start_dashboard
 from tests.fixtures.http import exchange, read_answer
 from tests.fixtures.waiting import eventually

@@ -160,7 +160,7 @@ def test_batch_mode_and_concurrency_workers_run_schedules_and_status_shows_them(
     res = run_python(["-m", "nsj_queue_lib", "status"], env=dbq.env(), timeout=60)
     assert "Tarefas periódicas:         1" in res.stdout, res.stdout + res.stderr
     assert "tick: a cada 1s, processo teste; próximo" in res.stdout
-    from nsj_queue_lib.metrics import QueueGauges
+    from nsj_queue_lib.observability.metrics import QueueGauges
 
     gauges = QueueGauges(dbq.settings())
     try:

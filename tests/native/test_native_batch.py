@@ -201,7 +201,7 @@ def test_a_deadlock_caught_by_the_last_task_never_marks_tasks_it_no_longer_holds
         backend = make_backend(settings)
         backend.check(session)
         claimer = BatchClaimer(backend.guard(session, repo), backend.capabilities, 3)
-        from nsj_queue_lib.observe import TaskObserver
+        from nsj_queue_lib.observability.observe import TaskObserver
         observer = TaskObserver(settings.queue_name, settings.queue_max_retry)
         runner = BatchRunner(settings, repo, FunctionRouter(handler), observer)
         batch = claimer.claim()

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from nsj_queue_lib import health
-from nsj_queue_lib import status as status_mod
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.engine.fleet_mode import FleetMode
-from nsj_queue_lib.metrics import QueueGauges, render
+from nsj_queue_lib.observability import health
+from nsj_queue_lib.observability import status as status_mod
+from nsj_queue_lib.observability.metrics import QueueGauges, render
 from tests.fixtures.processes import run_python, wait_ready
 from tests.fixtures.waiting import eventually
 from tests.mysql.conftest import make_settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from nsj_queue_lib import health
+from nsj_queue_lib.observability import health
 from tests.fixtures.processes import run_python
 from tests.fixtures.waiting import eventually
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from nsj_queue_lib import health
+from nsj_queue_lib.observability import health
 from tests.fixtures.processes import run_python
 from tests.fixtures.queue import Queue
 from tests.fixtures.waiting import eventually

@@ -1,4 +1,4 @@
-"""The metrics/healthz endpoint's HTTP hardening (nsj_queue_lib.http_guard) with real
+"""The metrics/healthz endpoint's HTTP hardening (nsj_queue_lib.observability.http_guard) with real
 sockets: in a real worker process (METRICS_PORT) with its default limits, and in a
 MetricsEndpoint of this process with short ones."""
 
@@ -15,8 +15,8 @@ from typing import List, Tuple
 
 import pytest
 
-from nsj_queue_lib.http_guard import Limits
-from nsj_queue_lib.metrics import METRICS_LIMITS, MetricsEndpoint
+from nsj_queue_lib.observability.http_guard import Limits
+from nsj_queue_lib.observability.metrics import METRICS_LIMITS, MetricsEndpoint
 from tests.fixtures.http import exchange, read_answer
 from tests.fixtures.processes import wait_ready
 from tests.fixtures.waiting import eventually

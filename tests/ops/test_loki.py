@@ -9,7 +9,12 @@ import time
 
 import pytest
 
-from nsj_queue_lib.loki import LokiHandler, install_loki_handler, redact_url, uninstall_loki_handler
+from nsj_queue_lib.observability.loki import (
+    LokiHandler,
+    install_loki_handler,
+    redact_url,
+    uninstall_loki_handler,
+)
 from tests.fixtures.waiting import eventually
 from tests.ops.lokiserver import FakeLoki
 

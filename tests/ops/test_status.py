@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from nsj_queue_lib import status as status_mod
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.postgres.backend import PgGuard
+from nsj_queue_lib.observability import status as status_mod
 from tests.fixtures.processes import run_python
 from tests.fixtures.waiting import eventually
 from tests.mysql.conftest import make_settings

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
-from nsj_queue_lib.metrics import QueueGauges, render
-from nsj_queue_lib.status import read_status, render_text
+from nsj_queue_lib.observability.metrics import QueueGauges, render
+from nsj_queue_lib.observability.status import read_status, render_text
 from tests.fixtures.http import RecordingServer
 from tests.fixtures.processes import run_python
 from tests.fixtures.waiting import eventually

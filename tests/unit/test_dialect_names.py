@@ -43,12 +43,12 @@ KNOWN: Dict[str, int] = {
     "db/schema.py": 3,
     "db/server.py": 1,
     "db/session.py": 9,
-    "metrics.py": 1,
+    "observability/metrics.py": 1,
+    "observability/status.py": 1,
     "pubsub/webhook_store.py": 1,
     "runtime/batch.py": 2,
     "runtime/runner.py": 1,
     "runtime/supervisor.py": 1,
-    "status.py": 1,
     "task_input.py": 1,
 }
 

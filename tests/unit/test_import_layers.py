@@ -24,11 +24,13 @@ from typing import Dict, List, Set
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "nsj_queue_lib"
 
-# Top-level names (first component after nsj_queue_lib.) per layer, top first.
+# Names per layer, top first: the first component after nsj_queue_lib., or for a
+# package that spans layers (observability) its "package.module".
 LAYERS: List[Set[str]] = [
-    {"cli", "dashboard", "status", "health", "metrics", "server", "client", "demo", "devdb",
-     "db_gen", "__main__", "worker_fila_teste", "worker_pub_sub_teste", "loki", "log",
-     "multidb", "legacy"},
+    {"cli", "dashboard", "status", "health", "server", "client", "demo", "devdb",
+     "db_gen", "__main__", "worker_fila_teste", "worker_pub_sub_teste",
+     "observability.status", "observability.health", "observability.metrics",
+     "observability.loki", "observability.logging_setup", "multidb", "legacy"},
     {"worker_base", "worker_pub_sub_base", "worker_webhook", "queue_client", "admin",
      "compat"},
     {"runtime", "pubsub"},
@@ -37,8 +39,9 @@ LAYERS: List[Set[str]] = [
     {"engine"},
     {"db"},
     {"config", "settings"},
-    {"exceptions", "text", "version", "logsafe", "observe", "logfields", "task_input",
-     "http_guard"},
+    {"exceptions", "text", "version", "task_input", "observability",
+     "observability.logsafe", "observability.observe", "observability.logfields",
+     "observability.http_guard"},
 ]
 
 # Upward imports that exist today (importer, imported).  Remove a line when its import
@@ -62,9 +65,9 @@ KNOWN_UPWARD = {
     # observability and the 1.2.2 watch
     ("nsj_queue_lib.runtime.router", "nsj_queue_lib.multidb"),
     ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.compat"),
-    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.health"),
-    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.log"),
-    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.metrics"),
+    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.observability.health"),
+    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.observability.logging_setup"),
+    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.observability.metrics"),
     # WorkerBase.main parses the command line
     ("nsj_queue_lib.worker_base", "nsj_queue_lib.cli"),
     ("nsj_queue_lib.worker_base", "nsj_queue_lib.cli.worker_args"),
@@ -178,10 +181,11 @@ def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
 
 
 def _layer(module: str) -> int:
-    top = module.split(".")[1] if "." in module else "__init__"
-    for depth, names in enumerate(LAYERS):
-        if top in names:
-            return len(LAYERS) - depth
+    parts = module.split(".")[1:] or ["__init__"]
+    for key in (".".join(parts[:2]), parts[0]):
+        for depth, names in enumerate(LAYERS):
+            if key in names:
+                return len(LAYERS) - depth
     raise AssertionError(f"{module} não está em nenhuma camada de LAYERS: acrescente-o")
 
 

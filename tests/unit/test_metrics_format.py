@@ -1,4 +1,4 @@
-"""The Prometheus text written by nsj_queue_lib.metrics, read back by the official parser."""
+"""The Prometheus text of nsj_queue_lib.observability.metrics, read by the official parser."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from nsj_queue_lib.metrics import histogram_family, render
-from nsj_queue_lib.observe import Histogram
+from nsj_queue_lib.observability.metrics import histogram_family, render
+from nsj_queue_lib.observability.observe import Histogram
 
 
 def test_labels_are_escaped_and_numbers_formatted():

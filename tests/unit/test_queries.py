@@ -84,6 +84,6 @@ def test_status_queries_have_the_same_names_and_parameters_in_both_dialects():
     assert set(pg) == set(my)
     for name in pg:
         assert set(param.findall(pg[name])) == set(param.findall(my[name])), name
-    lib = Path(__file__).resolve().parents[2] / "nsj_queue_lib"
+    lib = Path(__file__).resolve().parents[2] / "nsj_queue_lib" / "observability"
     source = (lib / "status.py").read_text() + (lib / "metrics.py").read_text()
     assert {n for n in pg if f'"{n}"' not in source} == set()

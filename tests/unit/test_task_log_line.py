@@ -12,9 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from nsj_queue_lib import observe
-from nsj_queue_lib.logfields import FORMAT, ContextFilter, JsonFormatter, TextFormatter
-from nsj_queue_lib.logsafe import protect_handler
+from nsj_queue_lib.observability import observe
+from nsj_queue_lib.observability.logfields import (
+    FORMAT,
+    ContextFilter,
+    JsonFormatter,
+    TextFormatter,
+)
+from nsj_queue_lib.observability.logsafe import protect_handler
 
 
 class _Keep(logging.Handler):

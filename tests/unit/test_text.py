@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from nsj_queue_lib.logsafe import SafeRecordFilter
+from nsj_queue_lib.observability.logsafe import SafeRecordFilter
 from nsj_queue_lib.text import (
     bounded,
     describe_exception,

@@ -2,7 +2,7 @@
 
 `ContextFilter` (attached to the handlers by `log.configure_logging` and to the
 Loki handler) adds to each record the fields of the task its thread is running
-(set by the runtime's TaskObserver, nsj_queue_lib.observe): ``queue``,
+(set by the runtime's TaskObserver, nsj_queue_lib.observability.observe): ``queue``,
 ``task_id``, ``attempt`` and ``worker_id`` (host:pid); ``duration`` comes with
 the line that ends a task.  `JsonFormatter` writes a record as one JSON object
 per line:
@@ -23,7 +23,7 @@ import logging
 import time
 from typing import Any, Dict, Optional, Tuple
 
-from nsj_queue_lib.observe import task_context, worker_id
+from nsj_queue_lib.observability.observe import task_context, worker_id
 
 FIELDS = ("queue", "task_id", "attempt", "duration", "worker_id")
 

@@ -7,8 +7,13 @@ import sys
 from typing import Optional
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.logfields import FORMAT, ContextFilter, JsonFormatter, TextFormatter
-from nsj_queue_lib.logsafe import protect_handler
+from nsj_queue_lib.observability.logfields import (
+    FORMAT,
+    ContextFilter,
+    JsonFormatter,
+    TextFormatter,
+)
+from nsj_queue_lib.observability.logsafe import protect_handler
 
 _configured = False
 
@@ -44,7 +49,7 @@ def configure_logging(settings: Optional[Settings] = None) -> None:
     logging.getLogger("nsj_queue_lib").setLevel(level)
     if settings is not None and settings.grafana_url:
         try:
-            from nsj_queue_lib.loki import install_loki_handler
+            from nsj_queue_lib.observability.loki import install_loki_handler
         except ImportError:  # pragma: no cover - added by the operations work
             logging.getLogger(__name__).warning("GRAFANA_URL definido, mas sem suporte a Loki")
         else:

@@ -26,7 +26,7 @@ statement of its own; an idle worker reads the row before its next claim, and th
 gauges' own read of the pause flag refreshes it too); in the queue server, the control
 row read with the pause flag.
 
-The HTTP side is nsj_queue_lib.http_guard's (`METRICS_LIMITS`): read timeouts and a
+The HTTP side is nsj_queue_lib.observability.http_guard's (`METRICS_LIMITS`): read timeouts and a
 deadline per request, small requests only, at most 8 connections served at once (503
 beyond), errors in Portuguese, clients that leave logged at DEBUG.
 """
@@ -42,7 +42,12 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.exceptions import ConfigError
-from nsj_queue_lib.http_guard import DISCONNECTS, GuardedHandler, GuardedServer, Limits
+from nsj_queue_lib.observability.http_guard import (
+    DISCONNECTS,
+    GuardedHandler,
+    GuardedServer,
+    Limits,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -331,7 +336,7 @@ class QueueGauges:
 
 # -- what a worker exposes ------------------------------------------------------------
 def worker_families(observer: Any, labels: Labels, now: Optional[float] = None) -> List[Family]:
-    """Counters of a TaskObserver (nsj_queue_lib.observe) as metric families."""
+    """Counters of a TaskObserver (nsj_queue_lib.observability.observe) as metric families."""
     now = time.time() if now is None else now
     snap = observer.snapshot()
     out: List[Family] = [
@@ -455,7 +460,7 @@ class MetricsEndpoint:
 def worker_endpoint(settings: Settings, observer: Any, heartbeat: Any) -> MetricsEndpoint:
     """The endpoint of a worker process: its counters, the queue gauges, its heartbeat."""
     from nsj_queue_lib.engine.fleet_mode import fleet_mode
-    from nsj_queue_lib.health import judge_state
+    from nsj_queue_lib.observability.health import judge_state
 
     labels = {"queue": settings.queue_name}
     gauges = QueueGauges(settings, fleet=fleet_mode(settings))
