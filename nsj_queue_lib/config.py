@@ -179,6 +179,23 @@ def _mysql_driver(text: str) -> str:
     return value
 
 
+POOL_MODES = ("session", "transaction")
+
+
+def _pool_mode(text: str) -> str:
+    value = text.strip().lower()
+    if value not in POOL_MODES:
+        raise ValueError(f"use um de {', '.join(POOL_MODES)}")
+    return value
+
+
+def _lease_seconds(text: str) -> int:
+    value = _positive_int(text)
+    if not 3 <= value <= 3600:
+        raise ValueError("use de 3 a 3600 segundos")
+    return value
+
+
 def _str(text: str) -> str:
     return text
 
@@ -238,6 +255,23 @@ class Settings:
                         doc="POSTGRES, MYSQL ou SINGLE_STORE")
     db_mysql_driver: str = _v("DB_MYSQL_DRIVER", parse=_mysql_driver, default="pymysql",
                               doc="pymysql (padrão), mysqlclient (extra [mysqlclient]) ou auto")
+    db_pool_mode: str = _v(
+        "DB_POOL_MODE", parse=_pool_mode, default="session",
+        doc="session (padrão: conexão direta ou pooler em modo sessão) ou transaction "
+            "(atrás de um pooler em modo transação: PgBouncer, RDS Proxy, Supavisor; "
+            "PostgreSQL apenas)")
+    db_listen_host: Optional[str] = _v(
+        "DB_LISTEN_HOST", parse=_opt_str,
+        doc="DB_POOL_MODE=transaction: host de uma conexão direta ao PostgreSQL (sem "
+            "pooler) para LISTEN; sem valor, os workers sondam a fila")
+    db_listen_port: Optional[int] = _v(
+        "DB_LISTEN_PORT", parse=_opt_port,
+        doc="porta da conexão direta de DB_LISTEN_HOST (padrão: DB_PORT)")
+    queue_lease_seconds: int = _v(
+        "QUEUE_LEASE_SECONDS", parse=_lease_seconds, default=30,
+        doc="DB_POOL_MODE=transaction: segundos da concessão (lease) de uma tarefa em "
+            "execução, renovada a cada terço; a tarefa de um worker morto volta à fila "
+            "em até esse tempo e meio")
     # Queue
     queue_name: str = _v("QUEUE_NAME", parse=_channel, required=True, doc="Canal do notify")
     queue_table: str = _v("QUEUE_TABLE", parse=_table, required=True, doc="Tabela da fila")
@@ -402,6 +436,7 @@ class Settings:
             problems = [_with_typo_hint(problem, unknown) for problem in problems]
         problems.extend(_tls_problems(values))
         problems.extend(_breaker_problems(values))
+        problems.extend(_pool_problems(values))
         if not problems:
             dialect_name = "postgres" if values.get("db_driver") == "POSTGRES" else "mysql"
             for key, (var_name, is_table) in _RESOLVED.items():
@@ -436,6 +471,11 @@ class Settings:
         if self.server_bind_host:
             return self.server_bind_host
         return "0.0.0.0" if self.server_auth_token else "127.0.0.1"
+
+    @property
+    def pooled(self) -> bool:
+        """DB_POOL_MODE=transaction: behind a transaction pooler (no session state)."""
+        return self.db_pool_mode == "transaction"
 
     @property
     def is_mysql(self) -> bool:
@@ -545,6 +585,18 @@ def _warn_unknown(unknown: list[tuple[str, Optional[str]]], log_format: str) -> 
         record = logger.makeRecord(logger.name, level, __file__, 0, "%s",
                                    (unknown_variable_text(name, nearest),), None)
         handler.handle(record)
+
+
+def _pool_problems(values: Mapping[str, Any]) -> list[str]:
+    """DB_POOL_MODE=transaction is a PostgreSQL database mode."""
+    if values.get("db_pool_mode") != "transaction":
+        return []
+    if values.get("db_driver") not in (None, "POSTGRES"):
+        return ["DB_POOL_MODE=transaction é só para o PostgreSQL (DB_DRIVER=POSTGRES)"]
+    if values.get("client_server_mode"):
+        return ["DB_POOL_MODE=transaction não se combina com CLIENT_SERVER_MODE=true (o "
+                "servidor de filas mantém as próprias conexões)"]
+    return []
 
 
 def _breaker_problems(values: Mapping[str, Any]) -> list[str]:

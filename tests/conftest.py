@@ -20,7 +20,8 @@ import os
 import pytest
 
 pytest_plugins = ["tests.fixtures.database", "tests.fixtures.queue", "tests.fixtures.http",
-                  "tests.fixtures.legacy", "tests.fixtures.tiers", "pytester"]
+                  "tests.fixtures.legacy", "tests.fixtures.tiers", "tests.fixtures.pgbouncer",
+                  "pytester"]
 
 # Variables the library reads: tests never inherit them from the developer's shell
 # (worker subprocesses get exactly what each test passes).

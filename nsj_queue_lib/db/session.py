@@ -137,7 +137,8 @@ def refusal(exc: BaseException, settings: Settings) -> Optional[DatabaseRefused]
 def open_connection(driver: str, *, host: str, port: int, dbname: str, user: str,
                     password: Optional[str], autocommit: bool, connect_timeout: float,
                     application_name: str, queue_session: bool = True,
-                    keepalive_idle: int = 10, mysql_driver_name: str = "pymysql") -> Any:
+                    keepalive_idle: int = 10, mysql_driver_name: str = "pymysql",
+                    pooled: bool = False) -> Any:
     """Open a raw DB-API connection with psycopg2 (POSTGRES) or, for MYSQL and
     SINGLE_STORE, `mysql_driver_name` (pymysql or mysqlclient: db/mysql_driver.py);
     driver errors propagate as they are.
@@ -145,7 +146,9 @@ def open_connection(driver: str, *, host: str, port: int, dbname: str, user: str
     The one place connections are opened: the queue's own sessions (`connect`) and the
     multi-database tenant pool.  A queue session (`queue_session`) also gets
     server-side keepalives (PostgreSQL) or a UTC session time zone (MySQL), which a
-    tenant connection handed to user code must not get.
+    tenant connection handed to user code must not get.  `pooled` (DB_POOL_MODE=
+    transaction): no SET at all, since behind a transaction pooler it would change
+    whichever server connection the statement landed on (the client-side keepalives stay).
     """
     if driver in ("POSTGRES", "POSTGRESQL"):
         import psycopg2
@@ -158,7 +161,7 @@ def open_connection(driver: str, *, host: str, port: int, dbname: str, user: str
             keepalives_interval=5 if queue_session else 10, keepalives_count=3,
         )
         conn.autocommit = autocommit
-        if queue_session:
+        if queue_session and not pooled:
             with contextlib.closing(conn.cursor()) as cur:
                 # Server-side keepalives: if this worker's host vanishes without closing
                 # the connection, PostgreSQL ends the session (freeing its task lock for
@@ -189,7 +192,7 @@ def connect(settings: Settings, *, connect_timeout: int = 5, application_name: s
             dbname=settings.db_name, user=settings.db_user, password=settings.db_pass,
             autocommit=True, connect_timeout=connect_timeout,
             application_name=application_name or f"nsj_queue_lib:{settings.queue_name}",
-            mysql_driver_name=driver or "pymysql")
+            mysql_driver_name=driver or "pymysql", pooled=settings.pooled)
     except _connection_errors() as exc:
         refused = refusal(exc, settings)
         if refused is not None:
@@ -327,13 +330,18 @@ class DbSession:
         self._mariadb: Optional[bool] = None  # MySQL dialect: the server is MariaDB
         # MariaDB refused a PREPARE for its max_prepared_stmt_count: plain text from then on
         self._unpreparable = False
+        # DB_POOL_MODE=transaction: no server-side PREPARE (it would exist on one server
+        # connection of the pooler only); the statements are sent as text every time
+        self.unprepared = False
         self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server.py)
         self._keep = self.dialect.name == "postgres"  # _run(keep=...) for the queue's own
         self._kept_cursor: Any = None
 
     @classmethod
     def open(cls, settings: Settings, **kwargs: Any) -> DbSession:
-        return cls(connect(settings, **kwargs), dialect_for_driver(settings.db_driver))
+        session = cls(connect(settings, **kwargs), dialect_for_driver(settings.db_driver))
+        session.unprepared = settings.pooled
+        return session
 
     # -- statements -------------------------------------------------------
     def _run(self, sql: str, params: Any, fetch: str, keep: bool = False) -> Any:
@@ -444,6 +452,8 @@ class DbSession:
     def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
         if self.dialect.name == "mysql":
             return self._run_prepared_mariadb(name, sql, params, fetch)
+        if self.unprepared:
+            return self._run(sql, params, fetch)
         if name not in self._prepared:
             self._prepare(name, sql)
         text, args = self._execute_text(name, params)
@@ -469,7 +479,7 @@ class DbSession:
     def prepare(self, name: str, sql: str) -> None:
         """PostgreSQL: PREPARE `name` now if not yet (also inside a transaction: a
         prepared statement outlives the transaction's rollback)."""
-        if self.dialect.name == "postgres" and name not in self._prepared:
+        if self.dialect.name == "postgres" and name not in self._prepared and not self.unprepared:
             self._prepare(name, sql)
 
     def prepared_text(self, name: str, params: Mapping[str, Any]) -> Optional[Tuple[str, tuple]]:

@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.pooler import check_pool_mode
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import SUCESSO, TaskRepository
 from nsj_queue_lib.db.session import (
@@ -469,9 +470,15 @@ class PostgresBackend:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.channel = settings.queue_name
+        self._checked = False
 
     def check(self, session: DbSession) -> None:
-        """PostgreSQL >= 9.5 (SKIP LOCKED) is all the claim needs."""
+        """PostgreSQL >= 9.5 (SKIP LOCKED) is all the claim needs; the session state this
+        backend rests on must survive between transactions: no transaction pooler in
+        front of the database (checked once, at the first session: db/pooler.py)."""
+        if not self._checked:
+            check_pool_mode(session, self.settings)
+            self._checked = True
 
     def guard(self, session: DbSession, repo: TaskRepository) -> PgGuard:
         return PgGuard(repo, self.settings.queue_table)
