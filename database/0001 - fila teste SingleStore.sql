@@ -156,7 +156,7 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_agenda` (
 ) DEFAULT CHARSET = utf8mb4;
 
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 6 (6d18c95741c9)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 7 (6d18c95741c9)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

@@ -83,7 +83,7 @@ def transaction_pooled(session: DbSession, settings: Settings) -> bool:
 
 def check_pool_mode(session: DbSession, settings: Settings) -> None:
     """Refuse session mode behind a transaction pooler (ConfigError naming DB_POOL_MODE)."""
-    if settings.pooled or session.dialect.name != "postgres":
+    if settings.pooled or settings.is_mysql:
         return
     if transaction_pooled(session, settings):
         raise ConfigError(

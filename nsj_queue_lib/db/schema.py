@@ -36,7 +36,7 @@ from nsj_queue_lib.db.queries import raw_queries, read_sql
 
 # Bumped when the declared objects change meaning; the stamp also carries a digest of
 # the source text, so any edit of schema.sql/views.sql is seen by verify.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 VERSION_PREFIX = "nsj_queue_lib schema "
 # Indexes the original 1.2.2 db_gen created (idx_<fila>_...): replaced by the
 # current ones and dropped by upgrade.
@@ -653,9 +653,12 @@ def _alter_table(diffs: List[Difference], expected: _Snapshot, schema: str, tabl
         # ALTER TABLE waits for an exclusive lock and every statement on the table queues
         # behind it: give up after 10 s (run again later) instead of stalling the queue.
         # The CONCURRENTLY index builds take no such lock and may wait as long as needed.
-        out.append("SET lock_timeout = '10s'")
+        # SET LOCAL in a transaction of its own: nothing is left on the session, so the
+        # upgrade also runs through a transaction pooler (DB_POOL_MODE=transaction).
+        out.append("BEGIN")
+        out.append("SET LOCAL lock_timeout = '10s'")
         out.append(f"ALTER TABLE {target}\n    " + ",\n    ".join(actions))
-        out.append("RESET lock_timeout")
+        out.append("COMMIT")
     return out
 
 

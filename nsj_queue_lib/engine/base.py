@@ -145,6 +145,9 @@ class Capabilities:
     # Real 1.2.2 workers may share the queue with this backend's workers (mixed-fleet
     # mode: 1.2.2's task keys honoured).  PostgreSQL only.
     legacy_fleet: bool = False
+    # Running tasks are owned through a lease in their row (DB_POOL_MODE=transaction):
+    # the rescue takes expired leases (backend.lease_seconds), not free session locks.
+    leases: bool = False
 
 
 class TaskGuard(Protocol):

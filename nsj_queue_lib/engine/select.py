@@ -11,7 +11,8 @@ __all__ = ["Backend", "make_backend"]
 
 def make_backend(settings: Settings) -> Backend:
     """The backend for CLIENT_SERVER_MODE and DB_DRIVER: the socket server, or the
-    database's own (PostgreSQL, or MySQL native for DB_DRIVER=MYSQL)."""
+    database's own (PostgreSQL, or MySQL native for DB_DRIVER=MYSQL); behind a transaction
+    pooler (DB_POOL_MODE=transaction) the PostgreSQL lease backend."""
     if settings.client_server_mode:
         from nsj_queue_lib.engine.socket.backend import SocketBackend
 
@@ -27,6 +28,10 @@ def make_backend(settings: Settings) -> Backend:
         from nsj_queue_lib.engine.mysql.backend import MysqlBackend
 
         return MysqlBackend(settings)
+    if settings.pooled:
+        from nsj_queue_lib.engine.pooled.backend import PooledBackend
+
+        return PooledBackend(settings)
     from nsj_queue_lib.engine.postgres.backend import PostgresBackend
 
     return PostgresBackend(settings)

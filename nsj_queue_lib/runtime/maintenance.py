@@ -348,6 +348,8 @@ class RetryService(AdminService):
     admin_id = ADMIN_RETRY
 
     def work(self, repo: TaskRepository, locker: Locker) -> int:
+        if self.backend.capabilities.leases:  # no session locks: expired leases instead
+            return rescue_expired_leases(repo.session, self.settings, self.backend)
         rescued = 0
         after = 0
         while True:
@@ -379,6 +381,51 @@ class RetryService(AdminService):
         if rescued:
             self.backend.wake_workers(repo.session)
         return rescued
+
+
+LEASE_RESCUE_PAGE = 100  # expired leases rescued per run at most (the next run: the rest)
+
+
+def rescue_expired_leases(session: DbSession, settings: Settings, backend: Backend) -> int:
+    """DB_POOL_MODE=transaction: fail and re-queue (or dead-letter) the running tasks whose
+    lease expired, each in a transaction of its own under its row lock (SKIP LOCKED), so
+    one worker rescues it, once, whoever else runs this at the same time."""
+    from nsj_queue_lib.db.lease import LeaseRepository
+
+    repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
+    leases = LeaseRepository(repo)
+    rescued = 0
+    for _ in range(LEASE_RESCUE_PAGE):
+        with session.transaction():
+            task_id = leases.expired()
+            if task_id is None:
+                break
+            tarefa = repo.task_get(task_id)
+            if tarefa and record_failure(repo, tarefa, WORKER_STOPPED, settings):
+                rescued += 1
+                logger.warning("Tarefa %s resgatada: a concessão (lease) venceu; o worker "
+                               "parou ou perdeu o banco durante a execução", task_id)
+    if rescued:
+        backend.wake_workers(session)
+    return rescued
+
+
+class LeaseRescue:
+    """DB_POOL_MODE=transaction: the rescue of expired leases, every half lease, by every
+    worker (a `Job` of AdminSlots; no admin lock needed: row locks with SKIP LOCKED)."""
+
+    name = "lease_rescue"
+    on_demand = False
+
+    def __init__(self, settings: Settings, backend: Backend) -> None:
+        self.settings = settings
+        self.backend = backend
+
+    def next_delay(self) -> float:
+        return self.settings.queue_lease_seconds / 2
+
+    def run_slot(self, session: DbSession, busy: Collection[int] = ()) -> int:
+        return rescue_expired_leases(session, self.settings, self.backend)
 
 
 def _missing_table(exc: BaseException) -> bool:
@@ -464,9 +511,12 @@ class NotifyService(AdminService):
 
 
 def admin_services(settings: Settings, backend: Backend,
-                   stop_event: threading.Event) -> List[AdminService]:
-    return [
+                   stop_event: threading.Event) -> List[Job]:
+    jobs: List[Job] = [
         RetryService(settings, backend, settings.queue_minute_retry_thread, stop_event),
         PurgeService(settings, backend, settings.queue_minute_purge_thread, stop_event),
         NotifyService(settings, backend, settings.queue_minute_notify_thread, stop_event),
     ]
+    if backend.capabilities.leases:
+        jobs.append(LeaseRescue(settings, backend))
+    return jobs

@@ -3,7 +3,7 @@
 socket server on PostgreSQL and on MariaDB (real databases, real server process). A
 difference between backends is skipped or shaped only through its `Capabilities` flags (each
 of them is read here: wakes_on_insert, notify_is_transactional, batch_claim,
-lock_on_task_session).  The harness (`backend_harness`, over the `each_backend_queue` queue
+lock_on_task_session, leases).  The harness (`backend_harness`, over the `each_backend_queue` queue
 of each backend) is in tests/contract/harness.py and conftest.py."""
 
 from __future__ import annotations
@@ -77,10 +77,32 @@ def test_batch_claim_takes_tasks_in_claim_order_inside_the_callers_transaction(b
     assert backend_harness.q.count("status = 'processando'") == 4
 
 
+def _lease_outlives_the_session(h: Harness, guard: Any, task_id: int) -> None:
+    """leases: the rescue leaves a live worker's task alone; once the worker is gone (no
+    heartbeat), its lease expires and the rescue fails and re-queues the task, once."""
+    from nsj_queue_lib.runtime.maintenance import rescue_expired_leases
+
+    rescuer = h.session()
+    assert rescue_expired_leases(rescuer, h.settings, h.backend) == 0
+    assert h.q.row(task_id)["status"] == "processando"
+    guard.close()
+    guard.repo.session.close()  # the worker dies
+    started = time.monotonic()
+    eventually(lambda: rescue_expired_leases(rescuer, h.settings, h.backend) == 1,
+               h.settings.queue_lease_seconds + 5, interval=0.2, message="concessão vencida")
+    assert time.monotonic() - started <= h.settings.queue_lease_seconds + 1
+    assert h.q.row(task_id)["status"] == "falha"
+    assert [r["status"] for r in h.q.chain(task_id)] == ["falha", "agendada"]
+    assert rescue_expired_leases(rescuer, h.settings, h.backend) == 0
+
+
 def test_the_task_lock_is_held_until_release_and_dies_with_the_session(backend_harness):
     task_id = backend_harness.q.insert({"n": 1})
     guard = backend_harness.guard()
     [tarefa] = guard.claim()
+    if backend_harness.backend.capabilities.leases:
+        _lease_outlives_the_session(backend_harness, guard, task_id)
+        return
     admin = backend_harness.backend.admin_locker(backend_harness.session())
     key = task_lock_key(backend_harness.settings.queue_table, task_id)
     assert admin.try_lock(key) is False  # the rescue sees a live worker
@@ -168,7 +190,8 @@ def test_a_task_taken_over_is_refused_by_begin_or_finish(backend_harness):
                           f"%s", (task_id,))
     session = guard.repo.session
     session.begin()
-    if backend_harness.backend.capabilities.lock_on_task_session:
+    caps = backend_harness.backend.capabilities
+    if caps.lock_on_task_session or caps.leases:  # (leases: fenced at the finish)
         assert guard.begin(tarefa) is True
         assert guard.finish(tarefa, "ok") is False
     else:
@@ -204,10 +227,14 @@ def test_close_hands_back_a_task_claimed_ahead(backend_harness):
 
 def test_the_task_lock_lives_where_the_capability_says(backend_harness):
     """lock_on_task_session: the task's lock ends with its database session alone;
-    otherwise (socket server) it outlives that session until the guard closes."""
+    otherwise (socket server) it outlives that session until the guard closes; with
+    leases, until the lease expires."""
     task_id = backend_harness.q.insert({"n": 1})
     guard = backend_harness.guard()
     guard.claim()
+    if backend_harness.backend.capabilities.leases:
+        _lease_outlives_the_session(backend_harness, guard, task_id)
+        return
     admin = backend_harness.backend.admin_locker(backend_harness.session())
     backend_harness.closers.append(admin)
     key = task_lock_key(backend_harness.settings.queue_table, task_id)

@@ -75,18 +75,26 @@ def test_kill9_mid_task_frees_its_lock_and_the_next_worker_rescues_it(each_backe
                                        "wait_file": str(release)})
     eventually(started.exists, 10, message="tarefa iniciada")
     assert each_backend_queue.row(first)["status"] == "processando"
-    probe = each_backend_queue.probe_locker()
-    key = each_backend_queue.task_key(first)
-    assert probe.try_lock(key) is False  # the worker holds it
+    q = each_backend_queue
+    if q.capabilities.leases:  # the worker's lease in the row, until it stops renewing it
+        assert q.row(first)["lease_dono"] and q.row(first)["lease_ate"] > q.db_now()
+        victim.kill9()
+        lease = q.settings().queue_lease_seconds
+        eventually(lambda: q.row(first)["lease_ate"] < q.db_now(), lease + 2, interval=0.1,
+                   message="concessão vencida")
+    else:
+        probe = each_backend_queue.probe_locker()
+        key = each_backend_queue.task_key(first)
+        assert probe.try_lock(key) is False  # the worker holds it
 
-    killed_at = time.monotonic()
-    victim.kill9()
-    # The dead session's lock (advisory, named, or the socket client's) ends with its
-    # connection: the database or the server sees the socket close.
-    eventually(lambda: probe.try_lock(key), 5, interval=0.01, message="lock liberado")
-    if each_backend_queue.mode == "cs":  # not by the heartbeat (2 x TIMEOUT_SOCKET_MESSAGE = 4 s)
-        assert time.monotonic() - killed_at < 1.5
-    assert probe.unlock(key) is True
+        killed_at = time.monotonic()
+        victim.kill9()
+        # The dead session's lock (advisory, named, or the socket client's) ends with its
+        # connection: the database or the server sees the socket close.
+        eventually(lambda: probe.try_lock(key), 5, interval=0.01, message="lock liberado")
+        if each_backend_queue.mode == "cs":  # not by the heartbeat (2 x TIMEOUT_SOCKET_MESSAGE)
+            assert time.monotonic() - killed_at < 1.5
+        assert probe.unlock(key) is True
     assert each_backend_queue.row(first)["status"] == "processando"  # nobody ran cleanup
     assert each_backend_queue.effects() == []  # the killed attempt's writes were rolled back
 

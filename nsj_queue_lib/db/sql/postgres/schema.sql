@@ -32,6 +32,14 @@ CREATE TABLE IF NOT EXISTS {table} (
     chave_unica varchar(250)
 );
 
+-- Leases (schema 7, DB_POOL_MODE=transaction: coordination/pooled.py): the worker that runs
+-- a 'processando' task and until when its lease lasts; NULL in session mode, whose task
+-- locks live on the worker's session.  Added by ALTER so that `schema apply` on a queue of
+-- an earlier version adds them too.
+ALTER TABLE {table}
+    ADD COLUMN IF NOT EXISTS lease_dono varchar(150),
+    ADD COLUMN IF NOT EXISTS lease_ate timestamptz;
+
 -- Storage settings for a queue's life cycle (each row is inserted, rewritten by the claim
 -- and by the finish within seconds, then only read until the purge deletes it).  A separate
 -- ALTER, so it also applies to an existing table (it affects only pages written later):
