@@ -59,14 +59,30 @@ def chaos_mysql():
     return MyTarget(server)
 
 
+@pytest.fixture(scope="session")
+def chaos_bouncer(chaos_pg):
+    """PgBouncer in transaction pooling (4 server connections) in front of `chaos_pg`: it
+    stays up while that server restarts (tests/fixtures/pgbouncer.py)."""
+    from tests.fixtures.pgbouncer import PgBouncer
+
+    bouncer = PgBouncer(chaos_pg.dev).start()
+    yield bouncer
+    bouncer.close()
+
+
 @pytest.fixture
 def make_queue(request):
-    """make_queue("postgres" | "mariadb", "db" | "cs") -> a fresh ChaosQueue (destroyed after)."""
+    """make_queue("postgres" | "mariadb", "db" | "cs" | "pooled") -> a fresh ChaosQueue
+    (destroyed after); "pooled": PostgreSQL, the workers through PgBouncer in transaction
+    pooling (DB_POOL_MODE=transaction), the producer and the audit direct."""
     made = []
 
     def make(kind: str, mode: str) -> ChaosQueue:
         target = request.getfixturevalue("chaos_pg" if kind == "postgres" else "chaos_mysql")
-        q = ChaosQueue(target, mode, request.node.name).create()
+        q = ChaosQueue(target, "db" if mode == "pooled" else mode, request.node.name).create()
+        if mode == "pooled":
+            bouncer = request.getfixturevalue("chaos_bouncer")
+            q.worker_overrides.update({**bouncer.env(), "QUEUE_LEASE_SECONDS": "3"})
         made.append(q)
         return q
 

@@ -24,11 +24,14 @@ from tests.fixtures.waiting import eventually
 MARIADBD = "/usr/sbin/mariadbd"
 
 
-@pytest.mark.parametrize("extra", [pytest.param({}, id="per-task"),
-                                   pytest.param({"QUEUE_BATCH_SIZE": 5}, id="batch"),
-                                   pytest.param({"QUEUE_CONCURRENCY": 4}, id="concurrency")])
-def test_postgres_restart_mid_run(make_queue, extra):
-    q = make_queue("postgres", "db")
+@pytest.mark.parametrize("mode,extra", [
+    pytest.param("db", {}, id="per-task"),
+    pytest.param("db", {"QUEUE_BATCH_SIZE": 5}, id="batch"),
+    pytest.param("db", {"QUEUE_CONCURRENCY": 4}, id="concurrency"),
+    # the workers through PgBouncer (transaction pooling), which stays up meanwhile
+    pytest.param("pooled", {}, id="pgbouncer")])
+def test_postgres_restart_mid_run(make_queue, mode, extra):
+    q = make_queue("postgres", mode)
     label = "".join(f", {k}={v}" for k, v in extra.items())
     run = ChaosRun(q, "2. database restart (pg_ctl -m fast / -m immediate, alternating)"
                       + label)

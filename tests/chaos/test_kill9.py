@@ -11,6 +11,9 @@ TARGETS = [pytest.param("postgres", "db", {}, id="postgres"),
            pytest.param("postgres", "db", {"QUEUE_BATCH_SIZE": 5}, id="postgres-batch"),
            # Concurrency: a kill interrupts every task thread of the process at once.
            pytest.param("postgres", "db", {"QUEUE_CONCURRENCY": 4}, id="postgres-concurrency"),
+           # Through PgBouncer in transaction pooling (4 server connections, fewer than the
+           # workers' connections): leases, rescued once expired (QUEUE_LEASE_SECONDS=3).
+           pytest.param("postgres", "pooled", {}, id="postgres-pgbouncer"),
            pytest.param("mariadb", "cs", {}, id="mariadb-cs", marks=pytest.mark.mysql),
            # MySQL native: the named lock dies with the killed connection.
            pytest.param("mariadb", "db", {}, id="mariadb-native", marks=pytest.mark.mysql),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from nsj_queue_lib.config import Settings
-from nsj_queue_lib.coordination.backend import make_backend
 from nsj_queue_lib.db.pooler import transaction_pooled
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.exceptions import ConfigError
 from tests.fixtures.pgbouncer import PgBouncer
 
@@ -36,8 +36,14 @@ def test_session_mode_behind_pgbouncer_transaction_pooling_is_refused(pgbouncer)
     assert f"127.0.0.1:{pgbouncer.port}" in text
 
 
-def test_transaction_mode_behind_pgbouncer_is_accepted(pgbouncer) -> None:
-    _check(_settings(pgbouncer.env()))  # no error: the pooled backend needs no session
+def test_transaction_mode_needs_schema_7_and_then_is_accepted(pooled_queue) -> None:
+    q = pooled_queue
+    settings = q.settings()
+    assert make_backend(settings).name == "pooled"
+    _check(settings)  # no error: the lease backend keeps nothing on a session
+    q.sql(f"ALTER TABLE {q.qtable} DROP COLUMN lease_dono, DROP COLUMN lease_ate")
+    with pytest.raises(ConfigError, match="nsj-queue schema upgrade"):
+        _check(settings)
 
 
 def test_direct_connection_and_session_pooling_are_not_taken_for_it(pg_server) -> None:

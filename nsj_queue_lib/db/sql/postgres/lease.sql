@@ -1,4 +1,4 @@
--- Named queries of the lease backend (DB_POOL_MODE=transaction, coordination/pooled.py):
+-- Named queries of the lease backend (DB_POOL_MODE=transaction, engine/pooled/backend.py):
 -- behind a transaction pooler nothing may live on a session, so a running task is owned
 -- through a lease written in its row (lease_dono: the worker, lease_ate: until when),
 -- extended by the worker's heartbeat and taken over by the rescue once expired.  Every
@@ -65,7 +65,7 @@ UPDATE {table}
 -- Whether the queue table has the lease columns (schema 7).
 SELECT count(*) = 2
   FROM pg_catalog.pg_attribute
- WHERE attrelid = %(table)s::regclass AND attname IN ('lease_dono', 'lease_ate')
+ WHERE attrelid = to_regclass(%(table)s) AND attname IN ('lease_dono', 'lease_ate')
    AND NOT attisdropped
 
 -- name: admin_lease_take

@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS {table} (
     chave_unica varchar(250)
 );
 
--- Leases (schema 7, DB_POOL_MODE=transaction: coordination/pooled.py): the worker that runs
+-- Leases (schema 7, DB_POOL_MODE=transaction: engine/pooled/backend.py): the worker that runs
 -- a 'processando' task and until when its lease lasts; NULL in session mode, whose task
 -- locks live on the worker's session.  Added by ALTER so that `schema apply` on a queue of
 -- an earlier version adds them too.

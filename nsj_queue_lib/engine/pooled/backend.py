@@ -35,7 +35,10 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from nsj_queue_lib.config import Settings, validate_table_name
-from nsj_queue_lib.coordination.base import (
+from nsj_queue_lib.db.lease import LeaseRepository
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import (
     HALT_PAYLOAD,
     Capabilities,
     LockKey,
@@ -43,11 +46,8 @@ from nsj_queue_lib.coordination.base import (
     Notifier,
     TaskGuard,
 )
-from nsj_queue_lib.coordination.mysql import HALT_CHECK, HaltWatch, ProbeNotifier
-from nsj_queue_lib.coordination.postgres import PgNotifier
-from nsj_queue_lib.db.lease import LeaseRepository
-from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.mysql.backend import HALT_CHECK, HaltWatch, ProbeNotifier
+from nsj_queue_lib.engine.postgres.backend import PgNotifier
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
