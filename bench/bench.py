@@ -387,6 +387,9 @@ def main() -> int:
 
         bench_cs.run(pg, report, core_rate, n=1_000 if args.quick else 5_000,
                      samples=30 if args.quick else 100)
+        from bench import bench_pgbouncer
+
+        bench_pgbouncer.run(pg, report, n=1_000 if args.quick else 5_000)
     finally:
         drop_schema(pg)
         pg.release()

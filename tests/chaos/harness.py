@@ -198,6 +198,8 @@ class ChaosQueue(QueueNames):
 
     @property
     def database_label(self) -> str:
+        if self.worker_overrides.get("DB_POOL_MODE") == "transaction":
+            return self.target.label + " (PgBouncer, modo transação)"
         return self.target.label + (" (cliente/servidor)" if self.mode == "cs" else "")
 
     def create(self) -> ChaosQueue:
