@@ -360,7 +360,7 @@ class QueueAdmin:
         1.2.2 workers sees now: {"aplica", "misto", "gravado", "alterado_em",
         "alterado_por", "sinais", "ocultas"}.  "gravado" is None when the queue keeps no
         value (no row, or a schema before this version): mixed-fleet then."""
-        from nsj_queue_lib.compat import read_signs
+        from nsj_queue_lib.compat.coexistence import read_signs
 
         state: Dict[str, Any] = {"aplica": self.dialect.name == "postgres", "misto": False,
                                  "gravado": None, "alterado_em": None, "alterado_por": None,
@@ -405,7 +405,7 @@ class QueueAdmin:
         a second.  Refused (LegacyWorkersSeen) while a look sees 1.2.2 sessions, recent
         'falha_processando' rows, or sessions this role cannot see; `force` overrides.
         Returns what the look saw."""
-        from nsj_queue_lib.compat import read_signs
+        from nsj_queue_lib.compat.coexistence import read_signs
 
         signs = (read_signs(self.session, self.queue_table, self._channel())
                  if self.dialect.name == "postgres" else None)

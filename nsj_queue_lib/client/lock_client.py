@@ -7,7 +7,7 @@ from nsj_queue_lib.engine.socket.locker import SocketLocker
 __all__ = ["SocketLocker"]
 
 # 1.2.2 names (importable; using them says what replaces them).
-from nsj_queue_lib.legacy import removed_class
+from nsj_queue_lib.compat.removed import removed_class
 
 LockClient = removed_class(
     __name__, "LockClient",

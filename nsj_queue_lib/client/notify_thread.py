@@ -10,7 +10,7 @@ from nsj_queue_lib.runtime.maintenance import NotifyService
 __all__ = ["NotifyService"]
 
 # 1.2.2 names (importable; using them says what replaces them).
-from nsj_queue_lib.legacy import removed_class
+from nsj_queue_lib.compat.removed import removed_class
 
 NotifyThread = removed_class(
     __name__, "NotifyThread",

@@ -10,7 +10,7 @@ from nsj_queue_lib.runtime.maintenance import RetryService
 __all__ = ["RetryService"]
 
 # 1.2.2 names (importable; using them says what replaces them).
-from nsj_queue_lib.legacy import removed_class
+from nsj_queue_lib.compat.removed import removed_class
 
 RetryThread = removed_class(
     __name__, "RetryThread",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nsj_queue_lib.legacy import removed_class
+from nsj_queue_lib.compat.removed import removed_class
 
 SocketClient = removed_class(
     __name__, "SocketClient",

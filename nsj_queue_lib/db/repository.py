@@ -178,7 +178,7 @@ class TaskRepository:
         if not self._postgres:
             return False
         if self.fleet.unread:
-            from nsj_queue_lib.compat import read_stored_mode
+            from nsj_queue_lib.compat.coexistence import read_stored_mode
 
             self.fleet.note(read_stored_mode(self.session, self.queue_table))
         return self.fleet.mixed

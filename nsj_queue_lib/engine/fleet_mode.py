@@ -9,7 +9,7 @@ peers of 1.2.2 are refused):
   (1.2.2's table, an earlier 2.x not upgraded) is in it: nothing tells such a queue from
   one that 1.2.2 workers still use;
 * `nsj-queue compat off|on` changes it; a worker that sees a live 1.2.2 session on a
-  queue out of it puts it back (compat.py).
+  queue out of it puts it back (compat/coexistence.py).
 
 Workers read it together with the pause flag (runtime/pause.py: before a claim, when the
 last read is more than half a second old; the listener turn's probe and the metrics'

@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Any, Callable, List, Optional
 
-from nsj_queue_lib.compat import CompatWatch
+from nsj_queue_lib.compat.coexistence import CompatWatch
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.select import make_backend

@@ -244,7 +244,7 @@ class RpcInterpreter:
         return woken
 
 # 1.2.2 names (importable; using them says what replaces them).
-from nsj_queue_lib.legacy import removed_class  # noqa: E402
+from nsj_queue_lib.compat.removed import removed_class  # noqa: E402
 
 RPCInterpreter = removed_class(
     __name__, "RPCInterpreter",

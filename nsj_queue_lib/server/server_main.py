@@ -172,7 +172,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 # 1.2.2 names (importable; using them says what replaces them).
-from nsj_queue_lib.legacy import removed_class  # noqa: E402
+from nsj_queue_lib.compat.removed import removed_class  # noqa: E402
 
 ServerMain = removed_class(
     __name__, "ServerMain",

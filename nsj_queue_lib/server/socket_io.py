@@ -3,8 +3,8 @@ the client/server protocol, see nsj_queue_lib.exceptions.CoordinationError)."""
 
 from __future__ import annotations
 
+from nsj_queue_lib.compat.removed import removed_class
 from nsj_queue_lib.exceptions import CoordinationError
-from nsj_queue_lib.legacy import removed_class
 
 
 class GenericSocketException(CoordinationError):

@@ -34,7 +34,7 @@ KNOWN: Dict[str, int] = {
     "admin.py": 5,
     "cli/commands/schema.py": 1,
     "cli/common.py": 1,
-    "compat.py": 2,
+    "compat/coexistence.py": 2,
     "config.py": 1,
     "engine/fleet_mode.py": 1,
     "db/dialect.py": 1,

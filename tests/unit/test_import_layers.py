@@ -25,21 +25,22 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "nsj_queue_lib"
 
 # Names per layer, top first: the first component after nsj_queue_lib., or for a
-# package that spans layers (observability) its "package.module".
+# package that spans layers (observability, compat) its "package.module".
 LAYERS: List[Set[str]] = [
     {"cli", "dashboard", "status", "health", "server", "client", "demo", "devdb",
      "db_gen", "__main__", "worker_fila_teste", "worker_pub_sub_teste",
      "observability.status", "observability.health", "observability.metrics",
-     "observability.loki", "observability.logging_setup", "multidb", "legacy"},
+     "observability.loki", "observability.logging_setup", "multidb"},
     {"worker_base", "worker_pub_sub_base", "worker_webhook", "queue_client", "admin",
-     "compat"},
+     "compat.coexistence"},
     {"runtime", "pubsub"},
     # periodic tasks: run by the runtime (a job) and managed by admin; above db only
     {"scheduling"},
     {"engine"},
     {"db"},
     {"config", "settings"},
-    {"exceptions", "text", "version", "task_input", "observability",
+    {"exceptions", "text", "version", "task_input", "observability", "compat",
+     "compat.removed",
      "observability.logsafe", "observability.observe", "observability.logfields",
      "observability.http_guard"},
 ]
@@ -57,14 +58,14 @@ KNOWN_UPWARD = {
     ("nsj_queue_lib.engine.socket.connection", "nsj_queue_lib.runtime"),
     ("nsj_queue_lib.engine.socket.connection", "nsj_queue_lib.runtime.schedule"),
     # the repository still carries the claim's fleet mode and 1.2.2 keys
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.compat"),
+    ("nsj_queue_lib.db.repository", "nsj_queue_lib.compat.coexistence"),
     ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine"),
     ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine.fleet_mode"),
     ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine.keys"),
     # the supervisor wires
     # observability and the 1.2.2 watch
     ("nsj_queue_lib.runtime.router", "nsj_queue_lib.multidb"),
-    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.compat"),
+    ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.compat.coexistence"),
     ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.observability.health"),
     ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.observability.logging_setup"),
     ("nsj_queue_lib.runtime.supervisor", "nsj_queue_lib.observability.metrics"),
