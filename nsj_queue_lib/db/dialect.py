@@ -3,9 +3,40 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Dict
 
 from nsj_queue_lib.exceptions import ConfigError
+
+# Words that differ between dialects, so that a query whose logic is the same is written
+# once in sql/common (db/queries.py fills them in once per queue, when it renders the
+# statements): {now} is the current time (columns hold UTC on MySQL), casts a PostgreSQL
+# parameter needs are empty on MySQL, and RETURNING id is PostgreSQL's way to the new
+# row's id (MySQL's is the cursor's lastrowid).
+DIALECT_WORDS: Dict[str, Dict[str, str]] = {
+    "postgres": {
+        "now": "now()",
+        "seconds_since_data_hora": "extract(epoch FROM (now() - data_hora))",
+        "hours_ago": "now() - %(hours)s * interval '1 hour'",
+        "seconds_ago": "now() - %(seconds)s * interval '1 second'",
+        "data_hora_or_now": "coalesce(%(data_hora)s::timestamptz, now())",
+        "delay_from_now": "clock_timestamp() + %(delay)s * interval '1 second'",
+        "system_schemas": "'pg_catalog', 'information_schema'",
+        "returning_id": "RETURNING id",
+        "as_varchar": "::varchar", "as_int8": "::int8", "as_boolean": "::boolean",
+    },
+    "mysql": {
+        "now": "UTC_TIMESTAMP(6)",
+        "seconds_since_data_hora":
+            "TIMESTAMPDIFF(MICROSECOND, data_hora, UTC_TIMESTAMP(6)) / 1000000",
+        "hours_ago": "UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR",
+        "seconds_ago": "UTC_TIMESTAMP(6) - INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND",
+        "data_hora_or_now": "coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6))",
+        "delay_from_now": "UTC_TIMESTAMP(6) + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND",
+        "system_schemas": "'mysql', 'information_schema', 'performance_schema', 'sys'",
+        "returning_id": "",
+        "as_varchar": "", "as_int8": "", "as_boolean": "",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -17,6 +48,11 @@ class Dialect:
     returning: bool  # INSERT/UPDATE ... RETURNING
     listen_notify: bool  # LISTEN/NOTIFY and the notify-on-insert trigger
     advisory_locks: bool  # session advisory locks usable inside SQL
+
+    @property
+    def words(self) -> Dict[str, str]:
+        """The dialect's DIALECT_WORDS: {now} and the like in its SQL."""
+        return DIALECT_WORDS[self.name]
 
     def quote(self, identifier: str) -> str:
         """Quote one identifier (already validated: no quote characters inside)."""

@@ -30,33 +30,6 @@ TAREFA_COLUMNS = (
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 PART = "part_"  # prefix of the named blocks that are pieces of other blocks
 
-# Words that differ between dialects, so that a query whose logic is the same is written
-# once in sql/common: {now} is the current time (columns hold UTC on MySQL), casts a
-# PostgreSQL parameter needs are empty on MySQL, and RETURNING id is PostgreSQL's way to
-# the new row's id (MySQL's is the cursor's lastrowid).
-DIALECT_WORDS: Dict[str, Dict[str, str]] = {
-    "postgres": {
-        "now": "now()",
-        "seconds_since_data_hora": "extract(epoch FROM (now() - data_hora))",
-        "hours_ago": "now() - %(hours)s * interval '1 hour'",
-        "delay_from_now": "clock_timestamp() + %(delay)s * interval '1 second'",
-        "system_schemas": "'pg_catalog', 'information_schema'",
-        "returning_id": "RETURNING id",
-        "as_varchar": "::varchar", "as_int8": "::int8", "as_boolean": "::boolean",
-    },
-    "mysql": {
-        "now": "UTC_TIMESTAMP(6)",
-        "seconds_since_data_hora":
-            "TIMESTAMPDIFF(MICROSECOND, data_hora, UTC_TIMESTAMP(6)) / 1000000",
-        "hours_ago": "UTC_TIMESTAMP(6) - INTERVAL %(hours)s HOUR",
-        "delay_from_now": "UTC_TIMESTAMP(6) + INTERVAL ROUND(%(delay)s * 1000000) MICROSECOND",
-        "system_schemas": "'mysql', 'information_schema', 'performance_schema', 'sys'",
-        "returning_id": "",
-        "as_varchar": "", "as_int8": "", "as_boolean": "",
-    },
-}
-
-
 def read_sql(dialect: Dialect, filename: str) -> str:
     """Text of a packaged SQL file of the dialect."""
     return (resources.files("nsj_queue_lib.db") / "sql" / dialect.name / filename).read_text(
@@ -171,7 +144,7 @@ class Queries:
                  "endpoint_table": dialect.quote_table(endpoint_table_name(queue_table)),
                  "delivery_table": dialect.quote_table(delivery_table_name(queue_table)),
                  "schedule_table": dialect.quote_table(schedule_table_name(queue_table)),
-                 **DIALECT_WORDS[dialect.name]}
+                 **dialect.words}
         # the rendered pieces (the repository swaps one for another: see task_claim_locked)
         self.parts = _render_parts(raw_parts(dialect, filename), names)
         names.update(self.parts)

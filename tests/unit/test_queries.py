@@ -87,3 +87,29 @@ def test_status_queries_have_the_same_names_and_parameters_in_both_dialects():
     lib = Path(__file__).resolve().parents[2] / "nsj_queue_lib" / "observability"
     source = (lib / "status.py").read_text() + (lib / "metrics.py").read_text()
     assert {n for n in pg if f'"{n}"' not in source} == set()
+
+
+def test_statements_differing_by_a_word_are_written_once_with_the_dialect_words():
+    """#25: a statement whose dialects differ only by a word (now() / UTC_TIMESTAMP(6), an
+    interval, a cast) is one block in sql/common, the word filled in per dialect."""
+    once = {"queries.sql": ("task_insert", "task_has_lost_pending"),
+            "webhooks.sql": ("endpoint_take_probe",)}
+    for filename, names in once.items():
+        for dialect in (POSTGRES, MYSQL):
+            own = read_sql(dialect, filename)
+            for name in names:
+                assert f"-- name: {name}\n" not in own, (dialect.name, name)
+                assert name in raw_queries(dialect, filename)
+    pg, my = Queries(POSTGRES, "s.f"), Queries(MYSQL, "s.f")
+    assert pg["task_insert"].endswith(
+        "coalesce(%(data_hora)s::timestamptz, now()), "
+        "coalesce(%(data_hora)s::timestamptz, now()))\nRETURNING id")
+    assert "coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6))" in my["task_insert"]
+    assert "RETURNING" not in my["task_insert"] and "now()" not in my["task_insert"]
+    assert "now() - %(seconds)s * interval '1 second'" in pg["task_has_lost_pending"]
+    assert ("UTC_TIMESTAMP(6) - INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND"
+            in my["task_has_lost_pending"])
+    probe = {d.name: Queries(d, "s.f", filename="webhooks.sql")["endpoint_take_probe"]
+             for d in (POSTGRES, MYSQL)}
+    assert "aberto_ate <= now()" in probe["postgres"]
+    assert "aberto_ate <= UTC_TIMESTAMP(6)" in probe["mysql"]

@@ -3,7 +3,7 @@
 -- {table} and {control_table} are identifiers rendered once; values are %(name)s
 -- parameters; no literal percent sign (pymysql would read it as a placeholder).
 -- Dialect words ({now}, {returning_id}, the casts a PostgreSQL parameter needs, ...)
--- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/queries.py.
+-- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/dialect.py.
 
 -- name: admin_task_root
 SELECT t.id, coalesce(t.id_inicial, t.id) AS raiz, t.dead, t.live_id, t.pub_sub

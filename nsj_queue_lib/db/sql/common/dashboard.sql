@@ -1,7 +1,7 @@
 -- Named queries of the web dashboard (nsj_queue_lib.dashboard) whose text is the same
 -- in every dialect; the loader adds them to each dialect's dashboard.sql.
 -- Dialect words ({now}, {returning_id}, the casts a PostgreSQL parameter needs, ...)
--- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/queries.py.
+-- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/dialect.py.
 
 -- name: dash_dead_letters
 -- Dead-letter chains whose last attempt did not succeed and whose live chain was not

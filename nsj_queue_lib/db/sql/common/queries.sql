@@ -4,7 +4,7 @@
 -- {tarefa_cols} are identifiers rendered once; values are %(name)s parameters;
 -- no literal percent sign (pymysql would read it as a placeholder).
 -- Dialect words ({now}, {returning_id}, the casts a PostgreSQL parameter needs, ...)
--- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/queries.py.
+-- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/dialect.py.
 
 -- name: task_lock_row
 -- Client/server mode fencing: holds the row while the task transaction runs.
@@ -137,3 +137,18 @@ UPDATE {table}
  WHERE p.id = %(id)s
  ORDER BY s.id
 
+-- name: task_insert
+-- Without data_hora the task is due from {now} (PostgreSQL: the start of the producer's
+-- transaction, one value for data_hora and data_hora_inicial; it becomes visible only at
+-- commit).
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        {data_hora_or_now}, {data_hora_or_now})
+{returning_id}
+
+-- name: task_has_lost_pending
+SELECT EXISTS (SELECT 1 FROM {table}
+                WHERE status IN ('pendente', 'agendada')
+                  AND data_hora <= {seconds_ago})

@@ -1,7 +1,7 @@
 -- Named queries of `python -m nsj_queue_lib.status` and of the metrics whose text is
 -- the same in every dialect; the loader adds them to each dialect's status.sql.
 -- Dialect words ({now}, {returning_id}, the casts a PostgreSQL parameter needs, ...)
--- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/queries.py.
+-- are filled in by the loader: DIALECT_WORDS in nsj_queue_lib/db/dialect.py.
 
 -- name: status_counts
 SELECT status, count(*) AS n FROM {table} GROUP BY status

@@ -175,3 +175,13 @@ SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, t.origem, t.destino, t
   FROM {table} t
  WHERE t.id = %(id)s AND t.subscriber_id IS NOT NULL AND NOT t.dead
 {returning_id}
+
+-- name: endpoint_take_probe
+-- The probe of a half-open breaker, on a connection of its own (pubsub/delivery.py): the
+-- endpoint's row when no probe holds the lease, locked without waiting (a row another
+-- transaction holds is skipped: the caller does not become the probe); then
+-- endpoint_probe_lease and its commit, before the HTTP call.
+SELECT endpoint FROM {endpoint_table}
+ WHERE endpoint = %(endpoint)s AND aberto_ate <= {now}
+   AND (sonda_ate IS NULL OR sonda_ate <= {now})
+   FOR UPDATE SKIP LOCKED

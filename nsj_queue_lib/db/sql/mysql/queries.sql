@@ -23,14 +23,6 @@
 --   live in the coordination backends; queries only one backend uses exist only in its
 --   dialect's file.
 
--- name: task_insert
-INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
-                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
-VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
-        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
-        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)),
-        coalesce(CAST(%(data_hora)s AS DATETIME(6)), UTC_TIMESTAMP(6)))
-
 -- name: task_insert_unique
 -- insert_task(unique_key=...): when an unfinished task holds the key (the unique index on
 -- the generated column chave_unica_ativa) nothing is inserted and lastrowid is that task's
@@ -283,12 +275,6 @@ UPDATE {table} u
          LIMIT %(limit)s) x ON x.id = u.id
    SET u.status = 'pendente'
  WHERE u.status = 'agendada'
-
--- name: task_has_lost_pending
-SELECT EXISTS (SELECT 1 FROM {table}
-                WHERE status IN ('pendente', 'agendada')
-                  AND data_hora <= UTC_TIMESTAMP(6)
-                                   - INTERVAL ROUND(%(seconds)s * 1000000) MICROSECOND)
 
 -- name: task_purge
 -- Deletes old rows of finished chains only: no attempt of the chain is still waiting or

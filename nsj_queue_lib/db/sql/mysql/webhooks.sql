@@ -11,13 +11,6 @@ SELECT endpoint, falhas, pausa,
   FROM {endpoint_table}
  WHERE endpoint = %(endpoint)s
 
--- name: endpoint_take_probe
--- (see sql/postgres/webhooks.sql)
-SELECT endpoint FROM {endpoint_table}
- WHERE endpoint = %(endpoint)s AND aberto_ate <= UTC_TIMESTAMP(6)
-   AND (sonda_ate IS NULL OR sonda_ate <= UTC_TIMESTAMP(6))
-   FOR UPDATE SKIP LOCKED
-
 -- name: endpoint_failure
 INSERT INTO {endpoint_table} (endpoint, falhas, ultimo_erro, aberto_ate, pausa, alterado_em)
 VALUES (%(endpoint)s, 1, %(erro)s,

@@ -5,16 +5,6 @@
 -- (task_claim_locked, task_finish_unlock(_at_commit), notify); bodies identical in both dialects are in
 -- sql/common/queries.sql.
 
--- name: task_insert
--- Without data_hora the task is due from the start of the producer's transaction (now():
--- one value for data_hora and data_hora_inicial; it becomes visible only at commit).
-INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
-                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial)
-VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
-        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
-        coalesce(%(data_hora)s::timestamptz, now()), coalesce(%(data_hora)s::timestamptz, now()))
-RETURNING id
-
 -- name: task_insert_unique
 -- insert_task(unique_key=...): no row when an unfinished task holds the key (the index
 -- ix_unique); a transaction that inserted the key and has not ended makes this wait for it.
@@ -471,11 +461,6 @@ SELECT (SELECT count(*) FROM {table}
          WHERE s.datname = current_database()
            AND s.pid <> pg_backend_pid()
            AND coalesce(s.application_name, '') NOT LIKE 'nsj_queue_lib%%') AS a
-
--- name: task_has_lost_pending
-SELECT EXISTS (SELECT 1 FROM {table}
-                WHERE status IN ('pendente', 'agendada')
-                  AND data_hora <= now() - %(seconds)s * interval '1 second')
 
 -- name: task_purge
 -- Deletes old rows of finished chains only: no attempt of the chain is still waiting or

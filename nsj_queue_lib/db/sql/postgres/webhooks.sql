@@ -10,16 +10,6 @@ SELECT endpoint, falhas, pausa,
   FROM {endpoint_table}
  WHERE endpoint = %(endpoint)s
 
--- name: endpoint_take_probe
--- The probe of a half-open breaker, on a connection of its own (pubsub/delivery.py): the
--- endpoint's row when no probe holds the lease, locked without waiting (a row another
--- transaction holds is skipped: the caller does not become the probe); then
--- endpoint_probe_lease and its commit, before the HTTP call.
-SELECT endpoint FROM {endpoint_table}
- WHERE endpoint = %(endpoint)s AND aberto_ate <= now()
-   AND (sonda_ate IS NULL OR sonda_ate <= now())
-   FOR UPDATE SKIP LOCKED
-
 -- name: endpoint_failure
 -- One more consecutive failure; the %(limite)s-th opens the breaker for %(pausa)s s.
 INSERT INTO {endpoint_table} AS e (endpoint, falhas, ultimo_erro, aberto_ate, pausa,
