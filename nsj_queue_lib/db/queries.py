@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from string import Formatter
 from typing import Dict, Optional
@@ -52,6 +52,55 @@ def _raw_blocks(dialect: Dialect, filename: str) -> Dict[str, str]:
         if name in out:
             raise ValueError(f"consulta '{name}' definida duas vezes ({dialect.name}/{filename})")
         out[name] = "\n".join(lines).strip()
+    return _with_variants(out, f"{dialect.name}/{filename}")
+
+
+# The suffix of the statements used beside 1.2.2 workers (mixed-fleet mode, PostgreSQL).
+# Such a statement differs from its plain one only by a clause or two, so it is written
+# once: a part `part_X_compat` makes {part_X} a variant part, and every block holding one
+# (directly or through other parts) is also made under its name plus the suffix, with
+# {part_X_compat} in its place (parts holding variant parts get such twins too).  When
+# `part_X` itself is not defined the part is optional: the plain block leaves out the
+# line that holds {part_X} alone.  Done once, when the file is loaded.
+VARIANT = "_compat"
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def _fields(body: str) -> set:
+    return {f for _, f, _, _ in Formatter().parse(body) if f}
+
+
+def _variant_field(held: set, m: re.Match[str]) -> str:
+    return "{" + m.group(1) + VARIANT + "}" if m.group(1) in held else m.group(0)
+
+
+def _with_variants(blocks: Dict[str, str], where: str) -> Dict[str, str]:
+    variant = {n[:-len(VARIANT)] for n in blocks if n.startswith(PART) and n.endswith(VARIANT)}
+    if not variant:
+        return blocks
+    varying = set(variant)
+    grown = True
+    while grown:  # the blocks holding a variant part, directly or through other parts
+        grown = False
+        for name, body in blocks.items():
+            if name not in varying and not name.endswith(VARIANT) and _fields(body) & varying:
+                varying.add(name)
+                grown = True
+    out = dict(blocks)
+    for name in sorted(varying - variant):
+        if name + VARIANT in blocks:
+            raise ValueError(f"consulta '{name}{VARIANT}' escrita à mão e derivada ({where})")
+        body = blocks[name]
+        held = _fields(body) & varying
+        out[name + VARIANT] = _FIELD.sub(partial(_variant_field, held), body)
+        for missing in held - set(blocks):  # optional parts: their line left out
+            lines = body.splitlines()
+            kept = [ln for ln in lines if ln.strip() != "{" + missing + "}"]
+            if len(kept) == len(lines) or "{" + missing + "}" in "\n".join(kept):
+                raise ValueError(f"parte opcional {{{missing}}} fora de uma linha só sua em "
+                                 f"'{name}' ({where})")
+            body = "\n".join(kept)
+        out[name] = body
     return out
 
 
@@ -69,30 +118,19 @@ def raw_parts(dialect: Dialect, filename: str = "queries.sql") -> Dict[str, str]
             if name.startswith(PART)}
 
 
-# A part holding {claim_status} is written once and rendered once per entry: under its
-# name plus the suffix, with that part as the claim's status condition (sql/postgres: the
-# claims beside 1.2.2 workers differ from the others only there).  Any other part may
-# hold parts of its own (part_claim_locked_tail holds the next-due probes).
-CLAIM_STATUS = {"": "part_claim_status", "_compat": "part_claim_status_compat"}
-
-
 def _render_parts(raw: Dict[str, str], names: Dict[str, str]) -> Dict[str, str]:
     out: Dict[str, str] = {}
 
     def render(name: str) -> str:
-        # a part without {claim_status}; it may hold other such parts ({part_...})
+        # a part may hold other parts ({part_...})
         if name not in out:
             body = raw[name]
-            held = {f: render(f) for _, f, _, _ in Formatter().parse(body) if f in raw}
+            held = {f: render(f) for f in _fields(body) if f in raw}
             out[name] = body.format(**names, **held)
         return out[name]
 
-    for name, body in raw.items():
-        if "{claim_status}" not in body:
-            render(name)
-            continue
-        for suffix, status in CLAIM_STATUS.items():
-            out[name + suffix] = body.format(**names, claim_status=render(status))
+    for name in raw:
+        render(name)
     return out
 
 

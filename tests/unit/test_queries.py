@@ -27,10 +27,20 @@ def test_every_named_query_is_parsed():
     headers = re.findall(r"^-- name: (\w+)\s*$", text, re.MULTILINE)
     assert len(headers) == len(set(headers)), "duplicate query name"
     # (part_* blocks are pieces of other queries, rendered into them)
-    assert set(raw_queries(POSTGRES)) | set(raw_parts(POSTGRES)) == set(headers)
+    # (and the _compat variants the loader makes: db/queries.py, VARIANT)
+    made = {"task_claim_locked_compat", "task_claim_batch_compat",
+            "task_promote_scheduled_compat", "subscriber_fanout_compat",
+            "part_claim_pick_compat", "part_claim_pick_full_compat"}
+    assert set(raw_queries(POSTGRES)) | set(raw_parts(POSTGRES)) == set(headers) | made
+    assert not made & set(headers)
     assert set(raw_parts(POSTGRES)) == {"part_claim_locked_tail",
                                         "part_claim_pick", "part_claim_pick_full",
+                                        "part_claim_pick_compat", "part_claim_pick_full_compat",
                                         "part_claim_status", "part_claim_status_compat",
+                                        "part_claim_lock", "part_claim_lock_compat",
+                                        "part_claim_xact_lock", "part_claim_xact_lock_compat",
+                                        "part_promote_guard_compat",
+                                        "part_fanout_payload", "part_fanout_payload_compat",
                                         "part_fanout_source",
                                         "part_seconds_to_next_due_besides",
                                         "part_seconds_to_next_due_from"}
@@ -113,3 +123,32 @@ def test_statements_differing_by_a_word_are_written_once_with_the_dialect_words(
              for d in (POSTGRES, MYSQL)}
     assert "aberto_ate <= now()" in probe["postgres"]
     assert "aberto_ate <= UTC_TIMESTAMP(6)" in probe["mysql"]
+
+
+def test_compat_statements_are_the_plain_ones_with_their_variant_parts():
+    """#25: the statements beside 1.2.2 workers are written once with their plain ones; the
+    loader makes both at load time (no per-call building), differing only in the parts."""
+    q = Queries(POSTGRES, "s.f", "s.sub")
+    p = q.parts
+    pairs = {"task_claim_locked": [("part_claim_pick", "part_claim_pick_compat"),
+                                   ("part_claim_lock", "part_claim_lock_compat")],
+             "task_claim_batch": [("part_claim_pick", "part_claim_pick_compat"),
+                                  ("part_claim_xact_lock", "part_claim_xact_lock_compat")],
+             "task_promote_scheduled": [("", "part_promote_guard_compat")],
+             "subscriber_fanout": [("part_fanout_payload", "part_fanout_payload_compat")]}
+    for name, swaps in pairs.items():
+        plain, compat = q[name], q[name + "_compat"]
+        assert plain != compat
+        for old, new in swaps:
+            assert p[new] in compat and p[new] not in plain, (name, new)
+            if old:
+                plain = plain.replace(p[old], p[new])
+            else:  # an optional part: a line of its own in the _compat statement only
+                compat = "\n".join(ln for ln in compat.splitlines() if ln.strip() != p[new])
+        assert plain == compat, name
+    assert "pg_try_advisory_xact_lock_shared(3)" in q["task_claim_locked_compat"]
+    assert "pg_try_advisory_lock(t.id)" in q["task_claim_locked_compat"]
+    assert "pg_try_advisory_lock(t.id)" not in q["task_claim_locked"]
+    assert "lock_shared(3)" not in q["task_promote_scheduled"]
+    # MySQL has no mixed-fleet statements
+    assert not any(n.endswith("_compat") for n in Queries(MYSQL, "s.f", "s.sub").names())

@@ -42,11 +42,13 @@ SELECT id FROM {table}
 -- NULL tenant/grupo_empresarial reaches only subscribers with NULL there), keeping
 -- the publication's payload and prioridade; publication_id is the id returned by
 -- insert_task_pub_sub (the first attempt's id, also when a retry fans out).
+-- On PostgreSQL also made as subscriber_fanout_compat, the payload in 1.2.2's envelope
+-- (part_fanout_payload_compat in sql/postgres; db/queries.py, VARIANT).
 INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
                      payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
                      prioridade)
 SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
-       coalesce(p.payload, i.payload), p.payload_hash, p.tenant, p.grupo_empresarial,
+       {part_fanout_payload}, p.payload_hash, p.tenant, p.grupo_empresarial,
        coalesce(p.id_inicial, p.id), s.id, p.prioridade
 {part_fanout_source}
 
@@ -124,9 +126,14 @@ UPDATE {table}
        mensagem = %(mensagem)s
  WHERE id = %(id)s AND status = 'processando'
 
+-- name: part_fanout_payload
+-- The subscriber task's payload: the publication's (part_fanout_payload_compat beside
+-- 1.2.2 workers, PostgreSQL).
+coalesce(p.payload, i.payload)
+
 -- name: part_fanout_source
 -- The publication (its first attempt's payload) and each matching active subscriber, in
--- subscriber order: written into subscriber_fanout and sql/postgres subscriber_fanout_compat.
+-- subscriber order: written into subscriber_fanout (and its _compat variant).
   FROM {table} p
   LEFT JOIN {table} i ON i.id = p.id_inicial
   JOIN {sub_table} s

@@ -63,9 +63,9 @@ SELECT {tarefa_cols}
 -- xmin horizon those versions are not dead to all, so no scan can mark their entries
 -- killed, and a scan from the index start visits the heap for every task processed since
 -- that transaction began: the cost of a claim grew with the pin's length (#13).
--- {claim_status} is the status condition: written once, rendered twice (db/queries.py,
--- CLAIM_STATUS): with part_claim_status here, and as part_claim_pick_compat with
--- part_claim_status_compat, for the claims beside 1.2.2 workers.
+-- {part_claim_status} is the status condition: a variant part (db/queries.py, VARIANT),
+-- so this is also made as part_claim_pick_compat, with part_claim_status_compat, for the
+-- claims beside 1.2.2 workers.
 -- %(pos_prio)s / %(pos_from)s: the priority of the last task this session claimed and its
 -- data_hora minus a slack (db/claim_position.py: tasks commit some time after their
 -- data_hora, the producer transaction's now()).  Three branches, each an ix_claim range
@@ -83,20 +83,20 @@ SELECT {tarefa_cols}
 -- FULL_SCAN_EVERY seconds (db/claim_position.py), which bounds that wait.
 SELECT p.id
   FROM (SELECT a.id FROM (SELECT c.id FROM {table} c
-                          WHERE {claim_status}
+                          WHERE {part_claim_status}
                             AND c.data_hora <= now() AND c.prioridade > %(pos_prio)s::int4
                           ORDER BY c.prioridade DESC, c.data_hora, c.id
                           LIMIT %(limit)s FOR UPDATE SKIP LOCKED) a
         UNION ALL
         SELECT b.id FROM (SELECT c.id FROM {table} c
-                          WHERE {claim_status}
+                          WHERE {part_claim_status}
                             AND c.data_hora <= now() AND c.prioridade = %(pos_prio)s::int4
                             AND c.data_hora >= coalesce(%(pos_from)s::timestamptz, '-infinity')
                           ORDER BY c.prioridade DESC, c.data_hora, c.id
                           LIMIT %(limit)s FOR UPDATE SKIP LOCKED) b
         UNION ALL
         SELECT d.id FROM (SELECT c.id FROM {table} c
-                          WHERE {claim_status}
+                          WHERE {part_claim_status}
                             AND c.data_hora <= now() AND c.prioridade < %(pos_prio)s::int4
                           ORDER BY c.prioridade DESC, c.data_hora, c.id
                           LIMIT %(limit)s FOR UPDATE SKIP LOCKED) d) p
@@ -107,23 +107,24 @@ SELECT p.id
 -- ordered ix_claim scan without position parameters, the claim's plan as before the
 -- position existed.  (With pos_prio = 2147483647 in part_claim_pick, a generic plan made
 -- while the table held few rows may read branch d with a bitmap and a sort of every
--- waiting row, on every claim from the start.)  Rendered as part_claim_pick_full_compat too
--- ({claim_status}: see part_claim_pick).
+-- waiting row, on every claim from the start.)  Made as part_claim_pick_full_compat too
+-- ({part_claim_status}: see part_claim_pick).
 SELECT c.id
   FROM {table} c
- WHERE {claim_status}
+ WHERE {part_claim_status}
    AND c.data_hora <= now()
  ORDER BY c.prioridade DESC, c.data_hora, c.id
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
 
 -- name: part_claim_status
--- The statuses a claim takes ({claim_status} in part_claim_pick and part_claim_pick_full).
+-- The statuses a claim takes ({part_claim_status} in part_claim_pick and
+-- part_claim_pick_full).
 c.status IN ('pendente', 'agendada')
 
 -- name: part_claim_status_compat
 -- part_claim_status beside 1.2.2 workers: 'agendada' rows only while holding 1.2.2's
--- notify key 3 shared (see task_claim_locked_compat).
+-- notify key 3 shared (see part_claim_lock_compat).
 (c.status = 'pendente'
  OR (c.status = 'agendada' AND (SELECT pg_try_advisory_xact_lock_shared(3))))
 
@@ -144,6 +145,44 @@ SELECT n.*,
                  AS nsjq_next_due
           FROM (SELECT 1) AS one LEFT JOIN c ON true
         OFFSET 0) AS n
+
+-- name: part_claim_lock
+-- The advisory lock a task claimed by task_claim_locked holds (coordination/keys.py).
+pg_try_advisory_lock(%(lock_ns)s,
+         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                     THEN 4294967296 ELSE 0 END)::int4)
+
+-- name: part_claim_lock_compat
+-- part_claim_lock while 1.2.2 workers may share the queue (task_claim_locked_compat):
+-- each claimed task also holds 1.2.2's key (the raw id, bigint form), taken first so a
+-- task a 1.2.2 worker is between its lock and its status check is skipped; when the 2.x
+-- key then fails, the raw key is given back.  'agendada' rows are claimed only while
+-- holding 1.2.2's notify key 3 shared (transaction-level: the statement,
+-- part_claim_status_compat), so 1.2.2's unguarded agendada -> pendente update never hits
+-- a task 2.x has taken.  Parameters and the one-time filter as in task_claim_locked.
+CASE WHEN pg_try_advisory_lock(t.id)
+            THEN CASE WHEN pg_try_advisory_lock(%(lock_ns)s,
+                             ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                                         THEN 4294967296 ELSE 0 END)::int4)
+                      THEN true
+                      ELSE NOT pg_advisory_unlock(t.id) END
+            ELSE false END
+
+-- name: part_claim_xact_lock
+-- The transaction-level advisory lock of a task claimed by task_claim_batch.
+pg_try_advisory_xact_lock(%(lock_ns)s,
+         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                     THEN 4294967296 ELSE 0 END)::int4)
+
+-- name: part_claim_xact_lock_compat
+-- part_claim_xact_lock beside 1.2.2 workers (task_claim_batch_compat): also 1.2.2's raw-id
+-- key (transaction-level, until the batch commits); 'agendada' rows with key 3 shared as
+-- in part_claim_lock_compat.
+CASE WHEN pg_try_advisory_xact_lock(t.id)
+            THEN pg_try_advisory_xact_lock(%(lock_ns)s,
+                   ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                               THEN 4294967296 ELSE 0 END)::int4)
+            ELSE false END
 
 -- name: task_claim_locked
 -- Claims up to `limit` due tasks and takes their advisory locks in one statement
@@ -173,14 +212,14 @@ SELECT n.*,
 -- the CASE, so it runs only then.  With %(keep)s and a task claimed, the same probe for
 -- every task but that one (part_seconds_to_next_due_besides): <= 0 means another task is
 -- due (the turn is handed on), else the turn is kept and its holder waits by it.
--- (That main SELECT is part_claim_locked_tail, shared with task_claim_locked_compat.)
+-- (That main SELECT is part_claim_locked_tail.)
+-- The claim beside 1.2.2 workers, task_claim_locked_compat, is this statement made with
+-- the variant parts part_claim_status_compat and part_claim_lock_compat (db/queries.py).
 WITH c AS (
 UPDATE {table} t
    SET status = 'processando'
  WHERE t.id = ANY(ARRAY({part_claim_pick}))
-   AND pg_try_advisory_lock(%(lock_ns)s,
-         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
-                                     THEN 4294967296 ELSE 0 END)::int4)
+   AND {part_claim_lock}
    AND (SELECT set_config('synchronous_commit', 'off', true)
                || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
 RETURNING {tarefa_cols}
@@ -193,50 +232,12 @@ RETURNING {tarefa_cols}
 -- until then the row locks make other claims skip these rows, the rescue never sees them,
 -- and the transaction-level advisory locks mark them as running (status tools, 1 per task).
 -- A crash rolls the whole batch back: every task is 'pendente' again, nothing half-done.
+-- Made as task_claim_batch_compat too, with part_claim_status_compat and
+-- part_claim_xact_lock_compat (db/queries.py).
 UPDATE {table} t
    SET status = 'processando'
  WHERE t.id IN ({part_claim_pick})
-   AND pg_try_advisory_xact_lock(%(lock_ns)s,
-         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
-                                     THEN 4294967296 ELSE 0 END)::int4)
-RETURNING {tarefa_cols}
-
--- name: task_claim_locked_compat
--- task_claim_locked while 1.2.2 workers may share the queue (coordination/keys.py):
--- each claimed task also holds 1.2.2's key (the raw id, bigint form), taken first so a
--- task a 1.2.2 worker is between its lock and its status check is skipped; when the 2.x
--- key then fails, the raw key is given back.  'agendada' rows are claimed only while
--- holding 1.2.2's notify key 3 shared (transaction-level: this statement), so 1.2.2's
--- unguarded agendada -> pendente update never hits a task 2.x has taken.  Parameters and
--- the one-time filter as in task_claim_locked.
-WITH c AS (
-UPDATE {table} t
-   SET status = 'processando'
- WHERE t.id = ANY(ARRAY({part_claim_pick_compat}))
-   AND CASE WHEN pg_try_advisory_lock(t.id)
-            THEN CASE WHEN pg_try_advisory_lock(%(lock_ns)s,
-                             ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
-                                                         THEN 4294967296 ELSE 0 END)::int4)
-                      THEN true
-                      ELSE NOT pg_advisory_unlock(t.id) END
-            ELSE false END
-   AND (SELECT set_config('synchronous_commit', 'off', true)
-               || coalesce(pg_advisory_unlock(%(unlock)s::int8)::text, '')) IS NOT NULL
-RETURNING {tarefa_cols}
-)
-{part_claim_locked_tail}
-
--- name: task_claim_batch_compat
--- task_claim_batch beside 1.2.2 workers: also 1.2.2's raw-id key (transaction-level,
--- until the batch commits) and key 3 shared for 'agendada' rows (see above).
-UPDATE {table} t
-   SET status = 'processando'
- WHERE t.id IN ({part_claim_pick_compat})
-   AND CASE WHEN pg_try_advisory_xact_lock(t.id)
-            THEN pg_try_advisory_xact_lock(%(lock_ns)s,
-                   ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
-                                               THEN 4294967296 ELSE 0 END)::int4)
-            ELSE false END
+   AND {part_claim_xact_lock}
 RETURNING {tarefa_cols}
 
 -- name: task_claim_candidates
@@ -409,27 +410,22 @@ SELECT extract(epoch FROM (least(
          (SELECT min(data_hora) FROM {table} WHERE status = 'pendente'),
          (SELECT min(data_hora) FROM {table} WHERE status = 'agendada')) - now()))
 
+-- name: part_promote_guard_compat
+-- task_promote_scheduled beside 1.2.2 workers: only while holding 1.2.2's notify key 3
+-- shared (this statement), never while its notify thread walks the 'agendada' rows.
+AND (SELECT pg_try_advisory_xact_lock_shared(3))
+
 -- name: task_promote_scheduled
 -- The outer status check is re-evaluated on rows changed meanwhile: a task a worker
 -- claimed in between (now 'processando') is never put back to 'pendente'.
+-- {part_promote_guard} is optional: left out here; task_promote_scheduled_compat (the
+-- promotion beside 1.2.2 workers) has part_promote_guard_compat there (db/queries.py).
 UPDATE {table}
    SET status = 'pendente'
  WHERE status = 'agendada'
    AND id IN (SELECT id FROM {table}
                WHERE status = 'agendada' AND data_hora <= now()
-               ORDER BY data_hora
-               LIMIT %(limit)s
-                 FOR UPDATE SKIP LOCKED)
-
--- name: task_promote_scheduled_compat
--- task_promote_scheduled beside 1.2.2 workers: only while holding 1.2.2's notify key 3
--- shared (this statement), never while its notify thread walks the 'agendada' rows.
-UPDATE {table}
-   SET status = 'pendente'
- WHERE status = 'agendada'
-   AND id IN (SELECT id FROM {table}
-               WHERE status = 'agendada' AND data_hora <= now()
-                 AND (SELECT pg_try_advisory_xact_lock_shared(3))
+                 {part_promote_guard}
                ORDER BY data_hora
                LIMIT %(limit)s
                  FOR UPDATE SKIP LOCKED)
@@ -480,24 +476,18 @@ DELETE FROM {table}
 -- name: notify
 SELECT pg_notify(%(channel)s, %(payload)s)
 
--- name: subscriber_fanout_compat
--- subscriber_fanout beside 1.2.2 workers: each subscriber task carries the 1.2.2
--- envelope {"publication": <publication text>, "subscription": <subscriber row>}, the
--- payload 1.2.2's pub/sub and webhook workers expect (2.x reads both forms).
-INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
-                     payload_hash, tenant, grupo_empresarial, publication_id, subscriber_id,
-                     prioridade)
-SELECT p.origem, p.destino, p.processo, p.chave_externa, 1, 'pendente',
-       json_build_object(
+-- name: part_fanout_payload_compat
+-- subscriber_fanout beside 1.2.2 workers (subscriber_fanout_compat): each subscriber task
+-- carries the 1.2.2 envelope {"publication": <publication text>, "subscription":
+-- <subscriber row>}, the payload 1.2.2's pub/sub and webhook workers expect (2.x reads
+-- both forms).
+json_build_object(
          'publication', coalesce(p.payload, i.payload),
          'subscription', json_build_object(
            'id', s.id, 'tenant', s.tenant, 'grupo_empresarial', s.grupo_empresarial,
            'processo', s.processo, 'url', s.url, 'http_method', s.http_method,
            'headers', s.headers, 'ativo', s.ativo,
-           'created_at', to_char(s.created_at, 'YYYY-MM-DD"T"HH24:MI:SS')))::text,
-       p.payload_hash, p.tenant, p.grupo_empresarial,
-       coalesce(p.id_inicial, p.id), s.id, p.prioridade
-{part_fanout_source}
+           'created_at', to_char(s.created_at, 'YYYY-MM-DD"T"HH24:MI:SS')))::text
 
 -- name: server_free_connections
 -- Connections an ordinary role may hold on the server (max_connections less the reserved
