@@ -23,7 +23,7 @@ ON DUPLICATE KEY UPDATE
 
 -- name: queue_halt_set
 -- HALT in native mode (no broadcast channel): row id = 2 holds the last request, timed by
--- the database; the workers running before it stop (coordination/mysql.py HaltWatch).
+-- the database; the workers running before it stop (engine/mysql/backend.py HaltWatch).
 INSERT INTO {control_table} (id, pausada, motivo, alterado_por, alterado_em)
 VALUES (2, FALSE, 'HALT', %(por)s, UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE alterado_por = VALUES(alterado_por), alterado_em = VALUES(alterado_em)

@@ -20,7 +20,7 @@
 --   its own table in a subquery (error 1093): purge and promotion join the table to a
 --   derived table with the LIMIT, which MySQL materialises first.
 -- * The claim strategies (PostgreSQL advisory locks in SQL, the socket server's locks)
---   live in the coordination backends; queries only one backend uses exist only in its
+--   live in the engine backends; queries only one backend uses exist only in its
 --   dialect's file.
 
 -- name: task_insert_unique
@@ -97,7 +97,7 @@ SELECT {tarefa_json}
 -- table of the two ranges (materialised and sorted at each call, and read by a consistent
 -- read, which on the hot head of the index rebuilds row versions: about a third of the
 -- server's work per task).  The native worker's session runs at READ COMMITTED
--- (coordination/mysql.py), where this locking read locks no index gaps: at REPEATABLE
+-- (engine/mysql/backend.py), where this locking read locks no index gaps: at REPEATABLE
 -- READ it would lock the gap before the first waiting entry until the commit, and an
 -- INSERT of a task of a higher priority, or of a retry ('agendada'), would wait for it.
 -- The order is the full claim's only while no 'agendada' task is due: the value after the
@@ -124,7 +124,7 @@ SELECT JSON_ARRAY({tarefa_json_items},
 
 -- name: task_mark_processing_locked
 -- MySQL native mode, same transaction: take each row's session named lock (the name is
--- %(lock_prefix)s + the task id wrapped to int32, as coordination/keys computes it) and
+-- %(lock_prefix)s + the task id wrapped to int32, as engine/keys computes it) and
 -- mark it 'processando'.  A row whose lock is held elsewhere stays as it is.
 -- %(ids)s is expanded by the repository into (%(ids_0)s, %(ids_1)s, ...).
 UPDATE {table}
@@ -299,7 +299,7 @@ DELETE d
 -- name: server_binlog_statement
 -- MySQL native mode: 1 when the server writes its binary log in STATEMENT format, where
 -- InnoDB refuses every write of a session at READ COMMITTED (error 1665); the worker's
--- session then stays at the server's level (coordination/mysql.py).
+-- session then stays at the server's level (engine/mysql/backend.py).
 SELECT @@log_bin = 1 AND upper(@@binlog_format) = 'STATEMENT' AS statement_binlog
 
 -- name: server_free_connections

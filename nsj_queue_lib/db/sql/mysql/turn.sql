@@ -1,4 +1,4 @@
--- Named queries of the idle turn of MySQL native mode (coordination/mysql_turn.py): one idle
+-- Named queries of the idle turn of MySQL native mode (engine/mysql/idle_turn.py): one idle
 -- worker per queue holds the turn (a session named lock) and polls; the others wait for it
 -- inside the server.  {{has_due}} is the idle probe (task_has_due), written in by the caller.
 

@@ -147,7 +147,7 @@ SELECT n.*,
         OFFSET 0) AS n
 
 -- name: part_claim_lock
--- The advisory lock a task claimed by task_claim_locked holds (coordination/keys.py).
+-- The advisory lock a task claimed by task_claim_locked holds (engine/keys.py).
 pg_try_advisory_lock(%(lock_ns)s,
          ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
                                      THEN 4294967296 ELSE 0 END)::int4)
@@ -198,10 +198,10 @@ CASE WHEN pg_try_advisory_xact_lock(t.id)
 --   this claim, and a claim lost in a server crash only means the task is still
 --   'pendente' and runs then; it halves the WAL flushes per task;
 -- * %(unlock)s (bigint or NULL): 1.2.2's key of the task this session ran before
---   (coordination/keys.py), released here instead of in a statement of its own.
+--   (engine/keys.py), released here instead of in a statement of its own.
 -- %(turn_ns)s/%(turn_id)s (NULL, or the listener turn this session holds): released
 -- only when a task was claimed (one row: used with limit 1 only), and, with %(keep)s (the
--- holder's recent tasks ran short: coordination/listener_turn.py), only when another task
+-- holder's recent tasks ran short: engine/postgres/listener_turn.py), only when another task
 -- is due too: a lone short task keeps the turn, and its worker goes back to holding it
 -- once done.  Before the release, the hand-over key %(hand_id)s is taken for this
 -- implicit transaction: the next holder waits for it before its probe, so the probe sees
