@@ -52,7 +52,12 @@ ERROR_MAX = 500
 class _Breaker:
     endpoint: str
     failures: int = 0
-    probe: bool = False
+    probe: bool = False  # the half-open breaker's probe (holds the lease)
+    alone: bool = False  # the call of a closed breaker one failure from opening (lease too)
+
+    @property
+    def leased(self) -> bool:
+        return self.probe or self.alone
 
 
 class WebhookDelivery:
@@ -86,7 +91,7 @@ class WebhookDelivery:
             self._rate_limit(endpoint, request)
             request = self._signed(store, request, subscription, ctx.tarefa)
         except BaseException:
-            if state is not None and state.probe:  # no call made: the lease goes back
+            if state is not None and state.leased:  # no call made: the lease goes back
                 ctx.after(lambda repo: WebhookStore.for_settings(
                     repo.session, settings).endpoint_probe_release(endpoint))
             raise
@@ -109,10 +114,23 @@ class WebhookDelivery:
         if row is None:
             return _Breaker(endpoint)
         state = _Breaker(endpoint, int(row["falhas"] or 0))
-        if not row["aberto"]:
+        last = self.threshold > 1 and state.failures + 1 >= self.threshold
+        if not row["aberto"] and not last:
             return state
         remaining = float(row["restante"] or 0.0)
         shown = one_line(safe_url(request.url), 150)
+        if not row["aberto"]:
+            # One failure away from opening: that call goes alone (the probe's lease), so
+            # that a dead endpoint does not hold every thread of the fleet once more.
+            if float(row["sonda_restante"] or 0.0) > 0 or not self._take_probe(
+                    ctx, endpoint, timeout + PROBE_LEASE_MARGIN):
+                self._hold_others(ctx, endpoint)
+                raise TaskDeferred(
+                    f"Endpoint {endpoint} com {state.failures} falhas seguidas, em teste por "
+                    f"outra entrega: entrega a {shown} adiada sem gastar tentativa",
+                    spread(min(PROBE_WAIT, self.cooldown)))
+            state.alone = True
+            return state
         if remaining > 0:
             self._hold_others(ctx, endpoint)
             raise TaskDeferred(
@@ -141,7 +159,7 @@ class WebhookDelivery:
         try:
             with session.transaction():
                 return WebhookStore.for_settings(session, settings).endpoint_take_probe(
-                    endpoint, lease)
+                    endpoint, lease, max(self.threshold - 1, 1))
         finally:
             session.close()
 
@@ -158,7 +176,7 @@ class WebhookDelivery:
         if state is not None and (result.status is not None or result.no_answer):
             # (a request that could not be made says nothing about the endpoint)
             if result.ok or not counts_against(result.status, result.no_answer):
-                if state.failures or state.probe:
+                if state.failures or state.leased:
                     store.endpoint_reset(state.endpoint)
                     logger.info("Endpoint %s: disjuntor fechado (respondeu HTTP %s)",
                                 state.endpoint, result.status)
@@ -175,7 +193,7 @@ class WebhookDelivery:
                         logger.warning("Endpoint %s: %s falhas seguidas, disjuntor aberto por "
                                        "%.0f s", state.endpoint, self.threshold, self.cooldown)
                     self.hold.put_back(store, state.endpoint, PROBE_WAIT)
-        elif state is not None and state.probe:
+        elif state is not None and state.leased:
             store.endpoint_probe_release(state.endpoint)
         if row is not None:
             store.delivery_insert(**row)

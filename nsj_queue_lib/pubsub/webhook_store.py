@@ -126,12 +126,13 @@ class WebhookStore:
     def endpoint_get(self, endpoint: str) -> Optional[dict]:
         return self.session.fetch_one(self.q["endpoint_get"], {"endpoint": endpoint})
 
-    def endpoint_take_probe(self, endpoint: str, lease: float) -> bool:
-        """Take the half-open endpoint's probe lease for `lease` seconds, in the caller's
-        transaction (committed before the call); False when the endpoint is not
-        half-open, another probe holds the lease or another transaction holds the row."""
-        if self.session.fetch_one(self.q["endpoint_take_probe"],
-                                  {"endpoint": endpoint}) is None:
+    def endpoint_take_probe(self, endpoint: str, lease: float, falhas: int) -> bool:
+        """Take the probe lease for `lease` seconds of an endpoint half-open or closed with
+        `falhas` failures (or more), in the caller's transaction (committed before the
+        call); False when neither, another call holds the lease or another transaction
+        holds the row."""
+        if self.session.fetch_one(self.q["endpoint_take_probe"], {
+                "endpoint": endpoint, "falhas": int(falhas)}) is None:
             return False
         self.session.execute(self.q["endpoint_probe_lease"],
                              {"endpoint": endpoint, "delay": float(lease)})

@@ -102,3 +102,34 @@ def test_a_probe_whose_worker_died_holds_the_endpoint_until_its_lease_lapses(
     assert state["falhas"] == 0 and state["aberto_ate"] is None
     assert "esta entrega é a sonda" in second.log()
     assert second.stop() == 0
+
+
+def test_the_call_that_would_open_the_breaker_goes_alone(each_db_queue, http_endpoint):
+    """An endpoint one failure from opening gets one call at a time fleet-wide (the
+    probe's lease): a dead endpoint does not hold every worker thread once more."""
+    queue = each_db_queue
+    http_endpoint.script("/down", statuses=[503], delay=1.0)
+    queue.add_subscriber("down", url=http_endpoint.url + "/down", method="POST")
+    endpoint = f"http://127.0.0.1:{http_endpoint.httpd.server_address[1]}"
+    queue.sql(f"INSERT INTO {endpoint_table(queue)} (endpoint, falhas) VALUES (%s, 2)",
+              (endpoint,))
+    env = {"WEBHOOK_BREAKER_FAILURES": "3", "WEBHOOK_BREAKER_COOLDOWN": "60",
+           "DEFAULT_WEBHOOK_TIMEOUT": "5", "QUEUE_MAX_RETRY": "5", "QUEUE_CONCURRENCY": "2"}
+    workers = [queue.start_worker(WEBHOOK, **env) for _ in range(2)]
+    for n in range(8):
+        queue.publish({"n": n})
+    eventually(lambda: lease_left(queue) > 0, timeout=30, interval=0.02,
+               message="a chamada sozinha tem o prazo da sonda")
+    eventually(lambda: queue.sql(f"SELECT aberto_ate FROM {endpoint_table(queue)}")[0][
+        "aberto_ate"] is not None, timeout=30, message="disjuntor aberto")
+    # Every delivery was claimed at least once meanwhile (put back, not called).
+    eventually(lambda: len(queue.rows("subscriber_id = 'down'")) == 9, timeout=30)
+    for worker in workers:
+        assert worker.stop() == 0
+    assert len(http_endpoint.received("/down")) == 1
+    rows = queue.rows("subscriber_id = 'down'")
+    assert [r["status"] for r in rows].count("falha") == 1
+    assert all(r["tentativa"] == 1 for r in rows if r["id_anterior"] is None)
+    assert lease_left(queue) == 0
+    [state] = queue.sql(f"SELECT falhas FROM {endpoint_table(queue)}")
+    assert state["falhas"] == 3

@@ -177,11 +177,13 @@ SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, t.origem, t.destino, t
 {returning_id}
 
 -- name: endpoint_take_probe
--- The probe of a half-open breaker, on a connection of its own (pubsub/delivery.py): the
+-- The probe of a half-open breaker, or the call alone to a closed one with %(falhas)s
+-- failures (one more opens it), on a connection of its own (pubsub/delivery.py): the
 -- endpoint's row when no probe holds the lease, locked without waiting (a row another
 -- transaction holds is skipped: the caller does not become the probe); then
 -- endpoint_probe_lease and its commit, before the HTTP call.
 SELECT endpoint FROM {endpoint_table}
- WHERE endpoint = %(endpoint)s AND aberto_ate <= {now}
+ WHERE endpoint = %(endpoint)s
+   AND (aberto_ate <= {now} OR (aberto_ate IS NULL AND falhas >= %(falhas)s))
    AND (sonda_ate IS NULL OR sonda_ate <= {now})
    FOR UPDATE SKIP LOCKED

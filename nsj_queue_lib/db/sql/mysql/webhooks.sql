@@ -25,6 +25,7 @@ ON DUPLICATE KEY UPDATE
                          ELSE aberto_ate END,
        falhas = falhas + 1,
        ultimo_erro = VALUES(ultimo_erro),
+       sonda_ate = NULL,
        alterado_em = UTC_TIMESTAMP(6)
 
 -- name: endpoint_probe_failed

@@ -11,7 +11,8 @@ SELECT endpoint, falhas, pausa,
  WHERE endpoint = %(endpoint)s
 
 -- name: endpoint_failure
--- One more consecutive failure; the %(limite)s-th opens the breaker for %(pausa)s s.
+-- One more consecutive failure; the %(limite)s-th opens the breaker for %(pausa)s s.  It
+-- clears the lease of the call that was alone (endpoint_take_probe).
 INSERT INTO {endpoint_table} AS e (endpoint, falhas, ultimo_erro, aberto_ate, pausa,
                                    alterado_em)
 VALUES (%(endpoint)s, 1, %(erro)s,
@@ -24,6 +25,7 @@ ON CONFLICT (endpoint) DO UPDATE
                          THEN now() + %(pausa)s * interval '1 second' ELSE e.aberto_ate END,
        pausa = CASE WHEN e.aberto_ate IS NULL AND e.falhas + 1 >= %(limite)s
                     THEN %(pausa)s ELSE e.pausa END,
+       sonda_ate = NULL,
        alterado_em = now()
 
 -- name: endpoint_probe_failed
