@@ -5,7 +5,9 @@ Endpoint: scheme, host and port of the URL (``https://api.example.com:443``).
 Circuit breaker (state in the queue's ``<fila>_endpoints`` table, shared by the fleet):
 
 * closed: deliveries go out; each failure that says the endpoint is unwell (no answer,
-  timeout, HTTP 5xx, 408, 429) adds one to `falhas`, any other answer resets it;
+  timeout, HTTP 5xx, 408, 429) adds one to `falhas`, any other answer resets it; one
+  failure from opening, the next call goes alone (it takes the probe's lease, below), so
+  that a dead endpoint does not hold every thread of the fleet for one more timeout;
 * the WEBHOOK_BREAKER_FAILURES-th consecutive failure (5) opens it for
   WEBHOOK_BREAKER_COOLDOWN seconds (30): meanwhile the endpoint's deliveries are put
   back, due when it ends, WITHOUT spending an attempt (TaskDeferred); the waiting ones
