@@ -31,9 +31,10 @@ def _compose(base: str, suffix: str) -> str:
 
 
 def record_failure(repo: TaskRepository, tarefa: dict, error: str,
-                   settings: Settings) -> Optional[str]:
+                   settings: Settings, delay: Optional[float] = None) -> Optional[str]:
     """Mark the attempt `falha` and insert what comes next, in the caller's transaction.
 
+    `delay`: seconds before the next attempt (None: QUEUE_BASE_INTERVAL_RETRY x tentativa).
     Returns the stored message, or None when the attempt is no longer
     'processando' (another worker already handled it): nothing is written then.
     """
@@ -41,7 +42,8 @@ def record_failure(repo: TaskRepository, tarefa: dict, error: str,
     tentativa = int(tarefa["tentativa"])
     if tentativa < settings.queue_max_retry:
         message = _compose(error, REQUEUED)
-        delay = retry_delay_seconds(tentativa, settings.queue_base_interval_retry)
+        if delay is None:
+            delay = retry_delay_seconds(tentativa, settings.queue_base_interval_retry)
         if not repo.task_fail(task_id, FALHA, message, True, delay):
             return None
         new_id = repo.task_insert_next_attempt(task_id)

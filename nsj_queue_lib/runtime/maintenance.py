@@ -389,7 +389,8 @@ LEASE_RESCUE_PAGE = 100  # expired leases rescued per run at most (the next run:
 def rescue_expired_leases(session: DbSession, settings: Settings, backend: Backend) -> int:
     """DB_POOL_MODE=transaction: fail and re-queue (or dead-letter) the running tasks whose
     lease expired, each in a transaction of its own under its row lock (SKIP LOCKED), so
-    one worker rescues it, once, whoever else runs this at the same time."""
+    one worker rescues it, once, whoever else runs this at the same time.  The next
+    attempt is due at once: a killed worker's task runs again within 1.5 leases."""
     from nsj_queue_lib.db.lease import LeaseRepository
 
     repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
@@ -401,7 +402,9 @@ def rescue_expired_leases(session: DbSession, settings: Settings, backend: Backe
             if task_id is None:
                 break
             tarefa = repo.task_get(task_id)
-            if tarefa and record_failure(repo, tarefa, WORKER_STOPPED, settings):
+            # (the next attempt is due at once: the lease already made it wait, and its
+            # worker's death is no fault of the task)
+            if tarefa and record_failure(repo, tarefa, WORKER_STOPPED, settings, delay=0.0):
                 rescued += 1
                 logger.warning("Tarefa %s resgatada: a concessão (lease) venceu; o worker "
                                "parou ou perdeu o banco durante a execução", task_id)

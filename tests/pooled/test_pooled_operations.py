@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.parse
 import urllib.request
 
@@ -139,10 +140,14 @@ def test_kill9_mid_task_is_rescued_once_within_the_lease(pooled_queue, tmp_path)
           and q.row(first)["lease_ate"] > q.db_now(), lease * 1.5, interval=0.2,
           message="concessão viva enquanto o worker vive")
     victim.kill9()  # mid-task: its attempt's effect is rolled back with its transaction
+    killed_at = time.monotonic()
     release.write_text("ok")  # (the next attempt runs through)
     eventually(lambda: q.row(first)["status"] == "falha", lease * 3,
                message="tarefa resgatada pela concessão vencida")
     q.wait_chain_done(first)
+    # runs again within the lease and a half (expiry, then the next half-lease rescue), the
+    # new attempt due at once (+ slack for a loaded machine)
+    assert time.monotonic() - killed_at <= lease * 1.5 + 3
     old, retry = q.chain(first)
     assert old["mensagem"].startswith(WORKER_STOPPED)
     assert retry["status"] == "sucesso" and retry["tentativa"] == 2
