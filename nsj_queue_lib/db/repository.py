@@ -395,6 +395,8 @@ class TaskRepository:
                 # (the pick swapped before the limit is written in: the parts hold %(limit)s)
                 sql, name = self._from_start(sql, name, {"pos_from": None},
                                              query.endswith("_compat"))
+            if limit == 1:
+                sql = self._one_row_target(sql)
             if lean:
                 head, tail = "WITH c AS (\n", "\n)\n" + self.q.parts["part_claim_locked_tail"]
                 if not (sql.startswith(head) and sql.endswith(tail)):
@@ -411,6 +413,22 @@ class TaskRepository:
             # the SQL.
             got = self._claim_sql[key] = (name, sql.replace("%(limit)s", str(limit)))
         return got
+
+    def _one_row_target(self, sql: str) -> str:
+        """A one-row claim finds its row by `t.id = (pick)`, not `t.id = ANY(ARRAY(pick))`.
+        The claim is a prepared statement: its generic plan, made once per session, was
+        costed for an array of unknown length, so on a queue table that was small or never
+        analyzed when it was made (a new or quiet queue) it updated through a sequential
+        scan of the whole table, kept until the next ANALYZE; the pickup of a task then
+        grew with the table (#23).  Equality with one value on the primary key plans as
+        an index scan whatever the table's size."""
+        parts = self.q.parts
+        for pick in ("part_claim_pick", "part_claim_pick_full", "part_claim_pick_compat",
+                     "part_claim_pick_full_compat"):
+            target = f"t.id = ANY(ARRAY({parts[pick]}))"
+            if target in sql:
+                return sql.replace(target, f"t.id = ({parts[pick]})")
+        raise AssertionError("claim sem a forma t.id = ANY(ARRAY(pick))")
 
     def _from_start(self, sql: str, name: str, params: dict,
                     legacy: bool) -> Tuple[str, str]:
