@@ -54,3 +54,15 @@ def test_json_claim_returns_the_id_and_one_text_value():
                 assert "::text AS tarefa_json" in returning
                 # the same statement but for its RETURNING list
                 assert sql.split("RETURNING ", 1)[0] == plain_sql.split("RETURNING ", 1)[0]
+
+
+def test_one_row_claim_finds_its_row_by_equality():
+    # (a generic plan for `= ANY(array)` may scan the whole table: tests/core/test_claim_plan)
+    for legacy in (False, True):
+        query = "task_claim_locked_compat" if legacy else "task_claim_locked"
+        for full in (False, True):
+            for lean in (False, True):
+                _, one = _repo(legacy)._claim_statement(query, full, lean, 1)
+                assert "t.id = (SELECT" in one and "ANY(ARRAY(" not in one
+                _, many = _repo(legacy)._claim_statement(query, full, lean, 4)
+                assert "t.id = ANY(ARRAY(SELECT" in many

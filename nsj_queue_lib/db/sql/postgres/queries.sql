@@ -215,6 +215,8 @@ CASE WHEN pg_try_advisory_xact_lock(t.id)
 -- (That main SELECT is part_claim_locked_tail.)
 -- The claim beside 1.2.2 workers, task_claim_locked_compat, is this statement made with
 -- the variant parts part_claim_status_compat and part_claim_lock_compat (db/queries.py).
+-- With limit 1 the row is found by `t.id = (pick)` (TaskRepository._one_row_target: the
+-- generic plan of `= ANY(...)` may scan the whole table).
 WITH c AS (
 UPDATE {table} t
    SET status = 'processando'
