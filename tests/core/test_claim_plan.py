@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from nsj_queue_lib.coordination.base import task_lock_key
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
+from nsj_queue_lib.engine.base import task_lock_key
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["plain", "compat"])
