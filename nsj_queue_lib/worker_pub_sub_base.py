@@ -184,8 +184,8 @@ def check_subscriber_table(session: DbSession, settings: Settings,
                            defaulted: bool = False) -> None:
     """ConfigError (the worker exits 2) when the subscriber table is missing or lacks the
     columns the workers read; a lost connection propagates (the reconnect loop's)."""
+    from nsj_queue_lib.db.errors import MISSING, Fault, classify
     from nsj_queue_lib.db.identifiers import display
-    from nsj_queue_lib.db.mysql_driver import error_code
     from nsj_queue_lib.db.repository import TaskRepository
 
     repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
@@ -194,9 +194,8 @@ def check_subscriber_table(session: DbSession, settings: Settings,
     except DatabaseUnavailable:
         raise
     except Exception as exc:
-        pgcode = getattr(exc, "pgcode", None)
-        code = error_code(exc)
-        if pgcode not in ("42P01", "42703") and code not in (1146, 1054):
+        fault = classify(exc)
+        if fault not in MISSING:
             raise
         dialect_name = session.dialect.name
         table = display(settings.queue_subscriber_table or "", dialect_name)
@@ -206,7 +205,7 @@ def check_subscriber_table(session: DbSession, settings: Settings,
                  + (" --mysql" if settings.is_mysql else ""))
         origin = (" (QUEUE_SUBSCRIBER_TABLE não definida: o padrão é <fila>_subscriber, ao "
                   "lado de QUEUE_TABLE)" if defaulted else "")
-        if pgcode == "42P01" or code == 1146:
+        if fault is Fault.NO_TABLE:
             raise ConfigError(
                 f"QUEUE_SUBSCRIBER_TABLE: a tabela de assinaturas '{table}' não existe neste "
                 f"banco{origin}; crie-a com '{apply}' (cria só o que falta) ou defina "

@@ -223,17 +223,13 @@ def fmt_time(value: Any) -> str:
 
 def driver_error_text(exc: BaseException) -> str:
     """One Portuguese line for a driver error; a missing queue table says how to create it."""
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    from nsj_queue_lib.db.mysql_driver import error_code
+    from nsj_queue_lib.db.errors import Fault, classify, server_message
 
-    mysql_missing = error_code(exc) == 1146
-    if mysql_missing and len(exc.args) > 1:
-        first = str(exc.args[1])
-    if getattr(exc, "pgcode", None) == "42P01" or mysql_missing:
-        return (f"a tabela não existe no banco ({first}); crie a fila com "
+    if classify(exc) is Fault.NO_TABLE:
+        return (f"a tabela não existe no banco ({server_message(exc)}); crie a fila com "
                 "'nsj-queue schema apply SCHEMA FILA'")
-    return first
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class TerminalSafe:

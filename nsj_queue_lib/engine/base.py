@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from nsj_queue_lib.db.session import DbSession
     from nsj_queue_lib.engine.postgres.listener_turn import ListenerTurn
 
+from nsj_queue_lib.db.errors import Fault
+
 # Lock keys (2.x and 1.2.2 forms) are defined in one place: engine/keys.py.
 from nsj_queue_lib.engine.keys import (
     ADMIN_NOTIFY,
@@ -257,6 +259,11 @@ class Backend(Protocol):
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         """Tell the queue's workers there is work (or HALT); never raises for a lost
         wake-up (idle workers poll anyway)."""
+
+    def classify(self, exc: BaseException) -> Fault:
+        """What a database error means (db/errors.py `classify`), plus the faults only
+        this backend's own SQL raises (PostgreSQL: TAKEN_OVER).  Error paths only."""
+        raise NotImplementedError
 
 
 class MarkedAhead:

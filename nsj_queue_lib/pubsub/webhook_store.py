@@ -15,14 +15,11 @@ from functools import lru_cache
 from typing import Any, Dict, List, Optional, Sequence
 
 from nsj_queue_lib.db.dialect import Dialect
+from nsj_queue_lib.db.errors import MISSING, classify
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)
-
-# Undefined table / column: PostgreSQL SQLSTATE, MySQL error numbers.
-_MISSING_PG = ("42P01", "42703")
-_MISSING_MYSQL = (1146, 1054)
 
 
 def _expand_in(sql: str, params: Dict[str, Any], name: str, values: Sequence[Any]) -> str:
@@ -39,9 +36,7 @@ def _queries(dialect: Dialect, queue_table: str, sub_table: Optional[str]) -> Qu
 
 def is_missing_object(exc: BaseException) -> bool:
     """Whether `exc` says a table or column does not exist."""
-    from nsj_queue_lib.db.mysql_driver import error_code
-
-    return getattr(exc, "pgcode", None) in _MISSING_PG or error_code(exc) in _MISSING_MYSQL
+    return classify(exc) in MISSING
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from nsj_queue_lib.engine.base import (
     HALT_PAYLOAD,
     Backend,
     Capabilities,
+    Fault,
     Locker,
     Notification,
     Notifier,
@@ -188,6 +189,9 @@ class SharedBackend:
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         self._backend.wake_workers(session, payload)
+
+    def classify(self, exc: BaseException) -> Fault:
+        return self._backend.classify(exc)
 
 
 class Listener:

@@ -7,6 +7,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.errors import SCHEMA_MISMATCH, Fault
 from nsj_queue_lib.db.identifiers import display
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
@@ -223,24 +224,17 @@ class Consumer:
         return {"pausada": gate.paused, "motivo": gate.reason}
 
     def _check_table(self, repo: TaskRepository) -> None:
-        import psycopg2
-
-        from nsj_queue_lib.db.mysql_driver import error_classes, error_code
-
         try:
             repo.task_seconds_to_next_due()
-        except (psycopg2.ProgrammingError,
-                *error_classes("ProgrammingError", "OperationalError")) as exc:  # type: ignore[misc]
-            if (isinstance(exc, error_classes("OperationalError"))
-                    and error_code(exc) != 1054):
+        except Exception as exc:
+            fault = self.backend.classify(exc)
+            if fault not in SCHEMA_MISMATCH:
                 raise
             table = display(self.settings.queue_table, repo.dialect.name)
             schema, _, fila = table.rpartition(".")
             gen = (f"python -m nsj_queue_lib.db_gen {schema or 'public'} {fila}"
                    + (" --mysql" if self.settings.is_mysql else ""))
-            missing = getattr(exc, "pgcode", None) == "42P01" or (
-                error_code(exc) == 1146)
-            if missing:
+            if fault is Fault.NO_TABLE:
                 raise ConfigError(f"QUEUE_TABLE: a tabela '{table}' não existe neste banco "
                                   f"(crie-a com o DDL de: {gen})") from None
             detail = one_line(str(exc), 200)

@@ -53,6 +53,7 @@ from nsj_queue_lib.engine.base import (
     ADMIN_PURGE,
     ADMIN_RETRY,
     Backend,
+    Fault,
     Locker,
     admin_lock_key,
 )
@@ -204,7 +205,7 @@ class AdminService:
         never a reason not to run it."""
         self._missing_until = time.monotonic() + MISSING_RECHECK
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if _missing_table(exc):
+        if self.backend.classify(exc) is Fault.NO_TABLE:
             logger.info("%s: sem a tabela das rotinas (%s): um worker atrasado pode repetir "
                         "a rotina; crie-a com nsj-queue schema upgrade", self.name, text)
         else:
@@ -429,15 +430,6 @@ class LeaseRescue:
 
     def run_slot(self, session: DbSession, busy: Collection[int] = ()) -> int:
         return rescue_expired_leases(session, self.settings, self.backend)
-
-
-def _missing_table(exc: BaseException) -> bool:
-    """The statement failed because its table does not exist (PostgreSQL or MySQL)."""
-    if getattr(exc, "pgcode", None) == "42P01":
-        return True
-    from nsj_queue_lib.db.mysql_driver import error_code
-
-    return error_code(exc) == 1146
 
 
 def _take_all(locker: Locker, keys: list) -> Optional[list]:

@@ -6,6 +6,7 @@ import logging
 from typing import Any, Optional
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import is_connection_error
 from nsj_queue_lib.engine.base import TaskGuard, TaskTakenOver
@@ -30,19 +31,6 @@ def success_message(result: Any, task_id: int) -> str:
     logger.warning("Tarefa %s: execute retornou %s em vez de str; gravado como texto",
                    task_id, type(result).__name__)
     return to_str(result)
-
-
-# MySQL errors that refuse a value of one statement (charset, length, collation) and
-# leave the transaction as it was: ER_TRUNCATED_WRONG_VALUE_FOR_FIELD ("Incorrect string
-# value"), ER_DATA_TOO_LONG, ER_CANT_AGGREGATE_2/3/N_COLLATIONS, ER_INVALID_CHARACTER_STRING.
-_VALUE_REFUSALS = frozenset({1366, 1406, 1267, 1270, 1271, 1300})
-
-
-def _refused_value(exc: BaseException) -> bool:
-    """Whether `exc` is a MySQL refusal of a value (see _VALUE_REFUSALS)."""
-    from nsj_queue_lib.db.mysql_driver import error_code
-
-    return error_code(exc) in _VALUE_REFUSALS
 
 
 def _wants_traceback(exc: BaseException) -> bool:
@@ -175,7 +163,7 @@ class TaskRunner:
                 return self.guard.finish_at_commit(tarefa, message)
             return self.guard.finish(tarefa, message)
         except Exception as exc:
-            if self.session.dialect.name == "postgres" or not _refused_value(exc):
+            if classify(exc) is not Fault.VALUE_REFUSED:  # (MySQL only)
                 raise
             logger.warning("Tarefa %s: o banco recusou a mensagem de sucesso (%s); gravada "
                            "com os caracteres não ASCII escapados", tarefa["id"],

@@ -47,7 +47,6 @@ KNOWN: Dict[str, int] = {
     "observability/status.py": 1,
     "pubsub/webhook_store.py": 1,
     "runtime/batch.py": 2,
-    "runtime/runner.py": 1,
     "runtime/supervisor.py": 1,
     "task_input.py": 1,
 }

@@ -36,14 +36,7 @@ DRIVERS = {"psycopg2", "pymysql", "MySQLdb", "mysql"}
 CODE_MODULES = {"errors", "errorcodes", "ER", "err", "constants"}
 
 # Sites per file.  Only shrinks.
-KNOWN: Dict[str, int] = {
-    "cli/common.py": 2,
-    "pubsub/webhook_store.py": 2,
-    "runtime/consumer.py": 6,
-    "runtime/maintenance.py": 2,
-    "runtime/runner.py": 1,
-    "worker_pub_sub_base.py": 2,
-}
+KNOWN: Dict[str, int] = {}
 
 
 def _root_name(node: ast.AST) -> str:

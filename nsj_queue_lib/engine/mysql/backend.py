@@ -28,6 +28,7 @@ from typing import Any, Callable, List, Optional, Set
 
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.db.control import ControlRow
+from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server import (
     MIN_MARIADB,
@@ -578,4 +579,7 @@ class MysqlBackend:
         if payload == HALT_PAYLOAD:
             self._control(session).request_halt()
         # Idle workers poll the probe: nothing to send.
+
+    def classify(self, exc: BaseException) -> Fault:
+        return classify(exc)
 

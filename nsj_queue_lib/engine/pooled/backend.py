@@ -35,6 +35,7 @@ import uuid
 from typing import Any, Callable, Dict, List, Optional, Set
 
 from nsj_queue_lib.config import Settings, validate_table_name
+from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.lease import LeaseRepository
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
@@ -368,6 +369,9 @@ class PooledBackend:
             HaltRow(session, self.queue_table).request_halt()
         # Idle workers poll the probe; a listener on a direct connection gets the NOTIFY
         # the insert trigger sends.
+
+    def classify(self, exc: BaseException) -> Fault:
+        return classify(exc)
 
     def close(self) -> None:
         self.heartbeat.close()

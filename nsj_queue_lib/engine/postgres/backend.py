@@ -14,6 +14,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.pooler import check_pool_mode
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import SUCESSO, TaskRepository
@@ -493,3 +494,6 @@ class PostgresBackend:
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         PgNotifier(session, self.channel).notify(payload)
+
+    def classify(self, exc: BaseException) -> Fault:
+        return Fault.TAKEN_OVER if _taken_over(exc) else classify(exc)

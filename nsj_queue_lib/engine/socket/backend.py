@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Callable, Optional
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server import NOWAIT, SKIP_LOCKED, session_row_lock_mode
 from nsj_queue_lib.db.session import DbSession
@@ -93,3 +94,6 @@ class SocketBackend:
         except CoordinationError as exc:
             # The server also polls the database every CHECK_TASKS_INTERVAL seconds.
             logger.warning("Não foi possível avisar o servidor de filas: %s", exc)
+
+    def classify(self, exc: BaseException) -> Fault:
+        return classify(exc)
