@@ -30,7 +30,7 @@ $(DEMO_STAMP): setup.cfg pyproject.toml
 	@touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP) ## demo: workers consumindo uma fila real (PostgreSQL de DB_* ou embutido)
-	$(PY) -m nsj_queue_lib.demo
+	$(PY) -m nsj_queue_lib.cli.demo
 
 test: $(STAMP) ## lint + tipos + todos os testes (PostgreSQL de DB_* ou embutido; MariaDB de NSJQ_TEST_MYSQL_*) + docs
 	$(PY) -m ruff check nsj_queue_lib tests bench

@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.db.dialect import POSTGRES  # noqa: E402
 from nsj_queue_lib.db.schema import render_schema  # noqa: E402
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
 
 SCHEMA = "nsjq_bench"

@@ -37,11 +37,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.client.notify_client import notify_server  # noqa: E402
 from nsj_queue_lib.config import Settings  # noqa: E402
 from nsj_queue_lib.db.dialect import MYSQL, POSTGRES  # noqa: E402
 from nsj_queue_lib.db.schema import render_schema  # noqa: E402
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
 
 # Another name lets two runs share the servers (NSJQ_BENCH_SCHEMA=nsjq_bench_cs_<who>).

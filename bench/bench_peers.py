@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import bench as B  # noqa: E402
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
 
 OLD_COMMIT = "8485532"

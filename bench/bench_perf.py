@@ -53,7 +53,7 @@ from bench.bench import (  # noqa: E402
     stop_workers,
     worker_env,
 )
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.engine.base import task_lock_key  # noqa: E402
 from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
 

@@ -31,7 +31,7 @@ from bench.bench import (  # noqa: E402
     stop_workers,
     worker_env,
 )
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 
 POOL_SIZE = 4
 

@@ -34,12 +34,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench import drop_schema, stop_workers  # noqa: E402
 from bench.bench import wait_connected as _wait_connected  # noqa: E402
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.config import Settings  # noqa: E402
 from nsj_queue_lib.db.dialect import POSTGRES  # noqa: E402
 from nsj_queue_lib.db.repository import TaskRepository  # noqa: E402
 from nsj_queue_lib.db.schema import render_schema  # noqa: E402
 from nsj_queue_lib.db.session import DbSession, TaskConnection  # noqa: E402
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
 from nsj_queue_lib.worker_webhook import WorkerWebhook  # noqa: E402
 

@@ -41,7 +41,7 @@ from bench.bench_pubsub import (  # noqa: E402
     wait_connected,
     worker_env,
 )
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 from nsj_queue_lib.queue_client import QueueClient  # noqa: E402
 
 PROCESSO = "wh"

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from nsj_queue_lib.devdb import DevPostgres, acquire  # noqa: E402
+from nsj_queue_lib.cli.devdb import DevPostgres, acquire  # noqa: E402
 
 SCHEMA = "nsjq_cpubench"
 FILA = "fila_cpu"

@@ -5,6 +5,13 @@ a module defines `ORDER` (its place in the help) and `register(subparsers)`, whi
 its parser(s) and sets `handler` (a function of the parsed arguments returning the exit
 code).  Adding a subcommand is adding one file there.
 
+The package also holds the operator's and developer's tools that have their own
+`python -m` entry: db_gen (the DDL of a queue; 1.2.2's `python -m nsj_queue_lib.db_gen`
+runs it), demo (`nsj-queue demo`, `make demo`) and devdb (a PostgreSQL for development:
+the one of DB_* or an embedded one, for the demo, the tests and the benchmarks).  The
+dashboard is its own package (nsj_queue_lib.dashboard); status and health are in
+nsj_queue_lib.observability.
+
 Exit codes: 0 success; 1 the operation failed (database unavailable, task not found or
 not in a state the command applies to, unhealthy worker, schema with differences);
 2 invalid usage or configuration.

@@ -49,7 +49,7 @@ def test_every_subcommand_is_registered_and_has_portuguese_help():
     "nsj_queue_lib.worker_fila_teste", "nsj_queue_lib.worker_pub_sub_teste",
     "nsj_queue_lib.worker_webhook", "nsj_queue_lib.server.server_main",
     "nsj_queue_lib.status", "nsj_queue_lib.health", "nsj_queue_lib.db_gen",
-    "nsj_queue_lib.demo", "tests.workers.scripted"])
+    "nsj_queue_lib.cli.demo", "tests.workers.scripted"])
 def test_scripts_and_modules_answer_help_and_version_without_starting(module):
     env = {"PATH": os.environ.get("PATH", "")}  # no DB_*: a started worker would exit 2
     res = run_python(["-m", module, "--help"], env=env, timeout=30)

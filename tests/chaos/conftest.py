@@ -43,7 +43,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def chaos_pg():
     """An embedded PostgreSQL for the chaos suite only: it is restarted, its backends
     terminated and its xmin pinned without touching the database of other tests."""
-    from nsj_queue_lib.devdb import start_embedded
+    from nsj_queue_lib.cli.devdb import start_embedded
 
     dev = start_embedded()
     try:

@@ -110,7 +110,7 @@ class PgTarget:
     label = "PostgreSQL"
 
     def __init__(self, dev: Any) -> None:
-        self.dev = dev  # nsj_queue_lib.devdb.DevPostgres
+        self.dev = dev  # nsj_queue_lib.cli.devdb.DevPostgres
 
     def connect(self, schema: str = "", autocommit: bool = True) -> Any:
         return self.dev.connect(autocommit=autocommit)

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs
 import psycopg2
 import pytest
 
-from nsj_queue_lib import devdb
+from nsj_queue_lib.cli import devdb
 from nsj_queue_lib.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ CLIENT_ID = "queue-worker"
 TENANT_PASSWORD = "Tenant-Db-Secret-5531"
 
 # The PostgreSQL of the whole suite: the DB_* variables (as .ci/run exports them; see
-# nsj_queue_lib.devdb), by default 127.0.0.1:5432, user postgres.  Tenant databases are
+# nsj_queue_lib.cli.devdb), by default 127.0.0.1:5432, user postgres.  Tenant databases are
 # made there, and the tenants' credentials name it (trust authentication).
 _PG = devdb.configured() or devdb.DevPostgres("127.0.0.1", 5432, "postgres", "", "postgres")
 PG_HOST = _PG.host

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from contextlib import redirect_stdout
 
-from nsj_queue_lib import db_gen
+from nsj_queue_lib.cli import db_gen
 from nsj_queue_lib.db.dialect import MYSQL
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS, Queries
 from nsj_queue_lib.db.schema import render_schema

@@ -27,8 +27,8 @@ PACKAGE = "nsj_queue_lib"
 # Names per layer, top first: the first component after nsj_queue_lib., or for a
 # package that spans layers (observability, compat) its "package.module".
 LAYERS: List[Set[str]] = [
-    {"cli", "dashboard", "status", "health", "server", "client", "demo", "devdb",
-     "db_gen", "__main__", "worker_fila_teste", "worker_pub_sub_teste",
+    {"cli", "dashboard", "status", "health", "server", "client", "db_gen", "__main__",
+     "worker_fila_teste", "worker_pub_sub_teste",
      "observability.status", "observability.health", "observability.metrics",
      "observability.loki", "observability.logging_setup", "multidb"},
     {"worker_base", "worker_pub_sub_base", "worker_webhook", "queue_client", "admin",

