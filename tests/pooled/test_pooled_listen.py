@@ -55,6 +55,11 @@ def test_listen_on_a_direct_connection_ends_the_wait_at_the_insert(pooled_queue,
         q.insert({"n": 1})  # the insert trigger's NOTIFY
         got = notifier.wait(POLL_IDLE * 0.9)  # before the next scheduled probe
         assert [n.payload for n in got] == [""]
+        # a HALT sent as NOTIFY (a tool in session mode) reaches a listening worker too
+        q.sql(f"UPDATE {q.qtable} SET status = 'cancelada'")  # (as if a worker took it)
+        q.sql("SELECT pg_notify(%s, 'HALT')", (q.settings().queue_name,))
+        got = eventually(lambda: notifier.wait(0.5), 5, interval=0.0, message="HALT")
+        assert [n.payload for n in got] == ["HALT"]
     finally:
         notifier.close()
         session.close()

@@ -249,8 +249,9 @@ class PollingNotifier(ProbeNotifier):
         super().__init__(repo, control, channel, POLL_IDLE, halt=halt,
                          sleep=self._pause)
         self.listen_notifier = listen
-
         self._next_probe = 0.0  # (monotonic) the next due probe, across wait() calls
+        # a NOTIFY 'HALT' came on the direct connection (sent by a tool in session mode)
+        self._halt_notified = False
 
     def _step(self) -> float:
         idle = self.clock() - self._last_seen
@@ -266,6 +267,9 @@ class PollingNotifier(ProbeNotifier):
             halted = self._halted()
             if halted:
                 return halted
+            if self._halt_notified:
+                self._halt_notified = False
+                return [Notification(self.channel, HALT_PAYLOAD)]
             if self.clock() >= self._next_probe:
                 due = self.repo.task_has_due()
                 if due:
@@ -283,9 +287,11 @@ class PollingNotifier(ProbeNotifier):
             time.sleep(seconds)
             return
         try:
-            if self.listen_notifier.wait(seconds):
+            notes = self.listen_notifier.wait(seconds)
+            if notes:
                 self._last_seen = self.clock()  # a NOTIFY: probe now, then fast
                 self._next_probe = 0.0
+                self._halt_notified = any(n.payload == HALT_PAYLOAD for n in notes)
         except DatabaseUnavailable as exc:
             logger.warning("Conexão direta de LISTEN perdida (%s); sondagem apenas", exc)
             self._drop_listen()
