@@ -465,6 +465,18 @@ class WorkerPubSubBase(WorkerBase):
             session = local.session = new_session()
         return session
 
+    def _secret_box(self) -> Any:
+        """The SecretBox of WEBHOOK_SECRETS_KEY (the webhook start's, or made now)."""
+        delivery = self.__dict__.get("_webhook_delivery")
+        if delivery is not None:
+            return delivery.box
+        box = self.__dict__.get("_secret_box_")
+        if box is None:
+            from nsj_queue_lib.pubsub.secret_store import SecretBox
+
+            box = self.__dict__["_secret_box_"] = SecretBox.from_settings(self.settings)
+        return box
+
     def _webhook_start(self, session: Any, settings: Settings) -> None:
         """At start: which webhook features the queue's schema has, the secrets key
         (ConfigError when set without the webhook-crypto extra), and a warning naming the
@@ -502,6 +514,10 @@ class WorkerPubSubBase(WorkerBase):
         circuit breaker and logged (nsj_queue_lib.pubsub.delivery)."""
         from nsj_queue_lib.pubsub.webhook import build_request, deliver
 
+        headers = subscription.get("headers")
+        if isinstance(headers, dict):  # values stored encrypted (WEBHOOK_SECRETS_KEY)
+            subscription = dict(subscription, headers=self._secret_box().open_headers(
+                headers, subscription.get("id")))
         request = build_request(subscription, payload)
         timeout = getattr(self.settings, "default_webhook_timeout", None) \
             or DEFAULT_WEBHOOK_TIMEOUT

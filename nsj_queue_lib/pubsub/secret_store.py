@@ -1,13 +1,16 @@
 """How subscription secrets are stored: clear, or encrypted with WEBHOOK_SECRETS_KEY.
 
 Without WEBHOOK_SECRETS_KEY a secret is stored as written (``whsec_...``).  With it,
-the column holds ``enc:fernet:<token>``: Fernet (AES-128-CBC + HMAC-SHA256, from the
-`cryptography` package, extra ``webhook-crypto``), so a dump of the subscriber table
-alone reveals no secret.  The variable takes a comma-separated list of Fernet keys,
-newest first: new secrets are encrypted with the first, any of them decrypts
-(MultiFernet).  Key rotation: put the new key first, run
-``nsj-queue subscriber reencrypt`` (re-encrypts every secret with the first key, and
-encrypts those still in clear), then drop the old key.
+the column holds ``enc:fernet:<token>``, and so does each header value written by
+``subscriber add`` (the `headers` column stays a JSON object: names in clear, values
+sealed; a value in clear, as older rows and rows written by hand have, is sent as it
+is).  Fernet: AES-128-CBC + HMAC-SHA256, from the `cryptography` package, extra
+``webhook-crypto``; a dump of the subscriber table alone reveals no secret.  The
+variable takes a comma-separated list of Fernet keys, newest first: new secrets are
+encrypted with the first, any of them decrypts (MultiFernet).  Key rotation: put the
+new key first, run ``nsj-queue subscriber reencrypt`` (re-encrypts every secret and
+header value with the first key, and encrypts those still in clear), then drop the old
+key.
 
 Why Fernet rather than a scheme of our own: authenticated encryption with a versioned
 token format, reviewed and maintained elsewhere; the cost is an optional dependency
@@ -17,7 +20,7 @@ that only operators who ask for encryption install.
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional, overload
+from typing import Any, Dict, List, Optional, overload
 
 from nsj_queue_lib.exceptions import ConfigError, NsjQueueError
 
@@ -97,6 +100,28 @@ class SecretBox:
             raise SecretUnreadable(
                 f"Assinatura '{sub_id}': nenhuma chave de WEBHOOK_SECRETS_KEY decifra o "
                 "segredo (chave antiga removida antes do reencrypt?)") from None
+
+    def seal_headers(self, headers: Dict[str, str]) -> Dict[str, str]:
+        """`headers` with each value sealed (as they are without keys)."""
+        return {name: self.seal(value) for name, value in headers.items()}
+
+    def open_headers(self, headers: Any, sub_id: Any = "?") -> Any:
+        """A subscription's `headers` (dict) with the sealed values opened; anything else
+        as it is (values in clear, a column that is not an object)."""
+        if not isinstance(headers, dict) or not any(
+                isinstance(v, str) and v.startswith(ENCRYPTED_PREFIX) for v in headers.values()):
+            return headers
+        return {name: self.open(value, sub_id) if isinstance(value, str) else value
+                for name, value in headers.items()}
+
+    def reseal_headers(self, headers: Any, sub_id: Any = "?") -> Optional[Dict[str, Any]]:
+        """`headers` with every text value re-encrypted with the first key (values in
+        clear get encrypted); None when there is nothing to seal."""
+        if not isinstance(headers, dict) or self._multi is None:
+            return None
+        sealed = {name: self.seal(self.open(value, sub_id)) if isinstance(value, str) else value
+                  for name, value in headers.items()}
+        return sealed if any(isinstance(v, str) for v in sealed.values()) else None
 
     def reseal(self, stored: Optional[str], sub_id: Any = "?") -> Optional[str]:
         """`stored` re-encrypted with the first key (a secret in clear gets encrypted);

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from nsj_queue_lib.exceptions import InvalidTaskState, NotFoundException, NsjQueueError
 from nsj_queue_lib.pubsub.breaker import ENDPOINTS_LISTED
 from nsj_queue_lib.pubsub.message import normalize_subscription
-from nsj_queue_lib.pubsub.secret_store import SecretBox
+from nsj_queue_lib.pubsub.secret_store import ENCRYPTED_PREFIX, SecretBox
 from nsj_queue_lib.pubsub.signing import generate_secret, secret_key
 from nsj_queue_lib.pubsub.webhook import SUPPORTED_METHODS, build_request
 from nsj_queue_lib.pubsub.webhook_store import WebhookFeatures, WebhookStore
@@ -63,11 +63,25 @@ def shown_url(url: str) -> str:
     return redact_url(url) + ("?…" if hidden else "")
 
 
+def _json_value(raw: Any) -> Any:
+    """A json column's value as Python (drivers give text, bytes or the value)."""
+    if isinstance(raw, (bytes, bytearray)):
+        raw = raw.decode("utf-8")
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return None
+    return raw
+
+
 def masked_headers(headers: Any) -> Optional[Dict[str, str]]:
-    """Header values whose name looks secret (Authorization, X-Token...) replaced by ***."""
+    """Header values whose name looks secret (Authorization, X-Token...) or that are
+    stored encrypted replaced by ***."""
     if not isinstance(headers, dict):
         return None if headers is None else {"?": MASK}
-    return {k: (MASK if _SECRET_LOOKING.search(str(k)) else str(v)) for k, v in headers.items()}
+    return {k: (MASK if _SECRET_LOOKING.search(str(k)) or str(v).startswith(ENCRYPTED_PREFIX)
+                else str(v)) for k, v in headers.items()}
 
 
 class SubscriberAdmin:
@@ -117,6 +131,7 @@ class SubscriberAdmin:
                "processo": processo, "url": url,
                "http_method": method.upper() if url else None,
                "headers": json.dumps(headers) if headers else None}
+        sealed = json.dumps(self.box.seal_headers(headers)) if headers else None
         if url is not None:
             if row["http_method"] not in SUPPORTED_METHODS:
                 raise SubscriberError(f"método HTTP não suportado: {method} "
@@ -128,7 +143,7 @@ class SubscriberAdmin:
             secret_key(secret or new or "")
         if self.store.subscriber_exists(sub_id):
             raise SubscriberError(f"assinatura '{sub_id}' já existe")
-        self.store.subscriber_insert(**row)
+        self.store.subscriber_insert(**dict(row, headers=sealed))
         if secret or new:
             self.store.secret_set(sub_id, self.box.seal(secret or new), None)
         logger.info("Assinatura %s criada (processo %s, %s)", sub_id, processo,
@@ -159,19 +174,26 @@ class SubscriberAdmin:
         return new
 
     def reencrypt(self) -> int:
-        """Re-encrypt every stored secret with the first WEBHOOK_SECRETS_KEY key (secrets in
-        clear get encrypted); returns how many subscriptions were rewritten."""
+        """Re-encrypt every stored secret and header value with the first
+        WEBHOOK_SECRETS_KEY key (those in clear get encrypted); returns how many
+        subscriptions were rewritten."""
         self._need("secrets")
         if not self.box.encrypts:
             raise SubscriberError("WEBHOOK_SECRETS_KEY não definida: nada a cifrar")
-        count = 0
+        rewritten = set()
         for row in self.store.secret_rows():
             current = self.box.reseal(row["segredo"], row["id"])
             previous = self.box.reseal(row["segredo_anterior"], row["id"])
             self.store.secret_set(row["id"], current, previous)
-            count += 1
-        logger.info("Segredos de %s assinatura(s) cifrados de novo com a primeira chave", count)
-        return count
+            rewritten.add(row["id"])
+        for row in self.store.header_rows():
+            sealed = self.box.reseal_headers(_json_value(row["headers"]), row["id"])
+            if sealed is not None:
+                self.store.headers_set(row["id"], json.dumps(sealed))
+                rewritten.add(row["id"])
+        logger.info("Segredos e headers de %s assinatura(s) cifrados de novo com a primeira "
+                    "chave", len(rewritten))
+        return len(rewritten)
 
     # -- reading ------------------------------------------------------------------------
     def list(self) -> List[Dict[str, Any]]:

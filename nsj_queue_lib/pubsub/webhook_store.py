@@ -110,6 +110,13 @@ class WebhookStore:
     def secret_rows(self) -> List[dict]:
         return self.session.fetch_all(self.q["subscriber_secret_rows"])
 
+    def header_rows(self) -> List[dict]:
+        return self.session.fetch_all(self.q["subscriber_header_rows"])
+
+    def headers_set(self, sub_id: str, headers: str) -> int:
+        return self.session.execute(self.q["subscriber_headers_set"],
+                                    {"id": sub_id, "headers": headers})
+
     def set_active(self, sub_id: str, ativo: bool) -> int:
         return self.session.execute(self.q["subscriber_set_active"],
                                     {"id": sub_id, "ativo": ativo})

@@ -109,6 +109,54 @@ def test_secrets_encrypted_at_rest_and_reencrypted_after_a_key_rotation(pg_queue
     assert secret not in worker.log() and FERNET_KEYS[1] not in worker.log()
 
 
+def test_header_values_encrypted_at_rest_and_older_rows_in_clear_still_delivered(
+        each_db_queue, http_endpoint):
+    queue = each_db_queue
+    with admin_of(queue, WEBHOOK_SECRETS_KEY=FERNET_KEYS[0]) as admin:
+        admin.subscriber_add("h", "proc", http_endpoint.url + "/h",
+                             headers={"Authorization": "Bearer tok-123", "X-Cliente": "acme"})
+    queue.add_subscriber("antigo", url=http_endpoint.url + "/a", method="POST",
+                         headers={"X-Antigo": "claro"})  # a row from before: in clear
+
+    def stored(sub_id):
+        [row] = queue.sql(f"SELECT headers FROM {queue.qsub_table} WHERE id = %s", (sub_id,))
+        raw = row["headers"]
+        raw = raw.decode() if isinstance(raw, bytes) else raw
+        return raw if isinstance(raw, str) else json.dumps(raw)
+
+    first = stored("h")
+    assert "tok-123" not in first and "acme" not in first
+    assert all(v.startswith("enc:fernet:") for v in json.loads(first).values())
+    assert set(json.loads(first)) == {"Authorization", "X-Cliente"}  # names in clear
+
+    # New key first: reencrypt seals the old row's values too, and the new row's again.
+    both = ",".join(reversed(FERNET_KEYS))
+    with admin_of(queue, WEBHOOK_SECRETS_KEY=both) as admin:
+        assert admin.subscriber_reencrypt() == 2
+        listed = {r["id"]: r for r in admin.subscriber_list()}
+    assert listed["h"]["headers"] == {"Authorization": "***", "X-Cliente": "***"}
+    assert listed["antigo"]["headers"] == {"X-Antigo": "***"}
+    assert stored("h") != first and "claro" not in stored("antigo")
+
+    worker = queue.start_worker(WEBHOOK, WEBHOOK_SECRETS_KEY=FERNET_KEYS[1])  # new key only
+    queue.publish({"x": "y"})
+    eventually(lambda: http_endpoint.received("/h") and http_endpoint.received("/a"))
+    [h] = http_endpoint.received("/h")
+    [a] = http_endpoint.received("/a")
+    assert h.headers["authorization"] == "Bearer tok-123" and h.headers["x-cliente"] == "acme"
+    assert a.headers["x-antigo"] == "claro"
+    assert "tok-123" not in worker.log()
+
+
+def test_a_header_in_clear_is_sent_as_it_is_with_the_key_set(pg_queue, http_endpoint):
+    pg_queue.add_subscriber("claro", url=http_endpoint.url + "/c", method="POST",
+                            headers={"X-Claro": "valor"})
+    pg_queue.start_worker(WEBHOOK, WEBHOOK_SECRETS_KEY=FERNET_KEYS[0])
+    pg_queue.publish({"x": 1})
+    eventually(lambda: http_endpoint.received("/c"))
+    assert http_endpoint.received("/c")[0].headers["x-claro"] == "valor"
+
+
 def test_secrets_key_without_the_crypto_extra_is_a_clear_config_error(pg_queue, tmp_path):
     # A real process where `cryptography` cannot be imported (as without the extra).
     blocker = tmp_path / "sem_crypto"

@@ -64,6 +64,13 @@ SELECT id, segredo, segredo_anterior FROM {sub_table}
  WHERE segredo IS NOT NULL OR segredo_anterior IS NOT NULL
  ORDER BY id
 
+-- name: subscriber_header_rows
+-- Subscriptions with headers (subscriber reencrypt seals their values).
+SELECT id, headers FROM {sub_table} WHERE headers IS NOT NULL ORDER BY id
+
+-- name: subscriber_headers_set
+UPDATE {sub_table} SET headers = %(headers)s WHERE id = %(id)s
+
 -- name: subscriber_set_active
 UPDATE {sub_table} SET ativo = %(ativo)s WHERE id = %(id)s
 
