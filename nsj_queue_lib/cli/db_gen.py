@@ -83,13 +83,5 @@ def _verify(conn, dialect, schema: str, fila: str) -> int:
     return EXIT_OK if ok else EXIT_DIFFERENT
 
 
-def __getattr__(name: str) -> str:
-    # 1.2.2's template: the PostgreSQL DDL with #SCHEMA and #NOME_FILA to be replaced.
-    if name != "DATABASE_TEMPLATE":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    ddl = schema_mod.render(POSTGRES, "nsjq_schema_x", "nsjq_fila_x")
-    return ddl.replace("nsjq_schema_x", "#SCHEMA").replace("nsjq_fila_x", "#NOME_FILA")
-
-
 if __name__ == "__main__":
     sys.exit(main())
