@@ -7,5 +7,5 @@
 
 1.2.2's import paths stay where 1.2.2 had them, as thin facades: `nsj_queue_lib.settings`,
 `nsj_queue_lib.client.*`, and the 1.2.2 modules of `nsj_queue_lib.server`
-(lock_service, socket_io, server_settings, lock_service_thread, ...).
+(lock_service, lock_service_thread, socket_io, server_settings, ...).
 """

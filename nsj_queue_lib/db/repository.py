@@ -12,7 +12,7 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db import claimed_row
 from nsj_queue_lib.db.claim_position import ClaimPosition
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries, raw_queries
-from nsj_queue_lib.db.server import (
+from nsj_queue_lib.db.server_version import (
     LOCK_WAIT_SINGLESTORE,
     NOWAIT,
     SKIP_LOCKED,
@@ -559,7 +559,7 @@ class TaskRepository:
     def task_try_lock_row(self, task_id: int) -> bool:
         """Lock a 'processando' row without waiting; False if it is locked or not running.
 
-        In the form the server has (db/server.py): SKIP LOCKED; else NOWAIT; else a plain
+        In the form the server has (db/server_version.py): SKIP LOCKED; else NOWAIT; else a plain
         FOR UPDATE waiting one second at most.  A held row is then an error 1205."""
         mode = session_row_lock_mode(self.session)
         params = {"id": task_id}

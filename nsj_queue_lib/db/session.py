@@ -333,7 +333,7 @@ class DbSession:
         # DB_POOL_MODE=transaction: no server-side PREPARE (it would exist on one server
         # connection of the pooler only); the statements are sent as text every time
         self.unprepared = False
-        self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server.py)
+        self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server_version.py)
         self._keep = self.dialect.name == "postgres"  # _run(keep=...) for the queue's own
         self._kept_cursor: Any = None
 

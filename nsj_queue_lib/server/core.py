@@ -40,11 +40,11 @@ from nsj_queue_lib.config import Settings
 from nsj_queue_lib.engine.base import HALT_PAYLOAD
 from nsj_queue_lib.engine.socket import protocol as p
 from nsj_queue_lib.engine.socket.tls import server_tls_context
+from nsj_queue_lib.server.accept_loop import AcceptThread
 from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
 from nsj_queue_lib.server.claim_pool import MAX_AGE as CLAIM_MAX_AGE
 from nsj_queue_lib.server.claim_pool import ClaimPool
 from nsj_queue_lib.server.listener_thread import ListenerThread
-from nsj_queue_lib.server.lock_service_thread import AcceptThread
 from nsj_queue_lib.server.locks import LockTable
 from nsj_queue_lib.server.refusals import (
     CLIENT_LIMIT,

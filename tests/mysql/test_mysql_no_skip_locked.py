@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from nsj_queue_lib.db import server
+from nsj_queue_lib.db import server_version
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.server import (
+from nsj_queue_lib.db.server_version import (
     LOCK_WAIT,
     LOCK_WAIT_SINGLESTORE,
     NOWAIT,
@@ -96,13 +96,13 @@ def test_native_refusal_names_the_server_and_points_to_client_server_mode(
 @pytest.mark.mysql
 def test_the_real_mariadb_is_detected_once_per_session(session):
     assert session_row_lock_mode(session) == SKIP_LOCKED  # MariaDB 10.11
-    session.server[server._MODE] = NOWAIT  # kept: not asked again
+    session.server[server_version._MODE] = NOWAIT  # kept: not asked again
     assert session_row_lock_mode(session) == NOWAIT
 
 
 def _forced(settings, mode: str) -> DbSession:
     s = DbSession.open(settings)
-    s.server[server._MODE] = mode  # as detected on a server without SKIP LOCKED
+    s.server[server_version._MODE] = mode  # as detected on a server without SKIP LOCKED
     return s
 
 

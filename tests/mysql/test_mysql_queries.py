@@ -29,7 +29,7 @@ POSTGRES_ONLY = {"task_claim_locked", "task_finish_unlock", "notify", "task_clai
 MYSQL_ONLY = {"task_claim_skip_locked", "task_mark_processing_locked", "task_list_processing",
               "task_finish_release", "task_finish_release_mark", "task_mark_processing_batch",
               "task_claim_ahead_pending",
-              # the rescue's fence on servers without SKIP LOCKED (db/server.py)
+              # the rescue's fence on servers without SKIP LOCKED (db/server_version.py)
               "task_try_lock_row_nowait", "session_lock_wait_get", "session_lock_wait_set",
               "session_lock_wait_get_singlestore", "session_lock_wait_set_singlestore",
               # READ COMMITTED only when the binary log is not in STATEMENT format

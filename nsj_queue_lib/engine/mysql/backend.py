@@ -30,7 +30,7 @@ from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.db.control import ControlRow
 from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.server import (
+from nsj_queue_lib.db.server_version import (
     MIN_MARIADB,
     MIN_MYSQL,
     has_skip_locked,

@@ -40,7 +40,7 @@ import math
 from typing import Any, Optional, Tuple
 
 from nsj_queue_lib.db.queries import Queries
-from nsj_queue_lib.db.server import is_mariadb
+from nsj_queue_lib.db.server_version import is_mariadb
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import admin_lock_key
 from nsj_queue_lib.engine.postgres.listener_turn import ADMIN_LISTENER

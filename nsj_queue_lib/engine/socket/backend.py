@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.repository import TaskRepository
-from nsj_queue_lib.db.server import NOWAIT, SKIP_LOCKED, session_row_lock_mode
+from nsj_queue_lib.db.server_version import NOWAIT, SKIP_LOCKED, session_row_lock_mode
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import Capabilities
 from nsj_queue_lib.engine.socket.guard import SocketGuard
@@ -54,7 +54,7 @@ class SocketBackend:
 
     def check(self, session: DbSession) -> None:
         """Any database the repository speaks works here; on a server without FOR UPDATE
-        SKIP LOCKED (MySQL < 8.0, MariaDB < 10.6, SingleStore: db/server.py) the rescue
+        SKIP LOCKED (MySQL < 8.0, MariaDB < 10.6, SingleStore: db/server_version.py) the rescue
         fences rows with NOWAIT or a short lock wait, and batch mode is not offered
         (`capabilities.batch_claim` False: runtime/batch.py refuses QUEUE_BATCH_SIZE > 1)."""
         mode = session_row_lock_mode(session, singlestore=self.settings.db_driver == "SINGLE_STORE")

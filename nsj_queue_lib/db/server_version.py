@@ -1,4 +1,4 @@
-"""What the connected server offers for row locks: SKIP LOCKED, NOWAIT or neither.
+"""What the connected server's version offers for row locks: SKIP LOCKED, NOWAIT or neither.
 
 MySQL native mode needs `FOR UPDATE SKIP LOCKED` (MySQL >= 8.0, MariaDB >= 10.6); the
 client/server mode runs on older servers and on SingleStore too, and its one row-lock
