@@ -102,6 +102,10 @@ class WebhookDelivery:
             return result.message
         ctx.after(lambda repo: self._record(WebhookStore.for_settings(
             repo.session, settings), state, result, row))
+        if state is not None and (state.probe or state.failures + 1 >= self.threshold):
+            # (a transaction of its own: should it fail, the failure above stays recorded)
+            ctx.after(lambda repo: self._hold_after_failure(WebhookStore.for_settings(
+                repo.session, settings), state))
         assert result.error is not None
         raise result.error
 
@@ -154,12 +158,21 @@ class WebhookDelivery:
         from nsj_queue_lib.db.session import DbSession
 
         settings = ctx.settings or self.settings
-        session = DbSession.open(settings, application_name=(
-            f"nsj_queue_lib:{settings.queue_name}:sonda"))
+        try:
+            session = DbSession.open(settings, application_name=(
+                f"nsj_queue_lib:{settings.queue_name}:sonda"))
+        except Exception as exc:  # not the probe now; the delivery is put back
+            logger.warning("Endpoint %s: sonda não iniciada (conexão própria falhou: %s)",
+                           endpoint, one_line(str(exc), 300))
+            return False
         try:
             with session.transaction():
                 return WebhookStore.for_settings(session, settings).endpoint_take_probe(
                     endpoint, lease, max(self.threshold - 1, 1))
+        except Exception as exc:
+            logger.warning("Endpoint %s: sonda não iniciada (%s)", endpoint,
+                           one_line(str(exc), 300))
+            return False
         finally:
             session.close()
 
@@ -170,6 +183,11 @@ class WebhookDelivery:
             settings = ctx.settings or self.settings
             ctx.after(lambda repo: self.hold.put_back(
                 WebhookStore.for_settings(repo.session, settings), endpoint, PROBE_WAIT))
+
+    def _hold_after_failure(self, store: WebhookStore, state: _Breaker) -> None:
+        """After a failure that opened the breaker (or a failed probe): its waiting
+        deliveries put back until the pause ends (nothing when it did not open)."""
+        self.hold.put_back(store, state.endpoint, PROBE_WAIT)
 
     def _record(self, store: WebhookStore, state: Optional[_Breaker], result: Attempt,
                 row: Optional[dict]) -> None:
@@ -184,15 +202,12 @@ class WebhookDelivery:
                 store.endpoint_probe_failed(state.endpoint, result.message, self.max_cooldown)
                 logger.warning("Endpoint %s: a sonda falhou; disjuntor aberto de novo",
                                state.endpoint)
-                self.hold.put_back(store, state.endpoint, PROBE_WAIT)
             else:
                 store.endpoint_failure(state.endpoint, result.message, self.threshold,
                                        self.cooldown)
-                if state.failures + 1 >= self.threshold:
-                    if state.failures + 1 == self.threshold:
-                        logger.warning("Endpoint %s: %s falhas seguidas, disjuntor aberto por "
-                                       "%.0f s", state.endpoint, self.threshold, self.cooldown)
-                    self.hold.put_back(store, state.endpoint, PROBE_WAIT)
+                if state.failures + 1 == self.threshold:
+                    logger.warning("Endpoint %s: %s falhas seguidas, disjuntor aberto por "
+                                   "%.0f s", state.endpoint, self.threshold, self.cooldown)
         elif state is not None and state.leased:
             store.endpoint_probe_release(state.endpoint)
         if row is not None:
