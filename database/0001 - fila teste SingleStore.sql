@@ -155,8 +155,17 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_agenda` (
     alterado_por VARCHAR(150) NULL
 ) DEFAULT CHARSET = utf8mb4;
 
+-- Concurrency limits (nsj-queue limit set): see sql/postgres/schema.sql.  The workers
+-- learn that the queue has limits from the control table's row id = 4 (pausada = TRUE).
+CREATE TABLE IF NOT EXISTS `test`.`fila_teste_limites` (
+    processo VARCHAR(250) NOT NULL PRIMARY KEY,
+    maximo INT NOT NULL,
+    alterado_por VARCHAR(150) NULL,
+    alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) DEFAULT CHARSET = utf8mb4;
+
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 7 (6d18c95741c9)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 8 (0524e485ca76)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

@@ -309,6 +309,36 @@ class QueueAdmin:
         with self._atomic():
             self._schedules().remove(nome)
 
+    # -- concurrency limits -----------------------------------------------
+    def _limits(self) -> Any:
+        from nsj_queue_lib.db.limits import LimitStore
+
+        return LimitStore(self.session, self.queue_table)
+
+    def set_limit(self, processo: str, maximo: int,
+                  por: Optional[str] = None) -> Dict[str, Any]:
+        """At most `maximo` tasks of `processo` run at once across the whole fleet (native
+        PostgreSQL and MySQL workers; client/server workers claim nothing while the queue
+        has limits).  Workers follow within about two seconds; tasks running then go on.
+        Refused in mixed-fleet mode (1.2.2 workers ignore limits).  Returns {"processo",
+        "maximo", "em_execucao"} (tasks of the processo running now)."""
+        from nsj_queue_lib.db.repository import TaskRepository
+
+        mixed = TaskRepository(self.session, self.queue_table).queue_mixed_fleet()
+        with self._atomic():
+            return dict(self._limits().set(processo, maximo,
+                                           por=truncate_message(por, 150) if por else None,
+                                           mixed_fleet=mixed))
+
+    def list_limits(self) -> List[Dict[str, Any]]:
+        """The limits, by processo, each with `maximo` and `em_execucao` (running now)."""
+        return list(self._limits().list())
+
+    def clear_limit(self, processo: str) -> None:
+        """Remove the limit of `processo` (NotFoundException when it has none)."""
+        with self._atomic():
+            self._limits().clear(processo)
+
     # -- pause ------------------------------------------------------------
     def has_control_table(self) -> bool:
         """Whether the queue's control table exists (queues created before 2.1 lack it)."""

@@ -32,6 +32,14 @@ CREATE TABLE IF NOT EXISTS "public"."fila_teste" (
     chave_unica varchar(250)
 );
 
+-- Leases (schema 7, DB_POOL_MODE=transaction: engine/pooled/backend.py): the worker that runs
+-- a 'processando' task and until when its lease lasts; NULL in session mode, whose task
+-- locks live on the worker's session.  Added by ALTER so that `schema apply` on a queue of
+-- an earlier version adds them too.
+ALTER TABLE "public"."fila_teste"
+    ADD COLUMN IF NOT EXISTS lease_dono varchar(150),
+    ADD COLUMN IF NOT EXISTS lease_ate timestamptz;
+
 -- Storage settings for a queue's life cycle (each row is inserted, rewritten by the claim
 -- and by the finish within seconds, then only read until the purge deletes it).  A separate
 -- ALTER, so it also applies to an existing table (it affects only pages written later):
@@ -148,7 +156,10 @@ ALTER TABLE "public"."fila_teste_controle"
     ADD COLUMN IF NOT EXISTS compat_alterado_em timestamptz,
     ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150),
     -- the earliest next slot of the queue's schedules (scheduling/hint.py)
-    ADD COLUMN IF NOT EXISTS agenda_proximo timestamptz;
+    ADD COLUMN IF NOT EXISTS agenda_proximo timestamptz,
+    -- the queue has concurrency limits (nsj-queue limit; db/limits.py): workers then claim
+    -- with the limit-aware claim, else with the usual one
+    ADD COLUMN IF NOT EXISTS limites boolean NOT NULL DEFAULT false;
 
 -- A queue this DDL creates never had 1.2.2 workers: it starts out of mixed-fleet mode.
 -- Only a new queue table has no version stamp yet (the COMMENT at the end writes it;
@@ -188,6 +199,16 @@ CREATE TABLE IF NOT EXISTS "public"."fila_teste_agenda" (
     alterado_por varchar(150)
 );
 
+-- Concurrency limits (nsj-queue limit set): at most `maximo` tasks of `processo` run at
+-- once across the fleet.  Each running task of a limited processo holds one of its
+-- `maximo` slot locks (session advisory locks, db/limits.py) from its claim to its end.
+CREATE TABLE IF NOT EXISTS "public"."fila_teste_limites" (
+    processo varchar(250) NOT NULL PRIMARY KEY,
+    maximo int NOT NULL CHECK (maximo > 0),
+    alterado_por varchar(150),
+    alterado_em timestamptz NOT NULL DEFAULT now()
+);
+
 -- Wakes the workers (LISTEN "fila_teste") when a task is inserted: a task due now is claimed,
 -- and a future one (scheduled or a retry) makes idle workers re-arm their timer to its time.
 CREATE OR REPLACE FUNCTION "public"."notify_fila_teste_insert"() RETURNS trigger
@@ -204,7 +225,7 @@ CREATE OR REPLACE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
 
 -- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
-COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 6 (e3506b24275e)';
+COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 8 (387d8784ceb9)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

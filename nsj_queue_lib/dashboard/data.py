@@ -110,7 +110,11 @@ class DashboardData:
             from nsj_queue_lib.scheduling.store import ScheduleStore
 
             schedules = ScheduleStore(s, table).overview()
+            from nsj_queue_lib.db.limits import LimitStore
+
+            limits = LimitStore(s, table).overview()
             return {"agendamentos": (schedules or {}).get("agendamentos", []),
+                    "limites": limits or [],
                     "fila": table, "contagens": counts, "ultima_hora": minutes,
                     "mais_antiga_devida": oldest, "mortas": dead, "pausa": pause,
                     # the mixed-fleet mode with 1.2.2, from the same control row

@@ -282,6 +282,15 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
         '<th>Nome</th><th>Regra</th><th>Processo</th><th>Próximo</th><th>Último</th></tr>'
         f'</thead><tbody>{schedule_rows}</tbody></table></div></section>'
         if schedule_rows else "")
+    limit_rows = "".join(
+        f'<tr data-limite="{e(r["processo"])}"><td>{e(r["processo"])}</td>'
+        f'<td>{e(r["em_execucao"])}</td><td>{e(r["maximo"])}</td></tr>'
+        for r in s.get("limites") or [])
+    limits_html = (
+        '<section><h2>Limites de concorrência</h2><div class="scroll"><table><thead><tr>'
+        '<th>Processo</th><th>Em execução</th><th>Limite</th></tr>'
+        f'</thead><tbody>{limit_rows}</tbody></table></div></section>'
+        if limit_rows else "")
     dead_html = ("".join(dead_rows) or
                  '<tr><td colspan="6">Nenhuma tarefa morta aguardando.</td></tr>')
     return (
@@ -294,7 +303,7 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
         f'<section><h2>Terminadas na última hora (por minuto)</h2>{chart(s["ultima_hora"])}'
         '<small>Tentativas terminadas cujo horário previsto (data_hora) está na última hora: '
         'verde sucesso, vermelho falha, cinza cancelada.</small></section>'
-        + schedules_html
+        + schedules_html + limits_html
         + (failures_section(t, failures, csrf) if failures is not None else "")
         + '<section><h2>Fila de mortos</h2><div class="scroll"><table><thead><tr><th>Cadeia</th>'
         '<th>Processo</th><th>Status</th><th>Último erro</th><th>Início</th><th></th></tr>'

@@ -44,3 +44,9 @@ def schedule_table_name(queue_table: str) -> str:
     """The periodic tasks of a queue table: 'schema.fila' -> 'schema.fila_agenda'."""
     *schema, table = queue_table.split(".")
     return ".".join([*schema, object_name(table, "agenda")])
+
+
+def limit_table_name(queue_table: str) -> str:
+    """The concurrency limits of a queue table: 'schema.fila' -> 'schema.fila_limites'."""
+    *schema, table = queue_table.split(".")
+    return ".".join([*schema, object_name(table, "limites")])

@@ -14,6 +14,7 @@ from nsj_queue_lib.db.names import (
     control_table_name,
     delivery_table_name,
     endpoint_table_name,
+    limit_table_name,
     schedule_table_name,
 )
 
@@ -182,6 +183,7 @@ class Queries:
                  "endpoint_table": dialect.quote_table(endpoint_table_name(queue_table)),
                  "delivery_table": dialect.quote_table(delivery_table_name(queue_table)),
                  "schedule_table": dialect.quote_table(schedule_table_name(queue_table)),
+                 "limit_table": dialect.quote_table(limit_table_name(queue_table)),
                  **dialect.words}
         # the rendered pieces (the repository swaps one for another: see task_claim_locked)
         self.parts = _render_parts(raw_parts(dialect, filename), names)

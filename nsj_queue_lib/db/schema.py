@@ -36,7 +36,7 @@ from nsj_queue_lib.db.queries import raw_queries, read_sql
 
 # Bumped when the declared objects change meaning; the stamp also carries a digest of
 # the source text, so any edit of schema.sql/views.sql is seen by verify.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 VERSION_PREFIX = "nsj_queue_lib schema "
 # Indexes the original 1.2.2 db_gen created (idx_<fila>_...): replaced by the
 # current ones and dropped by upgrade.
@@ -91,6 +91,7 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
         "endpoint_table": qualified(object_name(fila, "endpoints")),
         "delivery_table": qualified(object_name(fila, "entregas")),
         "schedule_table": qualified(object_name(fila, "agenda")),
+        "limit_table": qualified(object_name(fila, "limites")),
         "function": qualified(object_name("notify", fila, "insert")),
         "trigger": q(object_name("trigger_insert", fila)),
         "view_cadeias": qualified(object_name(fila, "cadeias")),

@@ -249,7 +249,11 @@ class QueueGauges:
         from nsj_queue_lib.scheduling.store import ScheduleStore
 
         schedules = ScheduleStore(s, self.settings.queue_table).overview()
+        from nsj_queue_lib.db.limits import LimitStore
+
+        limits = LimitStore(s, self.settings.queue_table).overview()
         return {
+            "limits": limits,
             "breakers": breakers,
             "schedules": None if schedules is None else len(schedules["agendamentos"]),
             "schedule_lag": None if schedules is None else schedules["atraso_segundos"],
@@ -330,6 +334,17 @@ class QueueGauges:
                 ("nsj_queue_schedule_lag_seconds", "gauge",
                  "Há quantos segundos o horário mais atrasado de uma tarefa periódica espera "
                  "um worker (0 sem atraso)", [(labels, g["schedule_lag"])]),
+            ]
+        if g.get("limits"):
+            out += [
+                ("nsj_queue_limit", "gauge",
+                 "Limite de concorrência do processo (nsj-queue limit)",
+                 [({**labels, "processo": r["processo"]}, int(r["maximo"]))
+                  for r in g["limits"]]),
+                ("nsj_queue_limit_running", "gauge",
+                 "Tarefas do processo limitado em execução agora",
+                 [({**labels, "processo": r["processo"]}, int(r["em_execucao"]))
+                  for r in g["limits"]]),
             ]
         return out
 

@@ -122,6 +122,9 @@ class StatusReader:
         from nsj_queue_lib.scheduling.store import ScheduleStore
 
         schedules = ScheduleStore(s, self.queue_table).overview()
+        from nsj_queue_lib.db.limits import LimitStore
+
+        limits = LimitStore(s, self.queue_table).overview()
         return {
             "fila": self.queue_table,
             "banco": self.dialect.name,
@@ -143,6 +146,9 @@ class StatusReader:
                 "nome": r["nome"], "regra": r["regra"], "processo": r["processo"],
                 "proximo": _iso(r["proximo"]), "ultimo_slot": _iso(r["ultimo_slot"]),
                 "ultima_tarefa": r["ultima_tarefa"]} for r in schedules["agendamentos"]],
+            "limites": None if limits is None else [{
+                "processo": r["processo"], "maximo": int(r["maximo"]),
+                "em_execucao": int(r["em_execucao"])} for r in limits],
             "em_execucao": self._running(),
             "em_execucao_total": int(s.fetch_value(q["status_running_count"]) or 0),
             "disjuntores": breakers,
@@ -234,6 +240,11 @@ def render_text(status: Dict[str, Any]) -> str:
                          f"{r['proximo']}" + (f"; último {r['ultimo_slot']} (tarefa "
                                                f"#{r['ultima_tarefa']})"
                                                if r["ultimo_slot"] else ""))
+    limits = status.get("limites")
+    if limits:
+        lines.append(f"  Limites de concorrência:    {len(limits)}")
+        for r in limits:
+            lines.append(f"    {r['processo']}: {r['em_execucao']} de {r['maximo']} em execução")
     dead = status["mortas_24h"]
     lines.append(f"  Mortas nas últimas {DEAD_WINDOW_HOURS} h:    {dead['total']}"
                  + (f" ({_fmt_counts(dead['por_status'])})" if dead["total"] else ""))

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.errors import SCHEMA_MISMATCH, Fault
 from nsj_queue_lib.db.identifiers import display
+from nsj_queue_lib.db.limits import NOT_ON_SOCKET
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import HALT_PAYLOAD, Backend, Notifier, TaskGuard
@@ -90,6 +91,7 @@ class Consumer:
         self.db_problem: Optional[str] = None
         # After the task running now, the next step is a claim (not the listener turn).
         self._claim_next = False
+        self._limits_told = False  # the refusal of the queue's limits was logged
 
     def run(self) -> None:
         reconnecting(self.settings, self.stop, self._serve, texts=CONSUMER_TEXTS,
@@ -127,7 +129,8 @@ class Consumer:
             if self.on_connect is not None:
                 self.on_connect(session)
             busy = BUSY_FIRST
-            gate = self._gate = PauseGate(session, settings.queue_table, fleet=repo.fleet)
+            gate = self._gate = PauseGate(session, settings.queue_table, fleet=repo.fleet,
+                                          limits=getattr(guard, "limits", None))
             if batch_runner is None:
                 guard.claim_next = self._claims_next
             # (MySQL native: a stop ends a wait for the idle turn; the turn's probe reads
@@ -146,7 +149,7 @@ class Consumer:
                         self._handle(notifier.wait(0))
                         if self.stop.is_set():
                             continue
-                    self.paused = gate.is_paused()
+                    self.paused = gate.is_paused() or self._limits_refused(gate)
                     if self.paused:  # nsj-queue pause: claim nothing; wake for HALT/resume
                         guard.settle()
                         if self.backend.capabilities.wakes_when_due:
@@ -167,7 +170,13 @@ class Consumer:
                 backoff.reset()
                 self._outage.recovered()
                 if isinstance(tarefa, Batch) and batch_runner is not None:
-                    self.tasks_done += batch_runner.run(tarefa)
+                    try:
+                        self.tasks_done += batch_runner.run(tarefa)
+                    finally:
+                        # Concurrency limits: the batch's slots, once it committed or not.
+                        limited = getattr(guard, "limited", None)
+                        if limited is not None and limited.held:
+                            limited.release_all()
                 elif tarefa is not None:
                     if tarefa["origem"] == SCHEDULE_ORIGIN:  # (the queue has schedules)
                         gate.schedules.poke()
@@ -207,6 +216,15 @@ class Consumer:
             notifier.close()
             if guard is not None:
                 guard.close()
+
+    def _limits_refused(self, gate: PauseGate) -> bool:
+        """The queue has concurrency limits and this backend does not honour them (the
+        client/server mode): no claim, as if paused, said once per change."""
+        refused = gate.limits.active and not self.backend.capabilities.concurrency_limits
+        if refused and not self._limits_told:
+            logger.error(NOT_ON_SOCKET)
+        self._limits_told = refused
+        return refused
 
     def _claims_next(self) -> bool:
         """Asked by the guard at a task's success (inside its transaction, so nothing is

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 
 from nsj_queue_lib.config import validate_table_name
 from nsj_queue_lib.db.control import ControlRow
+from nsj_queue_lib.db.limits import LimitsHint
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.fleet_mode import FleetMode
 from nsj_queue_lib.exceptions import DatabaseUnavailable
@@ -17,6 +18,9 @@ logger = logging.getLogger(__name__)
 
 CHECK_INTERVAL = 0.5  # seconds a read of the pause flag is trusted before claiming
 MISSING_RECHECK = 60.0  # seconds between looks for a control table that does not exist
+# Seconds between two reads of the row itself even while other statements refresh the flag
+# (`note`: they read the pause flag, not the concurrency-limits flag).
+FULL_READ_EVERY = 2.0
 
 
 class PauseGate:
@@ -32,25 +36,32 @@ class PauseGate:
 
     def __init__(self, session: DbSession, queue_table: str,
                  clock: Callable[[], float] = time.monotonic,
-                 fleet: Optional[FleetMode] = None) -> None:
+                 fleet: Optional[FleetMode] = None,
+                 limits: Optional[LimitsHint] = None) -> None:
         self.control = ControlRow(session, validate_table_name(
             queue_table, "QUEUE_TABLE", session.dialect.name))
         # The same row says when the next schedule slot falls (scheduling/hint.py).
         self.schedules = hint_for(self.control.queue_table)
+        # And whether the queue has concurrency limits (db/limits.py).
+        # (the guard's, which claims by it; else one of its own)
+        self.limits = limits if limits is not None else LimitsHint()
         self.fleet = fleet
         self.clock = clock
         self.paused = False
         self.reason: Optional[str] = None
         self._checked_at: Optional[float] = None
+        self._read_at: Optional[float] = None  # the last read of the row by this gate
         self._missing = False
         self._seen = False  # the control table existed at the last read
 
     def is_paused(self) -> bool:
         now = self.clock()
         trust = MISSING_RECHECK if self._missing else CHECK_INTERVAL
-        if self._checked_at is not None and now - self._checked_at < trust:
+        if (self._checked_at is not None and now - self._checked_at < trust
+                and (self._missing or (self._read_at is not None
+                                       and now - self._read_at < FULL_READ_EVERY))):
             return self.paused
-        self._checked_at = now
+        self._checked_at = self._read_at = now
         try:
             # Once the control table was seen, only the flag is read (one statement).
             state = self.control.pause_state(control_known=self._seen)
@@ -67,6 +78,7 @@ class PauseGate:
             self.fleet.note(state.get("compat_1_2_2"))
         if "agenda_proximo" in state:
             self.schedules.note(state["agenda_proximo"])
+        self.limits.note(state.get("limites"))
         return self.paused
 
     @property

@@ -38,11 +38,12 @@ def test_db_gen_output_applies_cleanly_to_an_empty_schema(pg_server):
                                                    "fila_gerada_controle",
                                                    "fila_gerada_endpoints",
                                                    "fila_gerada_entregas",
+                                                   "fila_gerada_limites",
                                                    "fila_gerada_rotinas",
                                                    "fila_gerada_subscriber"]
             cur.execute("SELECT count(*) FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = 'fila_gerada'", (schema,))
-            assert cur.fetchone()[0] == 29  # (2.x: + chave_unica)
+            assert cur.fetchone()[0] == 31  # (2.x: + chave_unica; schema 7: the lease columns)
             # Storage settings of the queue table (reasons in schema.sql).
             cur.execute("SELECT c.reloptions FROM pg_class c JOIN pg_namespace n "
                         "ON n.oid = c.relnamespace WHERE n.nspname = %s "

@@ -87,6 +87,7 @@ def test_shipped_file_applies_to_an_empty_database(mysql_server):
                              "fila_teste_endpoints": "BASE TABLE",
                              "fila_teste_entregas": "BASE TABLE",
                              "fila_teste_agenda": "BASE TABLE",
+                             "fila_teste_limites": "BASE TABLE",
                              "fila_teste_cadeias": "VIEW", "fila_teste_resumo": "VIEW"}
     finally:
         with conn.cursor() as cur:

@@ -29,6 +29,7 @@ from typing import Any, Callable, List, Optional, Set
 from nsj_queue_lib.config import Settings, validate_table_name
 from nsj_queue_lib.db.control import ControlRow
 from nsj_queue_lib.db.errors import Fault, classify
+from nsj_queue_lib.db.limits import LimitedClaim, LimitsHint
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server_version import (
     MIN_MARIADB,
@@ -154,6 +155,36 @@ class MysqlGuard(TaskGuard):
         # Claimed ahead with the last success, not run yet; its COMMIT opens the next
         # task's transaction (AND CHAIN: native mode never runs on SingleStore).
         self._marked = MarkedAhead(chain=True)
+        # Concurrency limits (db/limits.py): the pause gate's hint, the limit-aware claim.
+        self.limits = LimitsHint()
+        self.limited: Optional[LimitedClaim] = None
+
+    def _limited_claim(self) -> LimitedClaim:
+        if self.limited is None:
+            prefix = self.locker.prefix
+            self.limited = LimitedClaim(
+                self.session, self.queue_table, task_lock_key(self.queue_table, 0)[0],
+                task_lock=self._name, slot_name=lambda ns, key: lock_name(prefix, (ns, key)))
+        return self.limited
+
+    def claim_batch(self, limit: int) -> List[dict]:
+        if self.limits.active:
+            return self._limited_claim().claim(limit, batch=True)
+        return super().claim_batch(limit)
+
+    def _claim_limited(self, limit: int) -> List[dict]:
+        """The limit-aware claim, in a transaction of its own (see db/limits.py)."""
+        limited = self._limited_claim()
+        session = self.session
+        session.begin()
+        try:
+            rows = limited.claim(limit)
+            session.commit()
+        except BaseException:
+            session.rollback()
+            self._release_failed_claim(limited.marking)
+            raise
+        return rows
 
     def _name(self, task_id: int) -> str:
         return lock_name(self.locker.prefix, task_lock_key(self.queue_table, task_id))
@@ -165,6 +196,8 @@ class MysqlGuard(TaskGuard):
         if self._found_none:
             self._found_none = False
             return []
+        if self.limits.active:
+            return self._claim_limited(limit)
         session = self.session
         session.begin()
         marking: List[int] = []  # rows whose named locks the mark may have taken
@@ -222,7 +255,7 @@ class MysqlGuard(TaskGuard):
     def finish(self, tarefa: dict, message: str) -> bool:
         task_id = tarefa["id"]
         ahead: List[dict] = []
-        if self.claim_ahead and not self._marked.pending():
+        if self.claim_ahead and not self._marked.pending() and not self.limits.active:
             ahead = self._claim_ahead()
             self._found_none = not ahead
         if ahead:
@@ -270,6 +303,11 @@ class MysqlGuard(TaskGuard):
 
     def release(self, tarefa: dict) -> None:
         task_id = tarefa["id"]
+        if self.limited is not None and task_id in self.limited.held:
+            try:
+                self.limited.release(task_id)  # (its slot: after the commit or rollback)
+            except DatabaseUnavailable:
+                pass  # the session is gone, and its locks with it
         if task_id in self._released:
             self._released.discard(task_id)
             return
@@ -284,6 +322,12 @@ class MysqlGuard(TaskGuard):
     def close(self) -> None:
         """Put a task claimed ahead but not run back to 'pendente' (a graceful stop)."""
         self._released.clear()
+        if self.limited is not None:
+            try:
+                self.limited.release_all()
+            except Exception as exc:  # the session is gone, and its locks with it
+                logger.debug("Vagas de limite não liberadas: %s", exc)
+            self.limited.held.clear()
         tarefa = self._take_next()
         if tarefa is None:
             return
@@ -523,7 +567,7 @@ class MysqlBackend:
     name = "mysql"
     capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=False,
                                 batch_claim=True, lock_on_task_session=True,
-                                wakes_when_due=True)
+                                wakes_when_due=True, concurrency_limits=True)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.errors import Fault, classify
+from nsj_queue_lib.db.limits import LimitedClaim, LimitsHint
 from nsj_queue_lib.db.pooler import check_pool_mode
 from nsj_queue_lib.db.queries import raw_queries
 from nsj_queue_lib.db.repository import SUCESSO, TaskRepository
@@ -170,6 +171,48 @@ class PgGuard(TaskGuard):
         self._ahead: Optional[List[dict]] = None
         self._carried: Optional[int] = None
         self.claim_next: Optional[Callable[[], bool]] = None  # (TaskGuard: set by the consumer)
+        # Concurrency limits (db/limits.py): the hint the pause gate keeps, and the
+        # limit-aware claim, made when the queue first has limits.
+        self.limits = LimitsHint()
+        self.limited: Optional[LimitedClaim] = None
+        self._legacy_limits_told = False
+
+    def _limits_apply(self) -> bool:
+        """Whether this claim honours the queue's limits: it has some, and the queue is not in
+        mixed-fleet mode (`limit set` refuses that mode; a queue put back into it later
+        claims as 1.2.2 workers do, without limits: said once)."""
+        if not self.limits.active:
+            return False
+        if self.repo.legacy:
+            if not self._legacy_limits_told:
+                self._legacy_limits_told = True
+                logger.error("Fila %s com limites de concorrência em modo misto (1.2.2): os "
+                             "limites não valem nesse modo; `nsj-queue compat off`",
+                             self.queue_table)
+            return False
+        if self.limited is None:
+            self.limited = LimitedClaim(self.repo.session, self.queue_table, self.lock_ns)
+        return True
+
+    def _claim_limited(self, limit: int) -> List[dict]:
+        """The limit-aware claim, in a transaction of its own (see db/limits.py)."""
+        assert self.limited is not None
+        session = self.repo.session
+        session.begin()
+        try:
+            rows = self.limited.claim(limit)
+            session.commit()
+        except BaseException:
+            session.rollback()
+            self._after_failed_claim(None)
+            raise
+        return self._claimed(rows, False)
+
+    def claim_batch(self, limit: int) -> List[dict]:
+        if self._limits_apply():
+            assert self.limited is not None
+            return self.limited.claim(limit, batch=True)
+        return super().claim_batch(limit)
 
     @property
     def deferred_unlock(self) -> Optional[int]:
@@ -189,6 +232,8 @@ class PgGuard(TaskGuard):
         ahead, self._ahead = self._ahead, None
         if ahead is not None:  # claimed with the last success's COMMIT (claim-ahead)
             return ahead
+        if self._limits_apply():
+            return self._claim_limited(limit)
         turn = self._turn if limit == 1 and self._turn is not None and self._turn.held else None
         # (keep the turn through a lone task only while this session's tasks run short)
         keep = (turn is not None and self.run_average is not None
@@ -238,7 +283,7 @@ class PgGuard(TaskGuard):
         In mixed-fleet mode 1.2.2's key of the task just finished, given back only after
         its commit, rides on that claim too (it runs after the commit).
         Returns (the claim, its EXECUTE text and arguments, legacy, the carried key)."""
-        if self.claim_next is None or not self.claim_next():
+        if self.claim_next is None or not self.claim_next() or self.limits.active:
             return None
         if (self._turn is not None and self._turn.held) or not self.repo.claim_ahead_ready():
             return None
@@ -389,6 +434,11 @@ class PgGuard(TaskGuard):
     def release(self, tarefa: dict) -> None:
         task_id = tarefa["id"]
         self._running.discard(task_id)
+        if self.limited is not None and task_id in self.limited.held:
+            try:
+                self.limited.release(task_id)  # (its slot: after the commit or rollback)
+            except DatabaseUnavailable:
+                pass  # the session is gone, and its locks with it
         claimed_at = self._claimed_at.pop(task_id, None)
         if claimed_at is not None:
             ran = time.monotonic() - claimed_at
@@ -452,6 +502,12 @@ class PgGuard(TaskGuard):
             self._give_back()
         except Exception as exc:  # closing after an error: the rescue re-queues it
             logger.debug("Tarefa pega adiante não devolvida: %s", exc)
+        if self.limited is not None:
+            try:
+                self.limited.release_all()
+            except Exception as exc:  # the session is gone, and its locks with it
+                logger.debug("Vagas de limite não liberadas: %s", exc)
+            self.limited.held.clear()
         self._released.clear()
         self._running.clear()
         self._legacy.clear()
@@ -466,7 +522,7 @@ class PostgresBackend:
     name = "postgres"
     capabilities = Capabilities(wakes_on_insert=True, notify_is_transactional=True,
                                 batch_claim=True, lock_on_task_session=True,
-                                legacy_fleet=True)
+                                legacy_fleet=True, concurrency_limits=True)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -155,5 +155,14 @@ CREATE TABLE IF NOT EXISTS {schedule_table} (
     alterado_por VARCHAR(150) NULL
 ) DEFAULT CHARSET = utf8mb4;
 
+-- Concurrency limits (nsj-queue limit set): see sql/postgres/schema.sql.  The workers
+-- learn that the queue has limits from the control table's row id = 4 (pausada = TRUE).
+CREATE TABLE IF NOT EXISTS {limit_table} (
+    processo VARCHAR(250) NOT NULL PRIMARY KEY,
+    maximo INT NOT NULL,
+    alterado_por VARCHAR(150) NULL,
+    alterado_em DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) DEFAULT CHARSET = utf8mb4;
+
 -- Schema version of this queue.
 ALTER TABLE {table} COMMENT = '{version_comment}';

@@ -9,12 +9,14 @@
 -- The control row: the pause flag, and the queue's mixed-fleet mode (NULL when the row
 -- predates the column: a queue of an earlier 2.x not upgraded yet, mixed-fleet).  Read
 -- through the row's JSON so that such a queue needs no statement of its own.  And the next
--- schedule slot (scheduling/hint.py), read the same way.
+-- schedule slot (scheduling/hint.py) and whether the queue has concurrency limits
+-- (db/limits.py), read the same way.
 SELECT c.pausada, c.motivo, c.alterado_por, c.alterado_em,
        (to_jsonb(c) ->> 'compat_1_2_2')::boolean AS compat_1_2_2,
        (to_jsonb(c) ->> 'compat_alterado_em')::timestamptz AS compat_alterado_em,
        to_jsonb(c) ->> 'compat_alterado_por' AS compat_alterado_por,
-       (to_jsonb(c) ->> 'agenda_proximo')::timestamptz AS agenda_proximo
+       (to_jsonb(c) ->> 'agenda_proximo')::timestamptz AS agenda_proximo,
+       (to_jsonb(c) ->> 'limites')::boolean AS limites
   FROM {control_table} c
  WHERE c.id = 1
 

@@ -156,7 +156,10 @@ ALTER TABLE {control_table}
     ADD COLUMN IF NOT EXISTS compat_alterado_em timestamptz,
     ADD COLUMN IF NOT EXISTS compat_alterado_por varchar(150),
     -- the earliest next slot of the queue's schedules (scheduling/hint.py)
-    ADD COLUMN IF NOT EXISTS agenda_proximo timestamptz;
+    ADD COLUMN IF NOT EXISTS agenda_proximo timestamptz,
+    -- the queue has concurrency limits (nsj-queue limit; db/limits.py): workers then claim
+    -- with the limit-aware claim, else with the usual one
+    ADD COLUMN IF NOT EXISTS limites boolean NOT NULL DEFAULT false;
 
 -- A queue this DDL creates never had 1.2.2 workers: it starts out of mixed-fleet mode.
 -- Only a new queue table has no version stamp yet (the COMMENT at the end writes it;
@@ -194,6 +197,16 @@ CREATE TABLE IF NOT EXISTS {schedule_table} (
     ultima_tarefa int8,
     criado_em timestamptz NOT NULL DEFAULT now(),
     alterado_por varchar(150)
+);
+
+-- Concurrency limits (nsj-queue limit set): at most `maximo` tasks of `processo` run at
+-- once across the fleet.  Each running task of a limited processo holds one of its
+-- `maximo` slot locks (session advisory locks, db/limits.py) from its claim to its end.
+CREATE TABLE IF NOT EXISTS {limit_table} (
+    processo varchar(250) NOT NULL PRIMARY KEY,
+    maximo int NOT NULL CHECK (maximo > 0),
+    alterado_por varchar(150),
+    alterado_em timestamptz NOT NULL DEFAULT now()
 );
 
 -- Wakes the workers (LISTEN "{fila}") when a task is inserted: a task due now is claimed,

@@ -1,0 +1,60 @@
+-- Concurrency limits, PostgreSQL (the rest is in sql/common/limits.sql).
+
+-- name: limit_upsert
+INSERT INTO {limit_table} (processo, maximo, alterado_por, alterado_em)
+VALUES (%(processo)s, %(maximo)s, %(por)s, now())
+ON CONFLICT (processo) DO UPDATE
+   SET maximo = EXCLUDED.maximo, alterado_por = EXCLUDED.alterado_por,
+       alterado_em = EXCLUDED.alterado_em
+
+-- name: limit_flag_set
+-- The control row's `limites`: whether the queue has limits (read by the workers with the
+-- pause flag, runtime/pause.py), written with every change of the limits.
+INSERT INTO {control_table} (id, limites)
+VALUES (1, EXISTS (SELECT 1 FROM {limit_table}))
+ON CONFLICT (id) DO UPDATE SET limites = EXCLUDED.limites
+
+-- name: limit_pick
+-- The limit-aware claim (in its own transaction): the next due task, row-locked, in claim
+-- order, of a processo not in %(blocked)s (the limited ones found full by this claim).
+SELECT c.id, c.processo
+  FROM {table} c
+ WHERE c.status IN ('pendente', 'agendada') AND c.data_hora <= now()
+   AND (c.processo IS NULL OR c.processo <> ALL(%(blocked)s::varchar[]))
+ ORDER BY c.prioridade DESC, c.data_hora, c.id
+ LIMIT 1
+   FOR UPDATE SKIP LOCKED
+
+-- name: limit_slot_take
+-- One free slot of a limited processo: the first of the keys %(keys)s (its slots this
+-- session does not hold yet) whose session advisory lock is free, taken; no row: all
+-- taken.  The lazy scan stops at the first lock obtained.
+SELECT s.k
+  FROM unnest(%(keys)s::int4[]) WITH ORDINALITY AS s(k, n)
+ WHERE pg_try_advisory_lock(%(ns)s::int4, s.k)
+ LIMIT 1
+
+-- name: limit_slot_release
+SELECT pg_advisory_unlock(%(ns)s::int4, %(k)s::int4)
+
+-- name: limit_mark
+-- The picked row (locked by limit_pick) to 'processando' with its task lock (the same
+-- session advisory lock as task_claim_locked's), in the claim's transaction.
+UPDATE {table} t
+   SET status = 'processando'
+ WHERE t.id = %(id)s AND t.status IN ('pendente', 'agendada')
+   AND pg_try_advisory_lock(%(lock_ns)s,
+         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                     THEN 4294967296 ELSE 0 END)::int4)
+RETURNING {tarefa_cols}
+
+-- name: limit_mark_batch
+-- limit_mark in batch mode: no session lock (nothing of the batch is visible before its
+-- commit), the transaction-level lock task_claim_batch takes.
+UPDATE {table} t
+   SET status = 'processando'
+ WHERE t.id = %(id)s AND t.status IN ('pendente', 'agendada')
+   AND pg_try_advisory_xact_lock(%(lock_ns)s,
+         ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
+                                     THEN 4294967296 ELSE 0 END)::int4)
+RETURNING {tarefa_cols}
