@@ -7,7 +7,7 @@ so every statement may land on any server connection of a transaction pooler.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from nsj_queue_lib.db.names import admin_table_name
 from nsj_queue_lib.db.queries import Queries
@@ -44,6 +44,10 @@ class LeaseRepository:
                                       {"ids": list(ids), "dono": dono, "lease": lease})
         return [int(r["id"]) for r in rows]
 
+    def any_expired(self) -> bool:
+        """Whether some running task's lease expired (autocommit, one statement)."""
+        return bool(self.session.fetch_value(self.q["lease_any_expired"]))
+
     def expired(self) -> Optional[int]:
         """In the caller's transaction: one running task whose lease expired, row-locked."""
         return self.session.fetch_value(self.q["lease_expired"])
@@ -76,6 +80,11 @@ class LeaseRepository:
 
     def halt_set(self, por: Optional[str]) -> None:
         self.session.execute(self.q["halt_set"], {"por": por})
+
+    def probe(self) -> Tuple[bool, Any]:
+        """(a task is due, the time of the last HALT request or None), in one statement."""
+        row = self.session.fetch_one(self.q["lease_probe"]) or {}
+        return bool(row.get("due")), row.get("halt")
 
     def halt_get(self) -> Any:
         return self.session.fetch_value(self.q["halt_get"])

@@ -397,6 +397,8 @@ def rescue_expired_leases(session: DbSession, settings: Settings, backend: Backe
     repo = TaskRepository(session, settings.queue_table, settings.queue_subscriber_table)
     leases = LeaseRepository(repo)
     rescued = 0
+    if not leases.any_expired():
+        return 0
     for _ in range(LEASE_RESCUE_PAGE):
         with session.transaction():
             task_id = leases.expired()

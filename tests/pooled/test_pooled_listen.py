@@ -10,7 +10,7 @@ import pytest
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.pooled.backend import POLL_FAST, POLL_IDLE
 from nsj_queue_lib.engine.select import make_backend
-from tests.fixtures.waiting import eventually
+from tests.fixtures.waiting import eventually, holds
 
 pytestmark = pytest.mark.process
 
@@ -66,3 +66,27 @@ def test_listen_on_a_direct_connection_ends_the_wait_at_the_insert(pooled_queue,
     eventually(lambda: q.value("SELECT count(*) FROM pg_stat_activity WHERE application_name "
                                "= 'nsj_queue_lib:listen' AND pid <> pg_backend_pid()") == 0,
                10, message="conexão de LISTEN fechada")
+
+
+def test_an_idle_pooled_worker_sends_about_one_statement_a_second(pooled_queue, tmp_path):
+    """Cheap when idle: one poll a second (the due probe, which reads HALT too), besides
+    the half-lease rescue and the pause flag; the heartbeat has nothing to renew."""
+    from tests.fixtures.counted import WORKER, Counted
+    from tests.fixtures.processes import wait_ready
+
+    counted = Counted(tmp_path)
+    # (the default lease: its rescue runs every 15 s; the test queues use 3 s)
+    worker = pooled_queue.start_worker(WORKER, QUEUE_LEASE_SECONDS="30", **counted.env())
+    wait_ready(worker)
+    task = pooled_queue.insert({"efeito": "antes"})  # (it ran: the worker is past start-up)
+    pooled_queue.wait_status(task, "sucesso")
+    counted.mark()
+    window = 6.0
+    started = time.monotonic()
+    holds(lambda: worker.proc.poll() is None, window, interval=0.2, message="worker vivo")
+    elapsed = time.monotonic() - started
+    [sent] = counted.stop_and_count([worker])
+    # polls (1/s once idle), and at most one end of the idle wait for the rescue (its
+    # check, the pause flag, HALT, a claim)
+    assert sent <= elapsed * 1.2 + 5, sent
+    assert sent >= elapsed * 0.5, sent  # it does poll: a task would be seen within 1 s

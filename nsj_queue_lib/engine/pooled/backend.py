@@ -47,7 +47,7 @@ from nsj_queue_lib.engine.base import (
     Notifier,
     TaskGuard,
 )
-from nsj_queue_lib.engine.mysql.backend import HALT_CHECK, HaltWatch, ProbeNotifier
+from nsj_queue_lib.engine.mysql.backend import HaltWatch, ProbeNotifier
 from nsj_queue_lib.engine.postgres.backend import PgNotifier
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
@@ -249,6 +249,7 @@ class PollingNotifier(ProbeNotifier):
         super().__init__(repo, control, channel, POLL_IDLE, halt=halt,
                          sleep=self._pause)
         self.listen_notifier = listen
+        self.leases = LeaseRepository(repo)
         self._next_probe = 0.0  # (monotonic) the next due probe, across wait() calls
         # a NOTIFY 'HALT' came on the direct connection (sent by a tool in session mode)
         self._halt_notified = False
@@ -259,19 +260,20 @@ class PollingNotifier(ProbeNotifier):
 
     def wait(self, timeout: float) -> List[Notification]:
         """Probe when the step since the last probe has passed (whatever slices the caller
-        waits in), read HALT at most every HALT_CHECK, pause in between."""
+        waits in), pause in between.  The probe reads the HALT request too (one statement
+        per poll: an idle worker sends one a second); `wait(0)`, between two tasks, reads
+        HALT alone, at most every half second (HaltWatch)."""
         if timeout <= 0:
             return self._halted()
         deadline = self.clock() + timeout
         while True:
-            halted = self._halted()
-            if halted:
-                return halted
             if self._halt_notified:
                 self._halt_notified = False
                 return [Notification(self.channel, HALT_PAYLOAD)]
             if self.clock() >= self._next_probe:
-                due = self.repo.task_has_due()
+                due, halt_at = self.leases.probe()
+                if self.halt.control and self.halt.seen(halt_at):
+                    return [Notification(self.channel, HALT_PAYLOAD)]
                 if due:
                     self._last_seen = self.clock()
                     self._next_probe = 0.0
@@ -280,7 +282,7 @@ class PollingNotifier(ProbeNotifier):
             remaining = deadline - self.clock()
             if remaining <= 0:
                 return []
-            self._pause(max(0.0, min(self._next_probe - self.clock(), remaining, HALT_CHECK)))
+            self._pause(max(0.0, min(self._next_probe - self.clock(), remaining)))
 
     def _pause(self, seconds: float) -> None:
         if self.listen_notifier is None:

@@ -55,6 +55,12 @@ SELECT id
  LIMIT 1
    FOR UPDATE SKIP LOCKED
 
+-- name: lease_any_expired
+-- Whether the rescue has anything to do (autocommit, over ix_running): most runs find
+-- nothing and cost this one statement.
+SELECT EXISTS (SELECT 1 FROM {table}
+                WHERE status = 'processando' AND lease_ate < clock_timestamp())
+
 -- name: lease_unclaim
 -- A task claimed and not run (the worker stops): back to waiting, its lease dropped.
 UPDATE {table}
@@ -89,6 +95,14 @@ INSERT INTO {admin_table} AS r (rotina, horario, executado_em, executado_por)
 VALUES ('halt', '-infinity', clock_timestamp(), %(por)s)
 ON CONFLICT (rotina) DO UPDATE
    SET executado_em = EXCLUDED.executado_em, executado_por = EXCLUDED.executado_por
+
+-- name: lease_probe
+-- An idle worker's one statement per poll: is a task due (task_has_due: one entry of ix_due
+-- per waiting status, whatever the backlog), and the time of the last HALT request.
+SELECT coalesce((SELECT min(data_hora) FROM {table} WHERE status = 'pendente') <= now(), FALSE)
+    OR coalesce((SELECT min(data_hora) FROM {table} WHERE status = 'agendada') <= now(), FALSE)
+         AS due,
+       (SELECT executado_em FROM {admin_table} WHERE rotina = 'halt') AS halt
 
 -- name: halt_get
 SELECT executado_em FROM {admin_table} WHERE rotina = 'halt'
