@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, List, Optional
 
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.control import read_stored_mode
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.engine.fleet_mode import FleetMode, fleet_mode
 from nsj_queue_lib.exceptions import DatabaseUnavailable
@@ -78,35 +79,6 @@ def read_signs(session: Any, queue_table: str, channel: str) -> LegacySigns:
                             {"channel": channel}) or {}
     return LegacySigns(int(row.get("sessoes") or 0), int(row.get("falha_processando") or 0),
                        int(row.get("ocultas") or 0), int(row.get("sessoes_lock") or 0))
-
-
-def _in_transaction_block(session: Any) -> bool:
-    status = getattr(session.conn, "get_transaction_status", None)  # psycopg2
-    return bool(session.in_transaction or (callable(status) and status() != 0))
-
-
-def read_stored_mode(session: Any, queue_table: str) -> Optional[bool]:
-    """The queue's compat_1_2_2 (None: no row, no column or no control table).  Inside a
-    transaction (a task's, a producer's) the read runs in a savepoint: a queue without a
-    control table must not abort the caller's transaction."""
-    sql = Queries(session.dialect, queue_table, filename="admin.sql")["queue_pause_get"]
-    savepoint = _in_transaction_block(session)
-    try:
-        if savepoint:
-            session.execute("SAVEPOINT nsjq_fleet_mode")
-        row = session.fetch_one(sql)
-        if savepoint:
-            session.execute("RELEASE SAVEPOINT nsjq_fleet_mode")
-    except DatabaseUnavailable:
-        raise
-    except Exception as exc:  # no control table (1.2.2's, an early 2.x): mixed-fleet
-        logger.debug("Modo de frota mista não lido: %s", exc)
-        if savepoint:
-            session.execute("ROLLBACK TO SAVEPOINT nsjq_fleet_mode")
-        return None
-    if row is None or row.get("compat_1_2_2") is None:
-        return None
-    return bool(row["compat_1_2_2"])
 
 
 def write_mode(session: Any, queue_table: str, mixed: bool, por: Optional[str]) -> None:

@@ -8,12 +8,15 @@ never imports the admin layer above it.
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any, Dict, Iterator, Optional
 
 from nsj_queue_lib.db.names import control_table_name
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.exceptions import ControlTableMissing
+from nsj_queue_lib.exceptions import ControlTableMissing, DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
 
 
 def autocommit(conn: Any) -> bool:
@@ -96,3 +99,92 @@ class ControlRow:
         """MySQL native mode: the database time of the last HALT request (None: never).
         Needs the control table (`exists()`)."""
         return self.session.fetch_value(self.q["queue_halt_get"])
+
+
+# -- mixed-fleet mode (engine/fleet_mode.py: what it is, one per queue and process) --
+
+class FleetMode:
+    """The current mode of one queue as this process knows it (shared by its threads)."""
+
+    def __init__(self, queue_table: str, *, override: Optional[bool] = None,
+                 possible: bool = True) -> None:
+        self.queue_table = queue_table
+        self.override = override  # QUEUE_COMPAT_1_2_2 (None: unset)
+        self.possible = possible  # PostgreSQL coordinated by itself (not client/server)
+        self._stored: Optional[bool] = None  # the queue's value; None: not read yet
+
+    @classmethod
+    def fixed(cls, mixed: bool) -> FleetMode:
+        """A mode that never changes (tools and tests that pass a plain flag)."""
+        return cls("", override=bool(mixed))
+
+    @property
+    def mixed(self) -> bool:
+        """True while this worker must also hold 1.2.2's keys."""
+        if not self.possible:
+            return False
+        if self.override is not None:
+            return self.override
+        return self._stored is not False
+
+    @property
+    def unread(self) -> bool:
+        """The queue decides and has not been read yet (a tool or a task's code that uses
+        a repository before any claim: it reads the mode on its own session first)."""
+        return self.possible and self.override is None and self._stored is None
+
+    @property
+    def stored(self) -> Optional[bool]:
+        """The queue's own value at the last read (None: not read yet)."""
+        return self._stored
+
+    @property
+    def source(self) -> str:
+        """Where the mode comes from, for status lines."""
+        if not self.possible:
+            return "não se aplica"
+        return "QUEUE_COMPAT_1_2_2" if self.override is not None else "fila"
+
+    def note(self, stored: Optional[bool]) -> None:
+        """A read of the queue's control row: its compat_1_2_2 value, or None when there
+        is no row, no column or no control table (mixed-fleet mode)."""
+        before = self.mixed
+        self._stored = True if stored is None else bool(stored)
+        after = self.mixed
+        if after != before and self.override is None and self.possible:
+            if after:
+                logger.warning("Fila %s em modo de frota mista com a 1.2.2: este worker "
+                               "passa a segurar também as chaves da 1.2.2",
+                               self.queue_table)
+            else:
+                logger.info("Fila %s fora do modo de frota mista: só workers 2.x a "
+                            "consomem", self.queue_table)
+
+
+def _in_transaction_block(session: Any) -> bool:
+    status = getattr(session.conn, "get_transaction_status", None)  # psycopg2
+    return bool(session.in_transaction or (callable(status) and status() != 0))
+
+
+def read_stored_mode(session: Any, queue_table: str) -> Optional[bool]:
+    """The queue's compat_1_2_2 (None: no row, no column or no control table).  Inside a
+    transaction (a task's, a producer's) the read runs in a savepoint: a queue without a
+    control table must not abort the caller's transaction."""
+    sql = Queries(session.dialect, queue_table, filename="admin.sql")["queue_pause_get"]
+    savepoint = _in_transaction_block(session)
+    try:
+        if savepoint:
+            session.execute("SAVEPOINT nsjq_fleet_mode")
+        row = session.fetch_one(sql)
+        if savepoint:
+            session.execute("RELEASE SAVEPOINT nsjq_fleet_mode")
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:  # no control table (1.2.2's, an early 2.x): mixed-fleet
+        logger.debug("Modo de frota mista não lido: %s", exc)
+        if savepoint:
+            session.execute("ROLLBACK TO SAVEPOINT nsjq_fleet_mode")
+        return None
+    if row is None or row.get("compat_1_2_2") is None:
+        return None
+    return bool(row["compat_1_2_2"])

@@ -6,11 +6,22 @@ import datetime as _dt
 import json
 import logging
 import re
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    overload,
+)
 
-from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db import claimed_row
 from nsj_queue_lib.db.claim_position import ClaimPosition
+from nsj_queue_lib.db.control import FleetMode, read_stored_mode
 from nsj_queue_lib.db.queries import TAREFA_COLUMNS, TAREFA_TIMESTAMPS, Queries, raw_queries
 from nsj_queue_lib.db.server_version import (
     LOCK_WAIT_SINGLESTORE,
@@ -19,10 +30,11 @@ from nsj_queue_lib.db.server_version import (
     session_row_lock_mode,
 )
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.engine.fleet_mode import FleetMode, fleet_mode
-from nsj_queue_lib.engine.keys import LockKey
 from nsj_queue_lib.exceptions import DatabaseUnavailable, FeatureUnavailable
 from nsj_queue_lib.text import clean, safe_text, to_str
+
+if TYPE_CHECKING:
+    from nsj_queue_lib.engine.keys import LockKey
 
 logger = logging.getLogger(__name__)
 
@@ -178,8 +190,6 @@ class TaskRepository:
         if not self._postgres:
             return False
         if self.fleet.unread:
-            from nsj_queue_lib.compat.coexistence import read_stored_mode
-
             self.fleet.note(read_stored_mode(self.session, self.queue_table))
         return self.fleet.mixed
 
@@ -758,11 +768,3 @@ class TaskRepository:
         if row is not None and row.get("ativo") is not None:
             row["ativo"] = bool(row["ativo"])  # MySQL: TINYINT(1)
         return row
-
-
-def open_repository(settings: Settings, **connect_kwargs: Any) -> TaskRepository:
-    """Open a new session and a repository for the configured queue."""
-    session = DbSession.open(settings, **connect_kwargs)
-    return TaskRepository(session, settings.queue_table, settings.queue_subscriber_table,
-                          legacy=fleet_mode(settings))
-

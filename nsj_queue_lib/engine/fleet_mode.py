@@ -21,73 +21,17 @@ read a worker assumes mixed (the safe side).
 
 from __future__ import annotations
 
-import logging
 import threading
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Tuple
+
+# FleetMode, the mode as one process knows it, is the db layer's (the repository's claim
+# follows it): db/control.py.  Here: one FleetMode per queue for the whole process.
+from nsj_queue_lib.db.control import FleetMode
 
 if TYPE_CHECKING:
     from nsj_queue_lib.config import Settings
 
-logger = logging.getLogger(__name__)
-
-
-class FleetMode:
-    """The current mode of one queue as this process knows it (shared by its threads)."""
-
-    def __init__(self, queue_table: str, *, override: Optional[bool] = None,
-                 possible: bool = True) -> None:
-        self.queue_table = queue_table
-        self.override = override  # QUEUE_COMPAT_1_2_2 (None: unset)
-        self.possible = possible  # PostgreSQL coordinated by itself (not client/server)
-        self._stored: Optional[bool] = None  # the queue's value; None: not read yet
-
-    @classmethod
-    def fixed(cls, mixed: bool) -> FleetMode:
-        """A mode that never changes (tools and tests that pass a plain flag)."""
-        return cls("", override=bool(mixed))
-
-    @property
-    def mixed(self) -> bool:
-        """True while this worker must also hold 1.2.2's keys."""
-        if not self.possible:
-            return False
-        if self.override is not None:
-            return self.override
-        return self._stored is not False
-
-    @property
-    def unread(self) -> bool:
-        """The queue decides and has not been read yet (a tool or a task's code that uses
-        a repository before any claim: it reads the mode on its own session first)."""
-        return self.possible and self.override is None and self._stored is None
-
-    @property
-    def stored(self) -> Optional[bool]:
-        """The queue's own value at the last read (None: not read yet)."""
-        return self._stored
-
-    @property
-    def source(self) -> str:
-        """Where the mode comes from, for status lines."""
-        if not self.possible:
-            return "não se aplica"
-        return "QUEUE_COMPAT_1_2_2" if self.override is not None else "fila"
-
-    def note(self, stored: Optional[bool]) -> None:
-        """A read of the queue's control row: its compat_1_2_2 value, or None when there
-        is no row, no column or no control table (mixed-fleet mode)."""
-        before = self.mixed
-        self._stored = True if stored is None else bool(stored)
-        after = self.mixed
-        if after != before and self.override is None and self.possible:
-            if after:
-                logger.warning("Fila %s em modo de frota mista com a 1.2.2: este worker "
-                               "passa a segurar também as chaves da 1.2.2",
-                               self.queue_table)
-            else:
-                logger.info("Fila %s fora do modo de frota mista: só workers 2.x a "
-                            "consomem", self.queue_table)
-
+__all__ = ["FleetMode", "compat_1_2_2", "fleet_mode"]
 
 _lock = threading.Lock()
 _modes: Dict[Tuple, FleetMode] = {}

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.repository import TaskRepository
+from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import Backend
+from nsj_queue_lib.engine.fleet_mode import fleet_mode
 from nsj_queue_lib.exceptions import ConfigError
 
-__all__ = ["Backend", "make_backend"]
+__all__ = ["Backend", "make_backend", "open_repository"]
 
 
 def make_backend(settings: Settings) -> Backend:
@@ -35,3 +40,10 @@ def make_backend(settings: Settings) -> Backend:
     from nsj_queue_lib.engine.postgres.backend import PostgresBackend
 
     return PostgresBackend(settings)
+
+
+def open_repository(settings: Settings, **connect_kwargs: Any) -> TaskRepository:
+    """Open a new session and a repository for the configured queue."""
+    session = DbSession.open(settings, **connect_kwargs)
+    return TaskRepository(session, settings.queue_table, settings.queue_subscriber_table,
+                          legacy=fleet_mode(settings))

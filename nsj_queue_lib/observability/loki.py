@@ -39,10 +39,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
+from nsj_queue_lib.backoff import Backoff
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.observability.logfields import ContextFilter, JsonFormatter, loki_metadata
 from nsj_queue_lib.observability.logsafe import protect_handler
-from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import BackgroundService
 from nsj_queue_lib.text import redact_url, without_credentials
 

@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional
 
+from nsj_queue_lib.backoff import Backoff
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
@@ -43,7 +44,6 @@ from nsj_queue_lib.engine.base import (
 from nsj_queue_lib.engine.postgres.listener_turn import HELD, LATE_TASK, ListenerTurn, take_stale
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.runtime.reconnect import LoopTexts, reconnecting
-from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
 
 logger = logging.getLogger(__name__)

@@ -6,6 +6,7 @@ import logging
 import threading
 from typing import Any, Callable, Optional
 
+from nsj_queue_lib.backoff import Backoff
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.errors import SCHEMA_MISMATCH, Fault
 from nsj_queue_lib.db.identifiers import display
@@ -28,7 +29,6 @@ from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.reconnect import LoopTexts, reconnecting
 from nsj_queue_lib.runtime.router import Router
 from nsj_queue_lib.runtime.runner import TaskRunner
-from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
 from nsj_queue_lib.scheduling.hint import SCHEDULE_ORIGIN
 from nsj_queue_lib.text import one_line

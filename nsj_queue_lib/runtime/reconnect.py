@@ -2,7 +2,7 @@
 
 Each task thread's consumer and the listener thread (QUEUE_CONCURRENCY) run
 `reconnecting()`: open a database session, serve it until it is lost, back off
-(runtime/schedule.Backoff) and open a new one, until the stop request.  A lost
+(nsj_queue_lib/backoff.py) and open a new one, until the stop request.  A lost
 database or coordination server is an outage (rate-limited log lines, no
 traceback); any other error is a bug, logged with its traceback, and the loop
 starts over on a new connection rather than ending the worker; a ConfigError ends
@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from nsj_queue_lib.backoff import Backoff
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.exceptions import (
@@ -24,7 +25,6 @@ from nsj_queue_lib.exceptions import (
     DatabaseRefused,
     DatabaseUnavailable,
 )
-from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.service import OutageReport
 
 

@@ -43,7 +43,7 @@ class DatabaseDueCheck:
     def _query(self, run: Callable[[Any], Any]) -> Any:
         with self._mutex:
             if self._repository is None:
-                from nsj_queue_lib.db.repository import open_repository
+                from nsj_queue_lib.engine.select import open_repository
 
                 self._repository = open_repository(self._settings)
             try:

@@ -42,7 +42,7 @@ LAYERS: List[Set[str]] = [
     {"exceptions", "text", "version", "task_input", "observability", "compat",
      "compat.removed",
      "observability.logsafe", "observability.observe", "observability.logfields",
-     "observability.http_guard"},
+     "observability.http_guard", "backoff", "interrupt"},
 ]
 
 # Upward imports that exist today (importer, imported).  Remove a line when its import
@@ -52,16 +52,6 @@ KNOWN_UPWARD = {
     ("nsj_queue_lib.config", "nsj_queue_lib.db"),
     ("nsj_queue_lib.config", "nsj_queue_lib.db.identifiers"),
     ("nsj_queue_lib.config", "nsj_queue_lib.db.names"),
-    # backends reach for runtime helpers (signals, back-off)
-    ("nsj_queue_lib.engine.mysql.backend", "nsj_queue_lib.runtime"),
-    ("nsj_queue_lib.engine.mysql.backend", "nsj_queue_lib.runtime.signals"),
-    ("nsj_queue_lib.engine.socket.connection", "nsj_queue_lib.runtime"),
-    ("nsj_queue_lib.engine.socket.connection", "nsj_queue_lib.runtime.schedule"),
-    # the repository still carries the claim's fleet mode and 1.2.2 keys
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.compat.coexistence"),
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine"),
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine.fleet_mode"),
-    ("nsj_queue_lib.db.repository", "nsj_queue_lib.engine.keys"),
     # the supervisor wires
     # observability and the 1.2.2 watch
     ("nsj_queue_lib.runtime.router", "nsj_queue_lib.multidb"),

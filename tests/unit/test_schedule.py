@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from nsj_queue_lib.runtime.schedule import Backoff, retry_delay_seconds, seconds_to_next_slot
+from nsj_queue_lib.backoff import Backoff
+from nsj_queue_lib.runtime.schedule import retry_delay_seconds, seconds_to_next_slot
 
 EVERY_5 = frozenset(range(0, 60, 5))
 

@@ -8,9 +8,9 @@ import os
 import signal
 import threading
 
+from nsj_queue_lib.backoff import Backoff
 from nsj_queue_lib.engine.socket.connection import SocketConnection
 from nsj_queue_lib.observability.loki import LokiHandler
-from nsj_queue_lib.runtime.schedule import Backoff
 from nsj_queue_lib.runtime.signals import on_stop_signals
 from nsj_queue_lib.server.check_tasks_thread import CheckTasksThread
 

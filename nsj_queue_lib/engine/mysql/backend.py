@@ -51,7 +51,7 @@ from nsj_queue_lib.engine.base import (
 )
 from nsj_queue_lib.engine.mysql.idle_turn import IdleTurn
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
-from nsj_queue_lib.runtime.signals import WaitInterrupted, interruptible
+from nsj_queue_lib.interrupt import WaitInterrupted, interruptible
 
 logger = logging.getLogger(__name__)
 
@@ -344,7 +344,7 @@ HALT_CHECK = 0.5  # seconds between two reads of the HALT request (a primary-key
 # second, and how late a SIGTERM sent to that worker alone is seen.  A HALT, or a SIGTERM
 # sent to the whole fleet, passes from one worker to the next as each one that stops
 # hands the turn on (the next one reads HALT, or sees its stop request, at once).
-TURN_WAIT = 2.0  # (a SIGTERM ends it at once on the main thread: runtime/signals.py)
+TURN_WAIT = 2.0  # (a SIGTERM ends it at once on the main thread: interrupt.py)
 _UNREAD = object()
 
 

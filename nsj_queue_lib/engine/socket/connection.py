@@ -28,10 +28,10 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from nsj_queue_lib.backoff import Backoff
 from nsj_queue_lib.engine.socket import legacy, tls
 from nsj_queue_lib.engine.socket import protocol as p
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, ProtocolError, ServerFull
-from nsj_queue_lib.runtime.schedule import Backoff
 
 logger = logging.getLogger(__name__)
 
