@@ -104,8 +104,8 @@ class WebhookDelivery:
             repo.session, settings), state, result, row))
         if state is not None and (state.probe or state.failures + 1 >= self.threshold):
             # (a transaction of its own: should it fail, the failure above stays recorded)
-            ctx.after(lambda repo: self._hold_after_failure(WebhookStore.for_settings(
-                repo.session, settings), state))
+            ctx.after(lambda repo: self.hold.put_back(WebhookStore.for_settings(
+                repo.session, settings), settings.queue_table, state.endpoint, PROBE_WAIT))
         assert result.error is not None
         raise result.error
 
@@ -179,15 +179,11 @@ class WebhookDelivery:
     def _hold_others(self, ctx: TaskContext, endpoint: str) -> None:
         """Once the task is over, put the endpoint's other waiting deliveries back in one
         transaction (pubsub/endpoint_hold.py), at most every HOLD_EVERY s per endpoint."""
-        if self.hold.due(endpoint):
-            settings = ctx.settings or self.settings
+        settings = ctx.settings or self.settings
+        if self.hold.due(settings.queue_table, endpoint):
             ctx.after(lambda repo: self.hold.put_back(
-                WebhookStore.for_settings(repo.session, settings), endpoint, PROBE_WAIT))
-
-    def _hold_after_failure(self, store: WebhookStore, state: _Breaker) -> None:
-        """After a failure that opened the breaker (or a failed probe): its waiting
-        deliveries put back until the pause ends (nothing when it did not open)."""
-        self.hold.put_back(store, state.endpoint, PROBE_WAIT)
+                WebhookStore.for_settings(repo.session, settings), settings.queue_table,
+                endpoint, PROBE_WAIT))
 
     def _record(self, store: WebhookStore, state: Optional[_Breaker], result: Attempt,
                 row: Optional[dict]) -> None:

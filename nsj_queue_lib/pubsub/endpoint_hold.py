@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from nsj_queue_lib.pubsub.breaker import endpoint_of
 from nsj_queue_lib.pubsub.webhook_store import WebhookStore
@@ -41,26 +41,27 @@ class EndpointHold:
         # its own takes precedence): only those tasks are put back
         self.delivers = delivers or (lambda sub_id: True)
         self._lock = threading.Lock()
-        self._last: Dict[str, float] = {}
-        self._by_endpoint: Dict[str, List[str]] = {}
-        self._read_at: Optional[float] = None
+        self._last: Dict[Tuple[str, str], float] = {}
+        # per queue (its table): when its subscriptions were read, and them by endpoint
+        self._read: Dict[str, Tuple[float, Dict[str, List[str]]]] = {}
 
-    def due(self, endpoint: str, now: Optional[float] = None) -> bool:
+    def due(self, queue: str, endpoint: str, now: Optional[float] = None) -> bool:
         """Whether a delivery that found `endpoint` open puts the others back now (and
-        marks it done): at most once per HOLD_EVERY seconds per endpoint."""
+        marks it done): at most once per HOLD_EVERY seconds per queue and endpoint."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            last = self._last.get(endpoint)
+            last = self._last.get((queue, endpoint))
             if last is not None and now - last < HOLD_EVERY:
                 return False
             if len(self._last) > 1000:
                 self._last.clear()
-            self._last[endpoint] = now
+            self._last[(queue, endpoint)] = now
             return True
 
-    def put_back(self, store: WebhookStore, endpoint: str, wait: float) -> int:
-        """Put the endpoint's waiting deliveries back (store's transaction); how many."""
-        ids = self.subscriptions(store, endpoint)
+    def put_back(self, store: WebhookStore, queue: str, endpoint: str, wait: float) -> int:
+        """Put the endpoint's waiting deliveries in `queue` (its table) back, in the
+        store's transaction; how many."""
+        ids = self.subscriptions(store, queue, endpoint)
         mensagem = (f"Endpoint {endpoint} em pausa (disjuntor aberto ou em sondagem): "
                     "entrega adiada sem gastar tentativa")
         count = store.endpoint_defer_waiting(endpoint, ids, wait, mensagem, HOLD_LIMIT)
@@ -69,13 +70,13 @@ class EndpointHold:
                         "(disjuntor aberto ou em sondagem)", endpoint, count)
         return count
 
-    def subscriptions(self, store: WebhookStore, endpoint: str) -> List[str]:
-        """Ids of the subscriptions delivered as webhooks to `endpoint`."""
+    def subscriptions(self, store: WebhookStore, queue: str, endpoint: str) -> List[str]:
+        """Ids of the subscriptions of `queue` delivered as webhooks to `endpoint`."""
         now = time.monotonic()
         with self._lock:
-            fresh = self._read_at is not None and now - self._read_at < SUBSCRIPTIONS_TTL
-            if fresh:
-                return self._by_endpoint.get(endpoint, [])
+            read = self._read.get(queue)
+            if read is not None and now - read[0] < SUBSCRIPTIONS_TTL:
+                return read[1].get(endpoint, [])
         rows = store.subscriber_urls(SUBSCRIPTIONS_READ)
         by_endpoint: Dict[str, List[str]] = {}
         for row in rows:
@@ -87,7 +88,9 @@ class EndpointHold:
             if self.delivers(sub_id):
                 by_endpoint.setdefault(found, []).append(sub_id)
         with self._lock:
-            self._by_endpoint, self._read_at = by_endpoint, now
+            if len(self._read) > 100:
+                self._read.clear()
+            self._read[queue] = (now, by_endpoint)
         return by_endpoint.get(endpoint, [])
 
 

@@ -9,6 +9,7 @@ from standardwebhooks.webhooks import Webhook
 
 from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.pubsub.breaker import RateLimiter, counts_against, endpoint_of
+from nsj_queue_lib.pubsub.endpoint_hold import HOLD_EVERY, EndpointHold
 from nsj_queue_lib.pubsub.secret_store import ENCRYPTED_PREFIX, SecretBox, SecretUnreadable
 from nsj_queue_lib.pubsub.signing import (
     InvalidSecret,
@@ -93,6 +94,33 @@ def test_secret_box_seals_opens_and_reseals_with_the_newest_key():
     with pytest.raises(ConfigError) as info:
         SecretBox("nao-e-chave")
     assert "nao-e-chave" not in str(info.value)
+
+
+def test_secret_box_seals_header_values_and_leaves_clear_ones_as_they_are():
+    old = SecretBox(KEYS[0])
+    sealed = old.seal_headers({"Authorization": "Bearer t", "X-N": "1"})
+    assert set(sealed) == {"Authorization", "X-N"}
+    assert all(v.startswith(ENCRYPTED_PREFIX) and "Bearer" not in v for v in sealed.values())
+    assert old.open_headers(sealed) == {"Authorization": "Bearer t", "X-N": "1"}
+    clear = {"X-Antigo": "claro", "X-Num": 5}
+    assert SecretBox(KEYS[1]).open_headers(clear) is clear  # older rows: as they are
+    assert SecretBox(None).seal_headers(clear) == clear
+    resealed = SecretBox(f"{KEYS[1]},{KEYS[0]}").reseal_headers(dict(sealed, **clear))
+    assert resealed is not None and resealed["X-Num"] == 5
+    assert SecretBox(KEYS[1]).open_headers(resealed) == {
+        "Authorization": "Bearer t", "X-N": "1", "X-Antigo": "claro", "X-Num": 5}
+    with pytest.raises(SecretUnreadable):
+        SecretBox(KEYS[1]).open_headers(sealed)
+    assert SecretBox(None).reseal_headers(clear) is None
+
+
+def test_endpoint_hold_puts_back_at_most_once_a_second_per_queue_and_endpoint():
+    hold = EndpointHold()
+    assert hold.due("fila", "http://a:80", now=100.0)
+    assert not hold.due("fila", "http://a:80", now=100.5)
+    assert hold.due("fila", "http://b:80", now=100.5)
+    assert hold.due("outra", "http://a:80", now=100.5)
+    assert hold.due("fila", "http://a:80", now=100.0 + HOLD_EVERY)
 
 
 def test_subscriber_command_parsers():
