@@ -153,3 +153,33 @@ def test_kill9_mid_task_is_rescued_once_within_the_lease(pooled_queue, tmp_path)
     assert retry["status"] == "sucesso" and retry["tentativa"] == 2
     assert effects_by_key(q) == {"resgatada": 1}
     assert other.proc.poll() is None
+
+
+def test_no_session_state_is_left_on_the_pooled_server_connections(pooled_queue, tmp_path):
+    """While tasks run (one at a time and QUEUE_CONCURRENCY=2), no advisory lock of the
+    queue, no LISTEN and no prepared statement lives on any server connection."""
+    from nsj_queue_lib.engine.keys import task_lock_key
+
+    q = pooled_queue
+    q.start_ready_worker()
+    q.start_ready_worker(QUEUE_CONCURRENCY="2")
+    release = tmp_path / "release"
+    ids = [q.insert({"efeito": f"s{i}", "wait_file": str(release)}) for i in range(3)]
+    eventually(lambda: q.count("status = 'processando'") == 3, 20, message="3 em execução")
+    ns = task_lock_key(q.table, 0)[0] & 0xFFFFFFFF
+    assert q.value("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                   "AND classid = %s", (ns,)) == 0
+    assert q.bouncer is not None
+    with q.bouncer.connect() as conn, conn.cursor() as cur:
+        for _ in range(8):  # (each autocommit statement may land on another server conn)
+            cur.execute("SELECT (SELECT count(*) FROM pg_prepared_statements), "
+                        "(SELECT count(*) FROM pg_listening_channels()), "
+                        "current_setting('lock_timeout'), "
+                        "current_setting('tcp_keepalives_idle')")
+            prepared, listening, lock_timeout, keepalive = cur.fetchone()
+            # (keepalive: the server's own value, never the 30 s a direct session sets)
+            assert (prepared, listening, lock_timeout) == (0, 0, "0") and keepalive != "30"
+    release.write_text("ok")
+    for task_id in ids:
+        q.wait_status(task_id, "sucesso")
+    assert effects_by_key(q) == {f"s{i}": 1 for i in range(3)}
