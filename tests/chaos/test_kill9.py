@@ -14,6 +14,11 @@ TARGETS = [pytest.param("postgres", "db", {}, id="postgres"),
            # Through PgBouncer in transaction pooling (4 server connections, fewer than the
            # workers' connections): leases, rescued once expired (QUEUE_LEASE_SECONDS=3).
            pytest.param("postgres", "pooled", {}, id="postgres-pgbouncer"),
+           # ... with 4 task threads per process: 12 tasks at once over 4 server connections
+           pytest.param("postgres", "pooled", {"QUEUE_CONCURRENCY": 4},
+                        id="postgres-pgbouncer-concurrency"),
+           pytest.param("postgres", "pooled", {"QUEUE_BATCH_SIZE": 5},
+                        id="postgres-pgbouncer-batch"),
            pytest.param("mariadb", "cs", {}, id="mariadb-cs", marks=pytest.mark.mysql),
            # MySQL native: the named lock dies with the killed connection.
            pytest.param("mariadb", "db", {}, id="mariadb-native", marks=pytest.mark.mysql),
