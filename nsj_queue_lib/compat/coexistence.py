@@ -6,7 +6,7 @@ engine/fleet_mode.py.  Here:
 * `read_signs`: what suggests that 1.2.2 workers use a queue now (their live sessions,
   recent 'falha_processando' rows), and how many sessions the role cannot see;
 * `CompatWatch`: a worker's look for them, at start and once a minute (a job of
-  runtime/maintenance.AdminSlots, on the worker's own connection).  It also refreshes
+  runtime/maintenance.AdminJobs, on the worker's own connection).  It also refreshes
   the worker's view of the mode.  A live 1.2.2 session on a queue out of mixed-fleet
   mode (a rollback, a forgotten pod) draws a loud banner and puts the queue back into
   mixed-fleet mode, which every 2.x worker then follows within about a second.

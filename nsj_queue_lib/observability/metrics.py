@@ -118,7 +118,7 @@ def render(families: Iterable[Family]) -> str:
 
 # -- queue gauges read from the database -------------------------------------------
 class GaugeJob:
-    """The gauges' read as a job of the worker (runtime/maintenance.AdminSlots)."""
+    """The gauges' read as a job of the worker (runtime/maintenance.AdminJobs)."""
 
     name = "metrics_gauges"
     on_demand = True
@@ -206,7 +206,7 @@ class QueueGauges:
         self.reads += 1
 
     def worker_job(self) -> GaugeJob:
-        """A job for the worker's `AdminSlots`: the gauges are read on the worker's own
+        """A job for the worker's `AdminJobs`: the gauges are read on the worker's own
         connection (no connection of the endpoint's own), when scraped, at most every
         `interval` seconds."""
         if self._job is None:

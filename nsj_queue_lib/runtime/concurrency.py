@@ -5,7 +5,7 @@ commits its tasks as a single-threaded worker does).  One listener thread, with
 one more connection, receives the queue's wake-ups (LISTEN, or the socket server)
 and hands each one to ONE idle task thread; HALT stops them all.  The listener thread
 does nothing else: the admin jobs (rescue, purge, notify) run on the task threads'
-connections between two tasks (runtime/maintenance.py AdminSlots), so a long purge
+connections between two tasks (runtime/maintenance.py AdminJobs), so a long purge
 delays neither a wake-up nor HALT.  The heartbeat is shared.  So a process holds
 N + 1 connections, and a wake-up makes one claim in a process, not N.
 

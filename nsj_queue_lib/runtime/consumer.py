@@ -24,7 +24,7 @@ from nsj_queue_lib.engine.postgres.listener_turn import (
 from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
 from nsj_queue_lib.observability.observe import TaskObserver
 from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner
-from nsj_queue_lib.runtime.maintenance import AdminSlots
+from nsj_queue_lib.runtime.maintenance import AdminJobs
 from nsj_queue_lib.runtime.pause import CHECK_INTERVAL, PauseGate
 from nsj_queue_lib.runtime.reconnect import LoopTexts, reconnecting
 from nsj_queue_lib.runtime.router import Router
@@ -69,11 +69,11 @@ class Consumer:
                  stop: threading.Event,
                  on_connect: Optional[Callable[[DbSession], None]] = None,
                  observer: Optional[TaskObserver] = None,
-                 slots: Optional[AdminSlots] = None) -> None:
+                 slots: Optional[AdminJobs] = None) -> None:
         self.settings = settings
         # The worker's admin jobs, run on this consumer's connection between two tasks
         # (shared by the task threads of a process; None: no jobs).
-        self.slots = slots if slots is not None else AdminSlots([])
+        self.slots = slots if slots is not None else AdminJobs([])
         # The one object told about claims, outcomes and reconnects (metrics, log context).
         self.observer = observer or TaskObserver(settings.queue_name, settings.queue_max_retry)
         self.backend = backend

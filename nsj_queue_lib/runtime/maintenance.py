@@ -10,7 +10,7 @@ lock a job reads, and after its work writes, the slot it ran for in the queue's
 the slot) skips it when another worker already ran it for the current slot.  A queue
 whose table predates `<fila>_rotinas` runs as before (a late worker repeats the job).
 
-Where: on a connection the worker already holds (`AdminSlots`, one per process):
+Where: on a connection the worker already holds (`AdminJobs`, one per process):
 a consumer runs a due job between two tasks (never inside a task's transaction)
 and ends its idle waits at the next slot.  With QUEUE_CONCURRENCY > 1 every task
 thread does so on its own connection, and the first that is free at the slot runs
@@ -161,7 +161,7 @@ class AdminService:
             return RunResult(count=count)
 
     def run_slot(self, session: DbSession, busy: Collection[int] = ()) -> RunResult:
-        """The run at a slot (`AdminSlots`): at most once per slot across the workers."""
+        """The run at a slot (`AdminJobs`): at most once per slot across the workers."""
         now = self.clock() + _dt.timedelta(seconds=SLOT_EARLY)
         return self.run_on(session, busy, slot=current_slot(self.minutes, now))
 
@@ -225,7 +225,7 @@ class AdminService:
 
 
 class Job(Protocol):
-    """What `AdminSlots` runs: an admin job, or another periodic read of the worker."""
+    """What `AdminJobs` runs: an admin job, or another periodic read of the worker."""
 
     name: str
     # True: `next_delay()` is asked afresh at each check (its delay depends on requests
@@ -237,11 +237,11 @@ class Job(Protocol):
         """Seconds from now to the job's next run (inf: none planned)."""
 
     def run_slot(self, session: DbSession, busy: Collection[int] = ()) -> object:
-        """The run `AdminSlots` asks for when the job is due, on the worker's `session`
+        """The run `AdminJobs` asks for when the job is due, on the worker's `session`
         (outside a transaction); `busy`: tasks this session claimed and has not run."""
 
 
-class AdminSlots:
+class AdminJobs:
     """The worker's jobs and when each is due, run on the connection of whoever checks.
 
     Every consumer of the process (one, or each task thread with QUEUE_CONCURRENCY > 1)
@@ -418,7 +418,7 @@ def rescue_expired_leases(session: DbSession, settings: Settings, backend: Backe
 
 class LeaseRescue:
     """DB_POOL_MODE=transaction: the rescue of expired leases, every half lease, by every
-    worker (a `Job` of AdminSlots; no admin lock needed: row locks with SKIP LOCKED)."""
+    worker (a `Job` of AdminJobs; no admin lock needed: row locks with SKIP LOCKED)."""
 
     name = "lease_rescue"
     on_demand = False

@@ -18,7 +18,7 @@ from nsj_queue_lib.runtime import signals
 from nsj_queue_lib.runtime.capacity import check_connection_capacity
 from nsj_queue_lib.runtime.concurrency import Listener, SharedBackend, WakeHub, run_threads
 from nsj_queue_lib.runtime.consumer import Consumer
-from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService, admin_services
+from nsj_queue_lib.runtime.maintenance import AdminJobs, RetryService, admin_services
 from nsj_queue_lib.runtime.router import Router
 from nsj_queue_lib.scheduling.job import ScheduleJob
 
@@ -42,7 +42,7 @@ class WorkerRuntime:
         self.backend = make_backend(settings)
         # The admin jobs (rescue, purge, notify) run on a connection the worker holds
         # anyway (see runtime/maintenance.py): one connection per task thread.
-        self.slots = AdminSlots(admin_services(settings, self.backend, self.stop))
+        self.slots = AdminJobs(admin_services(settings, self.backend, self.stop))
         # Periodic tasks (nsj-queue schedule): nothing while the queue has none.
         if settings.queue_schedules:
             self.slots.add(ScheduleJob(settings.queue_table))

@@ -1,4 +1,4 @@
-"""The workers' schedule job: an `AdminSlots` job (runtime/maintenance.py) that every
+"""The workers' schedule job: an `AdminJobs` job (runtime/maintenance.py) that every
 worker process runs between two tasks and at the end of idle waits.
 
 It costs nothing while the queue has no schedule.  The control row, which the worker

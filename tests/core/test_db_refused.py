@@ -12,7 +12,7 @@ import pytest
 
 from nsj_queue_lib.db.session import DbSession, refusal
 from nsj_queue_lib.engine.postgres.backend import PostgresBackend
-from nsj_queue_lib.runtime.maintenance import AdminSlots, RetryService
+from nsj_queue_lib.runtime.maintenance import AdminJobs, RetryService
 from tests.fixtures.processes import assert_config_exit
 
 
@@ -49,7 +49,7 @@ def test_admin_jobs_report_an_outage_in_one_line_and_its_end(pg_queue, pg_server
     many runs fail, and one line once a run works again."""
     settings = pg_queue.settings()
     service = RetryService(settings, PostgresBackend(settings), frozenset(range(60)))
-    slots = AdminSlots([service])
+    slots = AdminJobs([service])
     dead = DbSession.open(settings)
     other = pg_server.connect()
     try:
