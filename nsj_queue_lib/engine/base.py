@@ -18,8 +18,9 @@ what differs, each with a comment saying why.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Tuple
 
 if TYPE_CHECKING:
     from nsj_queue_lib.db.repository import TaskRepository
@@ -96,6 +97,15 @@ class Notifier(Protocol):
         does so now.  Default: nothing."""
         return None  # a default, not an abstract method
 
+    def claiming_turn(self, queue_table: str, guard: TaskGuard,
+                      repo: TaskRepository) -> Optional[ClaimingTurn]:
+        """An idle wait taken in turns by the idle workers of the fleet that also claims
+        (the consumer then waits through it instead of `wait`), or None: the consumer
+        waits with `wait` and claims itself (the default; a notifier may still take turns
+        inside `wait`, as MySQL native's idle turn does).  `guard` and `repo`: the
+        consumer's, on this notifier's session."""
+        return None
+
     def listener_turn(self, queue_table: str,
                       guard: Optional[TaskGuard] = None) -> Optional[ListenerTurn]:
         """The fleet-wide listener turn the runtime takes before an idle wait on this
@@ -106,6 +116,83 @@ class Notifier(Protocol):
 
     def close(self) -> None:
         """Release the resources (idempotent)."""
+
+
+# An idle claim found due rows but got none (another worker holds them right now): the
+# next claim comes after BUSY_FIRST seconds, doubling up to BUSY_MAX while that lasts.
+BUSY_FIRST = 0.002
+BUSY_MAX = 1.0
+
+
+def until_due(timeout: float, next_due: Optional[float], repo: TaskRepository) -> float:
+    """An idle wait of `timeout` seconds, ended when the next task is due (`next_due`
+    seconds; None: unknown) and, after a probe from the claim position, when a claim from
+    the index start is due (PostgreSQL, db/claim_position.py), so that a task due before
+    the position waits no longer than that."""
+    if next_due is not None:
+        timeout = min(timeout, next_due)
+    cap = repo.idle_wait_cap()
+    return timeout if cap is None else min(timeout, cap)
+
+
+class PauseView(Protocol):
+    """The consumer's pause gate (runtime/pause.py), as an idle turn reads it."""
+
+    @property
+    def control_seen(self) -> bool: ...
+
+    @property
+    def flag_sql(self) -> str: ...
+
+    def is_paused(self) -> bool: ...
+
+    def note(self, paused: bool, reason: Optional[str],
+             compat: Optional[bool] = None, schedule: Any = None) -> None: ...
+
+
+class IdleHost(Protocol):
+    """What the consumer loop (runtime/consumer.py) lends a `ClaimingTurn` for one wait."""
+
+    stop: threading.Event
+    poll_interval: float  # QUEUE_WAIT_NOTIFY_INTERVAL
+    gate: PauseView
+
+    def claim(self) -> Any:
+        """The consumer's claim: a task (or batch), or None."""
+
+    def handle(self, notes: List[Notification]) -> None:
+        """Wake-ups received outside `wait_notes` (HALT stops the worker)."""
+
+    def wait_notes(self, timeout: float) -> bool:
+        """Wait up to `timeout` for wake-ups (handled); True when it ended early (a
+        wake-up, a stop, an admin job due)."""
+
+    def admin_due(self) -> bool:
+        """An admin job of the worker is due (the wait ends, the turn is handed on)."""
+
+    def admin_cap(self, timeout: float) -> float:
+        """`timeout`, shortened so that the wait ends when an admin job is due."""
+
+
+class ClaimingTurn(Protocol):
+    """An idle wait taken in turns across the fleet, in which the holder claims
+    (PostgreSQL's listener turn: engine/postgres/idle.py).  The consumer loop calls
+    `wait_claim` where it would otherwise wait and claim, and after a task that a claim
+    of the turn kept the turn through (`kept`)."""
+
+    @property
+    def kept(self) -> bool:
+        """The last claim kept the turn through its task: the consumer comes back to
+        `wait_claim` after it (or `release`s the turn when stopping)."""
+
+    def wait_claim(self, host: IdleHost, busy: float) -> Tuple[Any, bool, float]:
+        """Wait for the turn and for work, claim: (the task or None, `woke`, busy).
+        `woke`: the task followed a wake-up, with nothing else known to be due (after it,
+        the consumer comes back here rather than claim directly); `busy`: the back-off
+        (BUSY_FIRST..BUSY_MAX) carried between idle waits."""
+
+    def release(self) -> None:
+        """Hand the turn on (no-op when not held; a lost session releases it too)."""
 
 
 class Locker(Protocol):

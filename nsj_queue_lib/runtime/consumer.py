@@ -13,15 +13,18 @@ from nsj_queue_lib.db.identifiers import display
 from nsj_queue_lib.db.limits import NOT_ON_SOCKET
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.engine.base import HALT_PAYLOAD, Backend, Notifier, TaskGuard
-from nsj_queue_lib.engine.fleet_mode import fleet_mode
-from nsj_queue_lib.engine.postgres.listener_turn import (
-    HELD,
-    KEPT_SETTLE,
-    ListenerTurn,
-    take_stale,
+from nsj_queue_lib.engine.base import (
+    BUSY_FIRST,
+    BUSY_MAX,
+    HALT_PAYLOAD,
+    Backend,
+    Notifier,
+    PauseView,
+    TaskGuard,
+    until_due,
 )
-from nsj_queue_lib.exceptions import ConfigError, DatabaseUnavailable
+from nsj_queue_lib.engine.fleet_mode import fleet_mode
+from nsj_queue_lib.exceptions import ConfigError
 from nsj_queue_lib.observability.observe import TaskObserver
 from nsj_queue_lib.runtime.batch import Batch, BatchClaimer, BatchRunner
 from nsj_queue_lib.runtime.maintenance import AdminJobs
@@ -41,25 +44,12 @@ def _claim_one(guard: TaskGuard) -> Optional[dict]:
     return claimed[0] if claimed else None
 
 
-def _until_due(timeout: float, next_due: Optional[float], repo: TaskRepository) -> float:
-    """An idle wait, ended when the next task is due (`next_due` seconds; None: unknown)
-    and, after a probe from the claim position, when a claim from the index start is due
-    (PostgreSQL, db/claim_position.py), so that a task due before the position waits no
-    longer than that."""
-    if next_due is not None:
-        timeout = min(timeout, next_due)
-    cap = repo.idle_wait_cap()
-    return timeout if cap is None else min(timeout, cap)
-
-
 CONSUMER_TEXTS = LoopTexts(lost="conexão com o banco perdida",
                            restarting="worker reiniciando após erro inesperado",
                            unexpected="Erro inesperado no worker; reiniciando em %.1f s")
 
-# Due rows exist but none could be claimed (another worker holds them right now):
-# retry soon, backing off up to BUSY_MAX while that lasts.
-BUSY_FIRST = 0.002
-BUSY_MAX = 1.0
+# (BUSY_FIRST, BUSY_MAX, engine/base.py: the back-off when due rows exist but none could
+# be claimed, shared with the idle turns that claim)
 
 
 class Consumer:
@@ -113,8 +103,9 @@ class Consumer:
             self._check_table(repo)
             notifier.listen()
             self.db_problem = None
-            # PostgreSQL: idle workers take turns listening (one is woken per wake-up).
-            turn = notifier.listener_turn(settings.queue_table, guard)
+            # Idle workers that take turns, the holder claiming (PostgreSQL: one is woken
+            # per wake-up); None: this loop waits and claims itself.
+            turn = notifier.claiming_turn(settings.queue_table, guard, repo)
             # (with the turn, only claims made while holding it read the empty-claim probe)
             repo.empty_claim_probe = turn is None
             woke = False  # the last claim followed a wake-up of the listener turn
@@ -131,6 +122,7 @@ class Consumer:
             busy = BUSY_FIRST
             gate = self._gate = PauseGate(session, settings.queue_table, fleet=repo.fleet,
                                           limits=getattr(guard, "limits", None))
+            host = _Host(self, notifier, claim, gate)
             if batch_runner is None:
                 guard.claim_next = self._claims_next
             # (MySQL native: a stop ends a wait for the idle turn; the turn's probe reads
@@ -191,10 +183,9 @@ class Consumer:
                         # Its claim kept the listener turn (a short lone task): back to
                         # holding it; what arrived meanwhile is news, read there.
                         if not self.stop.is_set():
-                            pending, woke, busy = self._turn_claim(repo, notifier, turn,
-                                                                   claim, gate, busy)
+                            pending, woke, busy = turn.wait_claim(host, busy)
                             continue
-                        self._release(turn)
+                        turn.release()
                     # Read what arrived meanwhile (without waiting): HALT must stop a
                     # busy worker too, and the backlog of wake-ups must not grow.
                     self._handle(notifier.wait(0))
@@ -202,13 +193,11 @@ class Consumer:
                         # Woken by a notification: meanwhile the next idle worker has
                         # been listening; rather than a claim that would mostly find
                         # nothing, queue for the turn (its probe sees what is due).
-                        pending, woke, busy = self._turn_claim(repo, notifier, turn, claim,
-                                                               gate, busy)
+                        pending, woke, busy = turn.wait_claim(host, busy)
                     continue
                 self.observer.empty_claim()
                 if turn is not None:
-                    pending, woke, busy = self._turn_claim(repo, notifier, turn, claim,
-                                                           gate, busy)
+                    pending, woke, busy = turn.wait_claim(host, busy)
                 else:
                     guard.settle()
                     busy = self._idle_wait(repo, notifier, busy)
@@ -275,110 +264,9 @@ class Consumer:
             timeout, busy = min(timeout, busy), min(busy * 2, BUSY_MAX)
         else:
             busy = BUSY_FIRST
-            timeout = _until_due(timeout, next_due, repo)
+            timeout = until_due(timeout, next_due, repo)
         self._wait_notes(notifier, timeout)
         return busy
-
-    def _turn_claim(self, repo: TaskRepository, notifier, turn: ListenerTurn,
-                    claim: Callable[[], Any],
-                    gate: PauseGate, busy: float) -> tuple:
-        """Idle wait with the listener turn (PostgreSQL): returns (tarefa, woke, busy).
-
-        Waits for the turn (one blocking statement), drops the notifications received
-        so far (keeping HALT), probes the next due time, then waits like
-        `_idle_wait`.  Claims while still holding the turn, so the next idle worker
-        never probes a task this one is about to take, and a wake-up that finds
-        nothing (a scheduled task, a task another worker took) costs no hand-over.
-        The turn is handed on before the task runs, unless the claim kept it (a short
-        lone task, PgGuard): then it stays held through the task, and the caller comes
-        back here after it.  `woke` is False when the task was due at the probe with more
-        due behind it, or when that is unknown (a backlog: the caller keeps claiming
-        directly).
-        """
-        turn.render = repo.idle_probe_sql
-        turn.pause_sql = gate.flag_sql if gate.control_seen else None
-        got = turn.acquire(self.stop, self.slots.cap(self.settings.queue_wait_notify_interval),
-                           until=self.slots.due)
-        if got != HELD:
-            # Stopping, a HALT, or the poll interval passed without the turn: the caller's
-            # next claim is this worker's periodic poll.
-            self._handle(turn.halts)
-            return None, False, busy
-        try:
-            grant = turn.grant if turn.marked else None
-            if not turn.marked and turn.waited:
-                # (PostgreSQL < 11: no marker.)  The notifications queued for this session
-                # while it waited are sent by the server right after the lock's answer, so
-                # the drop below could miss them (they would then come with the probe's
-                # answer and cause a claim that finds nothing).  One round trip brings them.
-                notifier.session.execute("SELECT 1")
-            after_claim = False  # the last statement was this loop's claim (it found nothing)
-            while not self.stop.is_set():
-                backlog = True  # (unknown: as if a backlog, claim directly after the task)
-                probe = repo.take_empty_claim_due() if after_claim else None
-                if probe is not None:
-                    # PostgreSQL: that claim also read the next due time, with its own
-                    # snapshot.  What arrived with its answer is kept (it may be news).
-                    next_due = probe[0]
-                elif grant is not None:
-                    # Probed by the granting statement, after the old news was dropped.
-                    self._handle(turn.halts)
-                    next_due = grant["due"]
-                    backlog = grant.get("more") is not False
-                    if grant["paused"] is not None:
-                        gate.note(grant["paused"], grant["why"], grant.get("compat"),
-                                  grant.get("agenda"))
-                    grant = None
-                else:
-                    # Drop what was received BEFORE the probe (commits its snapshot will
-                    # see); a notification that comes with the probe's answer may be for a
-                    # commit after the snapshot, so it is kept (else that wake-up would be
-                    # lost).
-                    self._handle(take_stale(notifier.session.conn))
-                    next_due = repo.task_seconds_to_next_due()
-                if self.stop.is_set() or gate.is_paused():
-                    return None, False, busy
-                timeout = self.settings.queue_wait_notify_interval
-                if next_due is not None and next_due <= 0:
-                    tarefa = claim()
-                    if tarefa is not None:
-                        # Only that one was due: after it, queue for the turn (a direct
-                        # claim would find nothing); with a backlog, claim directly.
-                        return tarefa, not backlog, BUSY_FIRST
-                    # Due rows exist but other workers hold them all: back off a little.
-                    timeout, busy = busy, min(busy * 2, BUSY_MAX)
-                else:
-                    busy = BUSY_FIRST
-                    timeout = _until_due(timeout, next_due, repo)
-                timeout = self.slots.cap(timeout)
-                woken = False
-                if timeout > KEPT_SETTLE and turn.settle_later():
-                    # (kept through the task just done: 1.2.2's key of that task waits for
-                    # the next claim; if none comes within KEPT_SETTLE, it is released)
-                    woken = self._wait_notes(notifier, KEPT_SETTLE)
-                    if not woken:
-                        timeout -= KEPT_SETTLE
-                        turn.settle()
-                if not woken:
-                    self._wait_notes(notifier, timeout)
-                if self.stop.is_set() or self.slots.due() or gate.is_paused():
-                    # (an admin job due: the turn is handed on before it runs)
-                    return None, False, busy
-                tarefa = claim()
-                if tarefa is not None:
-                    return tarefa, True, BUSY_FIRST
-                after_claim = True
-            return None, False, busy
-        finally:
-            if not turn.kept:  # (kept through the task just claimed)
-                self._release(turn)
-
-    @staticmethod
-    def _release(turn: ListenerTurn) -> None:
-        try:
-            turn.release()  # (no-op when the claim already handed it on)
-        except DatabaseUnavailable:
-            turn.forget()  # the session is gone, and its lock with it
 
     def _wait_notes(self, notifier: Notifier, timeout: float) -> bool:
         """Wait up to `timeout` for wake-ups (handled here), in slices (the notifier's
@@ -401,3 +289,22 @@ class Consumer:
             logger.info("HALT recebido no canal %s: parando o worker", self.settings.queue_name)
             self.halted = True
             self.stop.set()
+
+
+class _Host:
+    """What the consumer lends a claiming idle turn (engine/base.py: `IdleHost`)."""
+
+    def __init__(self, consumer: Consumer, notifier: Notifier, claim: Callable[[], Any],
+                 gate: PauseView) -> None:
+        self.stop = consumer.stop
+        self.poll_interval = consumer.settings.queue_wait_notify_interval
+        self.gate = gate
+        self.claim = claim
+        self.handle = consumer._handle
+        self.admin_due = consumer.slots.due
+        self.admin_cap = consumer.slots.cap
+        self._consumer = consumer
+        self._notifier = notifier
+
+    def wait_notes(self, timeout: float) -> bool:
+        return self._consumer._wait_notes(self._notifier, timeout)

@@ -35,6 +35,7 @@ from nsj_queue_lib.engine.base import (
     task_lock_key,
 )
 from nsj_queue_lib.engine.keys import legacy_task_key
+from nsj_queue_lib.engine.postgres.idle import PgIdleTurn
 from nsj_queue_lib.engine.postgres.listener_turn import ListenerTurn
 from nsj_queue_lib.engine.postgres.locker import PgLocker
 from nsj_queue_lib.exceptions import DatabaseUnavailable
@@ -96,6 +97,12 @@ class PgNotifier(Notifier):
     def notify(self, payload: str = "") -> None:
         sql = raw_queries(self.session.dialect)["notify"]
         self.session.execute(sql, {"channel": self.channel, "payload": payload})
+
+    def claiming_turn(self, queue_table: str, guard: TaskGuard,
+                      repo: TaskRepository) -> Optional[PgIdleTurn]:
+        """The consumer's idle workers take turns listening, the holder claiming
+        (engine/postgres/idle.py)."""
+        return PgIdleTurn(ListenerTurn(self.session, queue_table, guard), self.session, repo)
 
     def listener_turn(self, queue_table: str,
                       guard: Optional[TaskGuard] = None) -> Optional[ListenerTurn]:
