@@ -16,7 +16,7 @@ USED = set(re.findall(r"""(?:q|queries\([^)]*\))\[["'](\w+)["']\]""", REPOSITORY
 # Queries the repository selects through a helper that receives the name.
 USED |= set(re.findall(r"""_insert_select\(["'](\w+)["']""", REPOSITORY_SOURCE))
 # Every string literal of the library: a query may also be picked by name in a variable
-# (the claim's prepared variants) or handed to the listener turn (runtime/consumer.py).
+# (the claim's prepared variants) or handed to the listener turn (engine/postgres/idle.py).
 LITERALS = set(re.findall(r"""["'](\w+)["']""", "".join(
     p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))))
 

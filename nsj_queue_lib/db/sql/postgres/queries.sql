@@ -208,10 +208,11 @@ CASE WHEN pg_try_advisory_xact_lock(t.id)
 -- this claim committed (it would otherwise see the task still 'pendente' and claim in vain).
 -- nsjq_next_due: when nothing was claimed, the idle probe (part_seconds_to_next_due_from,
 -- %(due_from)s as there), read with the claim's snapshot: the worker that found nothing
--- then waits without a probe of its own (runtime/consumer.py); the probe is an initPlan of
--- the CASE, so it runs only then.  With %(keep)s and a task claimed, the same probe for
--- every task but that one (part_seconds_to_next_due_besides): <= 0 means another task is
--- due (the turn is handed on), else the turn is kept and its holder waits by it.
+-- then waits without a probe of its own (runtime/consumer.py, engine/postgres/idle.py); the
+-- probe is an initPlan of the CASE, so it runs only then.  With %(keep)s and a task
+-- claimed, the same probe for every task but that one (part_seconds_to_next_due_besides):
+-- <= 0 means another task is due (the turn is handed on), else the turn is kept and its
+-- holder waits by it.
 -- (That main SELECT is part_claim_locked_tail.)
 -- The claim beside 1.2.2 workers, task_claim_locked_compat, is this statement made with
 -- the variant parts part_claim_status_compat and part_claim_lock_compat (db/queries.py).
