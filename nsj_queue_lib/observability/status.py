@@ -177,7 +177,7 @@ class StatusReader:
                             estimado=False, sessao=start["sessao"])
             else:
                 item.update(desde=_iso(r["data_hora"]), segundos=_num(r["idade"]),
-                            estimado=True, sessao=None)
+                            estimado=True, sessao=start["sessao"] if start else None)
             out.append(item)
         return out
 

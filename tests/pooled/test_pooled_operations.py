@@ -179,6 +179,14 @@ def test_no_session_state_is_left_on_the_pooled_server_connections(pooled_queue,
             prepared, listening, lock_timeout, keepalive = cur.fetchone()
             # (keepalive: the server's own value, never the 30 s a direct session sets)
             assert (prepared, listening, lock_timeout) == (0, 0, "0") and keepalive != "30"
+    # nsj-queue status names each running task's lease owner (host:pid:...)
+    res = cli("status", "--json", env=_env(q))
+    assert res.returncode == 0, res.stderr
+    running = json.loads(res.stdout)["em_execucao"]
+    assert sorted(r["id"] for r in running) == ids
+    pids = {str(w.pid) for w in q.workers}
+    assert all(r["sessao"].startswith("concessão de ") and r["sessao"].split(":")[1] in pids
+               for r in running), running
     release.write_text("ok")
     for task_id in ids:
         q.wait_status(task_id, "sucesso")
