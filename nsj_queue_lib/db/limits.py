@@ -39,6 +39,11 @@ NOT_ON_SOCKET = (
     "(CLIENT_SERVER_MODE) não aplica: este worker não pega tarefas enquanto houver limites. "
     "Use os workers nativos (PostgreSQL ou MySQL) ou remova os limites com `nsj-queue limit "
     "clear`.")
+NOT_IN_TRANSACTION_POOL = (
+    "A fila tem limites de concorrência (nsj-queue limit), que o modo DB_POOL_MODE=transaction "
+    "não aplica (as vagas dos limites são locks de sessão): este worker não pega tarefas "
+    "enquanto houver limites. Use workers com conexão direta (DB_POOL_MODE=session) ou remova "
+    "os limites com `nsj-queue limit clear`.")
 
 
 def _int32(value: int) -> int:

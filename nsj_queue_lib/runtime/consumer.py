@@ -10,7 +10,7 @@ from nsj_queue_lib.backoff import Backoff
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.errors import SCHEMA_MISMATCH, Fault
 from nsj_queue_lib.db.identifiers import display
-from nsj_queue_lib.db.limits import NOT_ON_SOCKET
+from nsj_queue_lib.db.limits import NOT_IN_TRANSACTION_POOL, NOT_ON_SOCKET
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import (
@@ -208,10 +208,12 @@ class Consumer:
 
     def _limits_refused(self, gate: PauseGate) -> bool:
         """The queue has concurrency limits and this backend does not honour them (the
-        client/server mode): no claim, as if paused, said once per change."""
+        client/server mode, DB_POOL_MODE=transaction): no claim, as if paused, said once per
+        change."""
         refused = gate.limits.active and not self.backend.capabilities.concurrency_limits
         if refused and not self._limits_told:
-            logger.error(NOT_ON_SOCKET)
+            logger.error(NOT_IN_TRANSACTION_POOL if self.backend.capabilities.leases
+                         else NOT_ON_SOCKET)
         self._limits_told = refused
         return refused
 

@@ -191,3 +191,18 @@ def test_no_session_state_is_left_on_the_pooled_server_connections(pooled_queue,
     for task_id in ids:
         q.wait_status(task_id, "sucesso")
     assert effects_by_key(q) == {f"s{i}": 1 for i in range(3)}
+
+
+def test_pooled_workers_claim_nothing_while_the_queue_has_concurrency_limits(pooled_queue):
+    """Concurrency limits hold their slots with session locks: not in transaction mode."""
+    from nsj_queue_lib.admin import QueueAdmin
+
+    q = pooled_queue
+    QueueAdmin(q.conn, q.table).set_limit("p", 1)
+    worker = q.start_ready_worker()
+    task = q.insert({"return": "ok"}, processo="outro")
+    eventually(lambda: "DB_POOL_MODE=transaction não aplica" in worker.log(), 20,
+               message="recusa dos limites no log")
+    holds(lambda: q.row(task)["status"] == "pendente", 1.5, message="nada pego")
+    QueueAdmin(q.conn, q.table).clear_limit("p")
+    eventually(lambda: q.row(task)["status"] == "sucesso", 20, message="sem limites")
