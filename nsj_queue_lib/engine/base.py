@@ -350,6 +350,12 @@ class Backend(Protocol):
         """Tell the queue's workers there is work (or HALT); never raises for a lost
         wake-up (idle workers poll anyway)."""
 
+    def task_keys(self, task_id: int) -> List[LockKey]:
+        """Every lock key that says "this task is being run" (the rescue must obtain all
+        of them from `admin_locker`): the 2.x key, and whatever a backend's compatibility
+        adds (PostgreSQL in mixed-fleet mode: 1.2.2's).  Admin jobs only."""
+        raise NotImplementedError
+
     def classify(self, exc: BaseException) -> Fault:
         """What a database error means (db/errors.py `classify`), plus the faults only
         this backend's own SQL raises (PostgreSQL: TAKEN_OVER).  Error paths only."""

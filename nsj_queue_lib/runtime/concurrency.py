@@ -37,6 +37,7 @@ from nsj_queue_lib.engine.base import (
     Capabilities,
     Fault,
     Locker,
+    LockKey,
     Notification,
     Notifier,
     TaskGuard,
@@ -189,6 +190,9 @@ class SharedBackend:
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         self._backend.wake_workers(session, payload)
+
+    def task_keys(self, task_id: int) -> List[LockKey]:
+        return self._backend.task_keys(task_id)
 
     def classify(self, exc: BaseException) -> Fault:
         return self._backend.classify(exc)

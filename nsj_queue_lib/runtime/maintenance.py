@@ -58,7 +58,6 @@ from nsj_queue_lib.engine.base import (
     admin_lock_key,
 )
 from nsj_queue_lib.engine.fleet_mode import fleet_mode
-from nsj_queue_lib.engine.keys import task_keys
 from nsj_queue_lib.exceptions import CoordinationError, DatabaseUnavailable
 from nsj_queue_lib.runtime.failure import WORKER_STOPPED, record_failure
 from nsj_queue_lib.runtime.schedule import current_slot, seconds_to_next_slot
@@ -358,7 +357,7 @@ class RetryService(AdminService):
             for task_id in ids:
                 if task_id in self._busy:
                     continue  # claimed by this very session (its lock is re-entrant here)
-                held = _take_all(locker, task_keys(self.settings, task_id))
+                held = _take_all(locker, self.backend.task_keys(task_id))
                 if held is None:
                     continue  # its worker (2.x, or 1.2.2 in compatibility mode) is alive
                 try:

@@ -11,7 +11,7 @@ import pytest
 from nsj_queue_lib.db.errors import Fault, classify, server_message
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.engine.base import TaskTakenOver
+from nsj_queue_lib.engine.base import TaskTakenOver, task_lock_key
 from nsj_queue_lib.engine.select import make_backend
 from tests.contract.harness import Harness
 
@@ -89,3 +89,14 @@ def test_mysql_classifies_a_refused_value(mariadb_queue, value):
         assert session.fetch_value("SELECT count(*) FROM recusa") == 0
     finally:
         session.close()
+
+
+def test_the_rescue_keys_are_the_task_key_plus_what_a_backend_compatibility_adds(
+        backend_harness: Harness):
+    # QUEUE_COMPAT_1_2_2 forces the mixed-fleet mode on or off for this worker; only a
+    # backend whose workers may share the queue with 1.2.2 (legacy_fleet) adds its key.
+    key = task_lock_key(backend_harness.settings.queue_table, 41)
+    for forced in ("true", "false"):
+        backend = make_backend(backend_harness.q.settings(QUEUE_COMPAT_1_2_2=forced))
+        mixed = forced == "true" and backend.capabilities.legacy_fleet
+        assert backend.task_keys(41) == ([key, (41,)] if mixed else [key]), forced

@@ -11,8 +11,8 @@ import pytest
 
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.engine.keys import legacy_task_key
 from nsj_queue_lib.engine.postgres.backend import PgGuard, PostgresBackend
+from nsj_queue_lib.engine.postgres.compat_1_2_2 import legacy_task_key
 from tests.fixtures.routers import in_process_runner, insert_effect
 
 

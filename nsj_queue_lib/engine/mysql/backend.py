@@ -624,6 +624,9 @@ class MysqlBackend:
             self._control(session).request_halt()
         # Idle workers poll the probe: nothing to send.
 
+    def task_keys(self, task_id: int) -> List[LockKey]:
+        return [task_lock_key(self.settings.queue_table, task_id)]
+
     def classify(self, exc: BaseException) -> Fault:
         return classify(exc)
 

@@ -46,6 +46,7 @@ from nsj_queue_lib.engine.base import (
     Notification,
     Notifier,
     TaskGuard,
+    task_lock_key,
 )
 from nsj_queue_lib.engine.mysql.backend import HaltWatch, ProbeNotifier
 from nsj_queue_lib.engine.postgres.backend import PgNotifier
@@ -377,6 +378,9 @@ class PooledBackend:
             HaltRow(session, self.queue_table).request_halt()
         # Idle workers poll the probe; a listener on a direct connection gets the NOTIFY
         # the insert trigger sends.
+
+    def task_keys(self, task_id: int) -> List[LockKey]:
+        return [task_lock_key(self.settings.queue_table, task_id)]
 
     def classify(self, exc: BaseException) -> Fault:
         return classify(exc)

@@ -28,13 +28,14 @@ from nsj_queue_lib.db.session import (
 )
 from nsj_queue_lib.engine.base import (
     Capabilities,
+    LockKey,
     Notification,
     Notifier,
     TaskGuard,
     TaskTakenOver,
     task_lock_key,
 )
-from nsj_queue_lib.engine.keys import legacy_task_key
+from nsj_queue_lib.engine.postgres.compat_1_2_2 import legacy_task_key, task_keys
 from nsj_queue_lib.engine.postgres.idle import PgIdleTurn
 from nsj_queue_lib.engine.postgres.listener_turn import ListenerTurn
 from nsj_queue_lib.engine.postgres.locker import PgLocker
@@ -557,6 +558,9 @@ class PostgresBackend:
 
     def wake_workers(self, session: DbSession, payload: str = "") -> None:
         PgNotifier(session, self.channel).notify(payload)
+
+    def task_keys(self, task_id: int) -> List[LockKey]:
+        return task_keys(self.settings, task_id)
 
     def classify(self, exc: BaseException) -> Fault:
         return Fault.TAKEN_OVER if _taken_over(exc) else classify(exc)

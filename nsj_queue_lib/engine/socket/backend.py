@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db.errors import Fault, classify
 from nsj_queue_lib.db.repository import TaskRepository
 from nsj_queue_lib.db.server_version import NOWAIT, SKIP_LOCKED, session_row_lock_mode
 from nsj_queue_lib.db.session import DbSession
-from nsj_queue_lib.engine.base import Capabilities
+from nsj_queue_lib.engine.base import Capabilities, LockKey, task_lock_key
 from nsj_queue_lib.engine.socket.guard import SocketGuard
 from nsj_queue_lib.engine.socket.locker import SocketLocker
 from nsj_queue_lib.engine.socket.notifier import SocketNotifier, notify_server
@@ -94,6 +94,9 @@ class SocketBackend:
         except CoordinationError as exc:
             # The server also polls the database every CHECK_TASKS_INTERVAL seconds.
             logger.warning("Não foi possível avisar o servidor de filas: %s", exc)
+
+    def task_keys(self, task_id: int) -> List[LockKey]:
+        return [task_lock_key(self.settings.queue_table, task_id)]
 
     def classify(self, exc: BaseException) -> Fault:
         return classify(exc)
