@@ -18,6 +18,10 @@ LockKey = Tuple[int, ...]
 ADMIN_RETRY = 1
 ADMIN_PURGE = 2
 ADMIN_NOTIFY = 3
+# The idle workers' turn (PostgreSQL's listener turn, MySQL's idle turn), and the
+# hand-over of PostgreSQL's: a claim that hands the turn on holds it until its commit.
+ADMIN_LISTENER = 4
+ADMIN_HANDOVER = 5
 
 def _int32(value: int) -> int:
     value &= 0xFFFFFFFF

@@ -1,4 +1,5 @@
-"""Ratchet: the places outside db/ and engine/ that test a driver's error code.
+"""Ratchets of the engine seam: driver error codes stay in db/ and engine/, and the
+runtime and the public API reach a backend only through the engine protocol.
 
 The engine seam keeps driver knowledge in the backends: db/ (the driver helpers, the
 per-dialect error mapping) and engine/ (one package per backend).  Everything else asks
@@ -14,6 +15,11 @@ exception class it is.  The source is read with ast; a site is
 KNOWN lists today's sites per file (path relative to the package); the test fails when
 one appears (classify the error in db/ or engine/ instead) or goes (lower KNOWN: the
 list only shrinks).
+
+The runtime, pub/sub, the periodic tasks and the public API (worker classes, QueueClient,
+QueueAdmin) import engine.base, engine.select, engine.keys and engine.fleet_mode, never
+a backend's package (engine.postgres, engine.mysql, engine.socket, engine.pooled):
+KNOWN_BACKEND_IMPORTS lists today's exceptions, and only shrinks.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Set, Tuple
+
+from tests.unit.test_import_layers import import_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "nsj_queue_lib"
@@ -121,3 +129,37 @@ def test_detector_sees_the_forms() -> None:
         'i = getattr(exc, "pgcode_like", None)',               # not a site
     ])
     assert _sites(ast.parse(src)) == 9
+
+
+BACKEND_PACKAGES = ("nsj_queue_lib.engine.postgres", "nsj_queue_lib.engine.mysql",
+                    "nsj_queue_lib.engine.socket", "nsj_queue_lib.engine.pooled")
+PROTOCOL_ONLY = ("runtime", "pubsub", "scheduling", "admin", "worker_base",
+                 "worker_pub_sub_base", "worker_webhook", "queue_client")
+
+# (importer, backend module).  Only shrinks.
+KNOWN_BACKEND_IMPORTS: Set[Tuple[str, str]] = {
+    # the consumer's idle wait takes PostgreSQL's listener turn (moving into the engine)
+    ("nsj_queue_lib.runtime.consumer", "nsj_queue_lib.engine.postgres.listener_turn"),
+    ("nsj_queue_lib.runtime.concurrency", "nsj_queue_lib.engine.postgres.listener_turn"),
+    # QueueAdmin wakes the workers of a client/server queue through the server
+    ("nsj_queue_lib.admin", "nsj_queue_lib.engine.socket.notifier"),
+}
+
+
+def backend_imports() -> Set[Tuple[str, str]]:
+    found = set()
+    for module, deps in import_graph().items():
+        top = module.split(".")[1] if "." in module else ""
+        if top not in PROTOCOL_ONLY:
+            continue
+        found.update((module, d) for d in deps
+                     if d.startswith(BACKEND_PACKAGES) and d not in BACKEND_PACKAGES)
+    return found
+
+
+def test_runtime_and_api_reach_backends_only_through_the_protocol() -> None:
+    found = backend_imports()
+    new = sorted(found - KNOWN_BACKEND_IMPORTS)
+    gone = sorted(KNOWN_BACKEND_IMPORTS - found)
+    assert not new, f"imports of a backend's package (use the engine protocol): {new}"
+    assert not gone, f"remove from KNOWN_BACKEND_IMPORTS (no longer imported): {gone}"

@@ -43,7 +43,7 @@ from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.server_version import is_mariadb
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import admin_lock_key
-from nsj_queue_lib.engine.postgres.listener_turn import ADMIN_LISTENER
+from nsj_queue_lib.engine.keys import ADMIN_LISTENER
 from nsj_queue_lib.exceptions import DatabaseUnavailable
 
 logger = logging.getLogger(__name__)

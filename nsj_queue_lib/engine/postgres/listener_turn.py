@@ -76,14 +76,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import HALT_PAYLOAD, Notification, admin_lock_key
+from nsj_queue_lib.engine.keys import ADMIN_HANDOVER, ADMIN_LISTENER
 from nsj_queue_lib.engine.postgres.locker import PgLocker
 
 logger = logging.getLogger(__name__)
 
-# Admin lock object id of the listener turn (beside ADMIN_RETRY/PURGE/NOTIFY = 1..3), and
-# of its hand-over: a claim that hands the turn on holds it until its commit.
-ADMIN_LISTENER = 4
-ADMIN_HANDOVER = 5
 # Seconds: the longest one statement waits for the turn, so the longest an idle
 # worker's snapshot holds back the xmin horizon (and its reaction time to a stop).
 TURN_SLICE = 1.0
