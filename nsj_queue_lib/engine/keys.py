@@ -23,6 +23,7 @@ ADMIN_NOTIFY = 3
 ADMIN_LISTENER = 4
 ADMIN_HANDOVER = 5
 
+
 def _int32(value: int) -> int:
     value &= 0xFFFFFFFF
     return value - 0x100000000 if value >= 0x80000000 else value

@@ -19,6 +19,10 @@ Trade-off of the raw keys (the 1.2.2 scheme): they are not namespaced, so equal 
 of two queues in one database, and any other user of one-bigint advisory locks,
 exclude each other briefly (a claim skips the row and takes it on the next try; a
 rescue waits for the next run).  Correctness is kept; only latency can suffer.
+
+The guard's side (taking the raw id with the claim, its release deferred to the next
+statement after the commit) is PgGuard's, engine/postgres/backend.py; the statements'
+_compat variants are in db/sql/postgres.
 """
 
 from __future__ import annotations
