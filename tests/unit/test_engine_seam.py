@@ -138,8 +138,7 @@ PROTOCOL_ONLY = ("runtime", "pubsub", "scheduling", "admin", "worker_base",
 
 # (importer, backend module).  Only shrinks.
 KNOWN_BACKEND_IMPORTS: Set[Tuple[str, str]] = {
-    # the consumer's idle wait takes PostgreSQL's listener turn (moving into the engine)
-    ("nsj_queue_lib.runtime.consumer", "nsj_queue_lib.engine.postgres.listener_turn"),
+    # the process-wide listener (QUEUE_CONCURRENCY) waits in PostgreSQL's listener turn
     ("nsj_queue_lib.runtime.concurrency", "nsj_queue_lib.engine.postgres.listener_turn"),
     # QueueAdmin wakes the workers of a client/server queue through the server
     ("nsj_queue_lib.admin", "nsj_queue_lib.engine.socket.notifier"),
