@@ -8,6 +8,8 @@ processo "p" from a fresh schema-8 queue, in rounds alternating between
 * "limite noutro processo": a limit exists for another processo (the limit-aware claim
   runs, the tasks' processo has no limit),
 * "limite 4 em p": processo p limited to 4 (each task takes and frees a slot),
+* "ordenação, chave por tarefa": ordering keys in use (the order-aware claim), each task
+  with a key of its own (nothing waits for another task),
 * with --main DIR, "main, sem limites": the same no-limits run with the worker's code
   from DIR (the branch point), for the statement counts and rate before the feature.
 Prints, per mode, the median tasks/s and the statements and round trips per task
@@ -61,7 +63,8 @@ def _my(database: Optional[str] = None) -> Any:
                            init_command="SET time_zone = '+00:00'")
 
 
-def _setup(db: str, schema: str, tasks: int, limit: Optional[Tuple[str, int]]) -> Any:
+def _setup(db: str, schema: str, tasks: int, limit: Optional[Tuple[str, int]],
+           ordered: bool = False) -> Any:
     if db == "pg":
         conn = _pg()
         ddl = render_schema(POSTGRES, schema, "fila")
@@ -73,10 +76,14 @@ def _setup(db: str, schema: str, tasks: int, limit: Optional[Tuple[str, int]]) -
                 cur.execute(f'INSERT INTO "{schema}".fila_limites (processo, maximo) '
                             "VALUES (%s, %s)", limit)
                 cur.execute(f'UPDATE "{schema}".fila_controle SET limites = true WHERE id = 1')
+            if ordered:
+                cur.execute(f'UPDATE "{schema}".fila_controle SET ordenacao_desde = now() '
+                            "WHERE id = 1")
             cur.execute(f'INSERT INTO "{schema}".fila (origem, destino, processo, payload, '
-                        "tentativa, status, data_hora, data_hora_inicial) "
-                        "SELECT 'b', 'b', 'p', '{}', 1, 'pendente', now(), now() "
-                        "FROM generate_series(1, %s)", (tasks,))
+                        "tentativa, status, data_hora, data_hora_inicial, chave_ordem) "
+                        "SELECT 'b', 'b', 'p', '{}', 1, 'pendente', now(), now(), "
+                        "CASE WHEN %s THEN 'k' || g END FROM generate_series(1, %s) g",
+                        (ordered, tasks))
         return conn
     conn = _my()
     with conn.cursor() as cur:
@@ -92,13 +99,21 @@ def _setup(db: str, schema: str, tasks: int, limit: Optional[Tuple[str, int]]) -
                         "VALUES (%s, %s)", limit)
             cur.execute(f"INSERT INTO `{schema}`.fila_controle (id, pausada, motivo) "
                         "VALUES (4, TRUE, 'limites')")
+        if ordered:
+            cur.execute(f"INSERT INTO `{schema}`.fila_controle (id, pausada, motivo) "
+                        "VALUES (5, TRUE, 'ordem')")
         for start in range(0, tasks, 500):
             rows = min(500, tasks - start)
             cur.execute(f"INSERT INTO `{schema}`.fila (origem, destino, processo, payload, "
-                        "tentativa, status, data_hora, data_hora_inicial) VALUES "
-                        + ", ".join(["('b', 'b', 'p', '{}', 1, 'pendente', "
-                                     "UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))"] * rows))
+                        "tentativa, status, data_hora, data_hora_inicial, chave_ordem) VALUES "
+                        + ", ".join(_my_row(start + i, ordered) for i in range(rows)))
     return conn
+
+
+def _my_row(n: int, ordered: bool) -> str:
+    key = f"'k{n}'" if ordered else "NULL"
+    return ("('b', 'b', 'p', '{}', 1, 'pendente', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), "
+            f"{key})")
 
 
 def _done(conn: Any, db: str, schema: str) -> int:
@@ -116,9 +131,9 @@ def _drop(conn: Any, db: str, schema: str) -> None:
 
 
 def run(db: str, tasks: int, limit: Optional[Tuple[str, int]],
-        code: Path) -> Dict[str, float]:
+        code: Path, ordered: bool = False) -> Dict[str, float]:
     schema = f"bl_{uuid.uuid4().hex[:8]}"
-    conn = _setup(db, schema, tasks, limit)
+    conn = _setup(db, schema, tasks, limit, ordered)
     directory = tempfile.mkdtemp(prefix="nsjq-limits-")
     env = dict(os.environ, QUEUE_NAME=f"bl_{schema}", QUEUE_TABLE=f"{schema}.fila",
                LOG_DEBUG="false", PYTHONPATH=str(code), NSJQ_BENCH_COUNT_DIR=directory)
@@ -162,15 +177,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--main", type=Path, help="a checkout of the code before the feature")
     args = parser.parse_args()
-    modes = [("sem limites", None, ROOT), ("limite noutro processo", ("outro", 1), ROOT),
-             ("limite 4 em p", ("p", 4), ROOT)]
+    modes = [("sem limites", None, ROOT, False),
+             ("limite noutro processo", ("outro", 1), ROOT, False),
+             ("limite 4 em p", ("p", 4), ROOT, False),
+             ("ordenação, chave por tarefa", None, ROOT, True)]
     if args.main:
-        modes.insert(0, ("main, sem limites", None, args.main.resolve()))
+        modes.insert(0, ("main, sem limites", None, args.main.resolve(), False))
     for db in ("pg", "my"):
-        got: Dict[str, list] = {name: [] for name, _, _ in modes}
+        got: Dict[str, list] = {name: [] for name, _, _, _ in modes}
         for _ in range(args.rounds):
-            for name, limit, code in modes:
-                got[name].append(run(db, args.tasks, limit, code))
+            for name, limit, code, ordered in modes:
+                got[name].append(run(db, args.tasks, limit, code, ordered))
         print(f"\n{'PostgreSQL' if db == 'pg' else 'MariaDB'} ({args.tasks} tarefas, "
               f"{args.rounds} rodadas, 1 worker)")
         for name, results in got.items():

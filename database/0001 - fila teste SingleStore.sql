@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste` (
     -- index; a unique index ignores NULLs).  See sql/postgres/schema.sql.
     chave_unica_ativa VARCHAR(250) AS (CASE WHEN status IN ('pendente', 'agendada',
         'processando') THEN chave_unica END) STORED,
+    -- Ordered execution (insert_task(ordering_key=...)): see sql/postgres/schema.sql; the
+    -- control table's row id = 5 (pausada = TRUE) says a producer used it.
+    chave_ordem VARCHAR(250) NULL,
     -- Claim (native SKIP LOCKED and client/server candidates): one index range per waiting
     -- status, already in claim order.
     KEY `ix_fila_teste_claim` (status, prioridade DESC, data_hora, id),
@@ -66,7 +69,8 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste` (
     -- Monitoring: fan-out and dead letters.
     KEY `ix_fila_teste_publication` (publication_id),
     KEY `ix_fila_teste_live` (live_id),
-    UNIQUE KEY `ix_fila_teste_unique` (chave_unica_ativa)
+    UNIQUE KEY `ix_fila_teste_unique` (chave_unica_ativa),
+    KEY `ix_fila_teste_ordem` (chave_ordem, status)
 ) DEFAULT CHARSET = utf8mb4;
 
 CREATE TABLE IF NOT EXISTS `test`.`fila_teste_subscriber` (
@@ -165,7 +169,7 @@ CREATE TABLE IF NOT EXISTS `test`.`fila_teste_limites` (
 ) DEFAULT CHARSET = utf8mb4;
 
 -- Schema version of this queue.
-ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 8 (0524e485ca76)';
+ALTER TABLE `test`.`fila_teste` COMMENT = 'nsj_queue_lib schema 9 (fd93ce5a4785)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

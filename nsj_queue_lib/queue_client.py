@@ -30,7 +30,7 @@ from nsj_queue_lib.task_input import (
 DEFAULT_EQUIVALENT_STATUS = ("sucesso", "pendente", "agendada")
 UNIQUE_KEY_MAX = 250  # the chave_unica column
 _TASK_FIELDS = {"origem", "destino", "processo", "chave_externa", "payload", "tenant",
-                "grupo_empresarial", "data_hora", "prioridade", "unique_key"}
+                "grupo_empresarial", "data_hora", "prioridade", "unique_key", "ordering_key"}
 
 
 class QueueClient:
@@ -110,7 +110,8 @@ class QueueClient:
                     grupo_empresarial: Optional[str] = None,
                     data_hora: Optional[_dt.datetime] = None,
                     prioridade: Optional[int] = None,
-                    unique_key: Optional[str] = None) -> int:
+                    unique_key: Optional[str] = None,
+                    ordering_key: Optional[str] = None) -> int:
         """Enqueue a simple task; return its id.
 
         A dict (or list) payload is stored as JSON text.  `data_hora` schedules
@@ -118,13 +119,25 @@ class QueueClient:
         MySQL the columns hold UTC: an aware `data_hora` is converted, a naive
         one is taken as UTC.  `unique_key`: while a task of the queue with that key
         is not finished (waiting, scheduled, running, or failed with a retry to
-        come), nothing is inserted and that task's id is returned.
+        come), nothing is inserted and that task's id is returned.  `ordering_key`: tasks
+        with the same key run one at a time, in the order they were inserted (a failing
+        task's retries keep its place; its dead letter releases the key).
         """
         row = self._row(origem, destino, processo, chave_externa, payload, tenant,
                         grupo_empresarial, data_hora, prioridade, False)[0]
-        return self._insert(row, unique_key)
+        return self._insert(row, unique_key, ordering_key=ordering_key)
 
-    def _insert(self, row: Dict[str, Any], unique_key: Optional[str], where: str = "") -> int:
+    def _insert(self, row: Dict[str, Any], unique_key: Optional[str], where: str = "",
+                ordering_key: Optional[str] = None) -> int:
+        if ordering_key is not None:
+            from nsj_queue_lib.db.limits import check_ordering_key, insert_ordered
+
+            if unique_key is not None:
+                raise ValueError(f"{where + ': ' if where else ''}unique_key e ordering_key "
+                                 "juntos não são aceitos na mesma tarefa")
+            row["chave_ordem"] = check_ordering_key(ordering_key, where)
+            check_text("ordering_key", ordering_key, self._codec())
+            return insert_ordered(self._repo.session, self._repo.queue_table, row)
         if unique_key is None:
             return self._repo.task_insert(**row)
         row["chave_unica"] = self._unique_key(unique_key, where)
@@ -174,9 +187,10 @@ class QueueClient:
 
         Each dict takes the keyword arguments of `insert_task` (`origem`,
         `destino`, `processo`, `chave_externa`, `payload`, and optionally
-        `tenant`, `grupo_empresarial`, `data_hora`, `prioridade`, `unique_key`).  A
-        batch where some task has a `unique_key` is inserted one statement per task (in
-        order; a key repeated in the batch gives the same id).
+        `tenant`, `grupo_empresarial`, `data_hora`, `prioridade`, `unique_key`,
+        `ordering_key`).  A batch where some task has a `unique_key` or an `ordering_key`
+        is inserted one statement per task (in order; a unique key repeated in the batch
+        gives the same id).
         """
         rows, sizes, keys = [], [], []
         for index, task in enumerate(tasks):
@@ -190,9 +204,10 @@ class QueueClient:
                                   where=f"insert_tasks: tarefa {index}")
             rows.append(row)
             sizes.append(size)
-            keys.append(task.get("unique_key"))
-        if any(key is not None for key in keys):
-            return [self._insert(row, key, where=f"insert_tasks: tarefa {index}")
+            keys.append((task.get("unique_key"), task.get("ordering_key")))
+        if any(key != (None, None) for key in keys):
+            return [self._insert(row, key[0], where=f"insert_tasks: tarefa {index}",
+                                 ordering_key=key[1])
                     for index, (row, key) in enumerate(zip(rows, keys))]
         # Rows beyond the server's statement limit together go in as many statements as
         # needed (in order, in the caller's transaction); usually one call.

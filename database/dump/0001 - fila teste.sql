@@ -40,6 +40,15 @@ ALTER TABLE "public"."fila_teste"
     ADD COLUMN IF NOT EXISTS lease_dono varchar(150),
     ADD COLUMN IF NOT EXISTS lease_ate timestamptz;
 
+-- Ordered execution (schema 9, insert_task(ordering_key=...); db/limits.py): tasks of one
+-- key run one at a time in the order of their first attempt (coalesce(id_inicial, id));
+-- retries carry it, dead letters do not.  The index serves the claim's check for an earlier
+-- or running task of the key.
+ALTER TABLE "public"."fila_teste"
+    ADD COLUMN IF NOT EXISTS chave_ordem varchar(250);
+CREATE INDEX IF NOT EXISTS "ix_fila_teste_ordem" ON "public"."fila_teste" (chave_ordem)
+    WHERE chave_ordem IS NOT NULL AND status IN ('pendente', 'agendada', 'processando');
+
 -- Storage settings for a queue's life cycle (each row is inserted, rewritten by the claim
 -- and by the finish within seconds, then only read until the purge deletes it).  A separate
 -- ALTER, so it also applies to an existing table (it affects only pages written later):
@@ -159,7 +168,10 @@ ALTER TABLE "public"."fila_teste_controle"
     ADD COLUMN IF NOT EXISTS agenda_proximo timestamptz,
     -- the queue has concurrency limits (nsj-queue limit; db/limits.py): workers then claim
     -- with the limit-aware claim, else with the usual one
-    ADD COLUMN IF NOT EXISTS limites boolean NOT NULL DEFAULT false;
+    ADD COLUMN IF NOT EXISTS limites boolean NOT NULL DEFAULT false,
+    -- when a producer first inserted a task with an ordering key (NULL: never): workers
+    -- then claim order-aware
+    ADD COLUMN IF NOT EXISTS ordenacao_desde timestamptz;
 
 -- A queue this DDL creates never had 1.2.2 workers: it starts out of mixed-fleet mode.
 -- Only a new queue table has no version stamp yet (the COMMENT at the end writes it;
@@ -225,7 +237,7 @@ CREATE OR REPLACE TRIGGER "trigger_insert_fila_teste" AFTER INSERT ON "public"."
     EXECUTE FUNCTION "public"."notify_fila_teste_insert"();
 
 -- Schema version of this queue (read by verify/upgrade: python -m nsj_queue_lib.db_gen --verify).
-COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 8 (387d8784ceb9)';
+COMMENT ON TABLE "public"."fila_teste" IS 'nsj_queue_lib schema 9 (09f4330b4bd1)';
 
 -- Monitoring views (portable SQL, one text for every dialect). A chain is a task's first
 -- attempt plus its retries (they point to it

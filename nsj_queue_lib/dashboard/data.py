@@ -113,8 +113,11 @@ class DashboardData:
             from nsj_queue_lib.db.limits import LimitStore
 
             limits = LimitStore(s, table).overview()
+            from nsj_queue_lib.db.limits import ordering_overview
+
             return {"agendamentos": (schedules or {}).get("agendamentos", []),
                     "limites": limits or [],
+                    "ordenacao": ordering_overview(s, table),
                     "fila": table, "contagens": counts, "ultima_hora": minutes,
                     "mais_antiga_devida": oldest, "mortas": dead, "pausa": pause,
                     # the mixed-fleet mode with 1.2.2, from the same control row

@@ -291,6 +291,12 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
         '<th>Processo</th><th>Em execução</th><th>Limite</th></tr>'
         f'</thead><tbody>{limit_rows}</tbody></table></div></section>'
         if limit_rows else "")
+    ordering = s.get("ordenacao") or {}
+    if ordering.get("chaves"):
+        limits_html += (
+            f'<section><h2>Execução ordenada</h2><p data-campo="ordenacao">'
+            f'{e(ordering["chaves"])} chave(s) de ordem com {e(ordering["tarefas"])} '
+            'tarefa(s) esperando ou em execução (uma por vez por chave).</p></section>')
     dead_html = ("".join(dead_rows) or
                  '<tr><td colspan="6">Nenhuma tarefa morta aguardando.</td></tr>')
     return (

@@ -35,15 +35,15 @@ MIXED_FLEET = (
     "não valem nesse modo, pois um worker 1.2.2 pega tarefas sem olhar os limites. Desligue o "
     "modo misto com `nsj-queue compat off` quando não houver mais workers 1.2.2.")
 NOT_ON_SOCKET = (
-    "A fila tem limites de concorrência (nsj-queue limit), que o modo cliente/servidor "
-    "(CLIENT_SERVER_MODE) não aplica: este worker não pega tarefas enquanto houver limites. "
-    "Use os workers nativos (PostgreSQL ou MySQL) ou remova os limites com `nsj-queue limit "
-    "clear`.")
+    "A fila tem limites de concorrência (nsj-queue limit) ou tarefas com ordering_key, que "
+    "o modo cliente/servidor (CLIENT_SERVER_MODE) não aplica: este worker não pega tarefas "
+    "enquanto a fila os usar. Use os workers nativos (PostgreSQL ou MySQL) ou remova os "
+    "limites com `nsj-queue limit clear`.")
 NOT_IN_TRANSACTION_POOL = (
-    "A fila tem limites de concorrência (nsj-queue limit), que o modo DB_POOL_MODE=transaction "
-    "não aplica (as vagas dos limites são locks de sessão): este worker não pega tarefas "
-    "enquanto houver limites. Use workers com conexão direta (DB_POOL_MODE=session) ou remova "
-    "os limites com `nsj-queue limit clear`.")
+    "A fila tem limites de concorrência (nsj-queue limit) ou tarefas com ordering_key, que o "
+    "modo DB_POOL_MODE=transaction não aplica (as vagas dos limites são locks de sessão): "
+    "este worker não pega tarefas enquanto a fila os usar. Use workers com conexão direta "
+    "(DB_POOL_MODE=session) ou remova os limites com `nsj-queue limit clear`.")
 
 
 def _int32(value: int) -> int:
@@ -66,14 +66,20 @@ def slot_keys(processo: str, maximo: int) -> List[int]:
 
 
 class LimitsHint:
-    """Whether the queue has limits, as its control row said at the last read (one per
-    consumer: its pause gate writes it, its guard reads it)."""
+    """Whether the queue has limits, and whether a producer used ordering keys, as its
+    control row said at the last read (one per consumer: its pause gate writes it, its
+    guard reads it).  `active`: the guard claims with `LimitedClaim`."""
 
     def __init__(self) -> None:
-        self.active = False
+        self.limits = False
+        self.ordering = False
 
-    def note(self, value: Any) -> None:
-        self.active = bool(value)
+    @property
+    def active(self) -> bool:
+        return self.limits or self.ordering
+
+    def note(self, limits: Any, ordering: Any = None) -> None:
+        self.limits, self.ordering = bool(limits), bool(ordering)
 
 
 def _check_processo(processo: Any) -> str:
@@ -155,9 +161,10 @@ class LimitedClaim:
         self.held: Dict[int, Tuple[str, int]] = {}  # task id -> (processo, slot key)
         self.marking: List[int] = []  # ids the last claim tried to mark (their task locks)
 
-    def claim(self, limit: int, batch: bool = False) -> List[dict]:
-        """Up to `limit` due tasks in claim order, each of a processo under its limit, marked
-        'processando' in the caller's open transaction (the caller commits)."""
+    def claim(self, limit: int, batch: bool = False, ordered: bool = False) -> List[dict]:
+        """Up to `limit` due tasks in claim order, each of a processo under its limit (and,
+        `ordered`, the first of its ordering key with none running), marked 'processando'
+        in the caller's open transaction (the caller commits)."""
         limits = {r["processo"]: int(r["maximo"])
                   for r in self.session.fetch_all(self.q["limit_all"])}
         blocked: List[str] = []
@@ -167,7 +174,7 @@ class LimitedClaim:
         try:
             while len(rows) < limit:
                 slot = None
-                row = self._pick(blocked)
+                row = self._pick(blocked, ordered)
                 if row is None:
                     break
                 processo: Optional[str] = row.get("processo")
@@ -203,15 +210,19 @@ class LimitedClaim:
         except Exception as exc:  # the session is gone (its locks with it) or unusable
             logger.debug("Vaga de limite não liberada após erro: %s", exc)
 
-    def _pick(self, blocked: Sequence[str]) -> Optional[dict]:
+    def _pick(self, blocked: Sequence[str], ordered: bool) -> Optional[dict]:
         from nsj_queue_lib.db.repository import _expand_in, _from_json
 
         if self.postgres:
-            return self.session.fetch_one(self.q["limit_pick"], {"blocked": list(blocked)})
+            return self.session.fetch_one(self.q["limit_pick_ordered" if ordered
+                                                 else "limit_pick"],
+                                          {"blocked": list(blocked)})
         best: Optional[dict] = None
         for status in ("pendente", "agendada"):
             params: dict = {"status": status}
             sql = self.q["limit_pick"]
+            if ordered:
+                sql = sql.replace("/*ordered*/", self.q.parts["part_order_check"])
             if blocked:
                 params["blocked"] = list(blocked)
                 sql = sql.replace("/*blocked*/", "AND (t.processo IS NULL OR t.processo "
@@ -285,3 +296,69 @@ class LimitedClaim:
         """A claim that failed: the slots of its tasks (taken, not undone by the rollback)."""
         for task_id in task_ids:
             self.release(task_id)
+
+
+ORDER_SETTLE = 3.0  # seconds: FULL_READ_EVERY of runtime/pause.py plus a margin
+ORDERING_KEY_MAX = 250
+
+
+def check_ordering_key(key: Any, where: str = "") -> str:
+    prefix = f"{where}: " if where else ""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"{prefix}ordering_key deve ser um texto não vazio")
+    if len(key) > ORDERING_KEY_MAX:
+        raise ValueError(f"{prefix}ordering_key tem {len(key)} caracteres; o máximo é "
+                         f"{ORDERING_KEY_MAX}")
+    return key
+
+
+def insert_ordered(session: DbSession, queue_table: str, row: Dict[str, Any]) -> int:
+    """insert_task(ordering_key=...): the task with `row["chave_ordem"]`, in the caller's
+    transaction.  The queue's first ordered insert also sets the control row's flag (the
+    workers then claim order-aware); until every worker has read it (ORDER_SETTLE seconds)
+    the new tasks are not due yet."""
+    import datetime as _dt
+
+    from nsj_queue_lib.db.repository import _utc_naive
+
+    q = Queries(session.dialect, queue_table, filename="limits.sql")
+    state = session.fetch_one(q["order_state"]) or {}
+    if state.get("misto"):
+        raise FeatureUnavailable(
+            "A fila está em modo misto (workers 1.2.2 podem compartilhá-la): a execução "
+            "ordenada (ordering_key) não vale nesse modo, pois um worker 1.2.2 pega tarefas "
+            "sem olhar a ordem. Desligue o modo misto com `nsj-queue compat off` quando não "
+            "houver mais workers 1.2.2.")
+    since = state.get("desde")
+    if since is None:
+        if session.dialect.returning:
+            since = session.fetch_value(q["order_flag_set"])
+        else:
+            session.execute(q["order_flag_set"])
+        if since is None:
+            since = (session.fetch_one(q["order_state"]) or {}).get("desde")
+    params = dict(row)
+    settle = since + _dt.timedelta(seconds=ORDER_SETTLE) if since is not None else None
+    if session.dialect.returning:
+        params["settle"] = settle
+        return int(session.fetch_value(q["task_insert_ordered"], params))
+    params["data_hora"] = _utc_naive(params.get("data_hora"))
+    params["settle"] = _utc_naive(settle)
+    return int(session.insert_lastrowid(q["task_insert_ordered"], params))
+
+
+def ordering_overview(session: DbSession, queue_table: str) -> Optional[Dict[str, int]]:
+    """{"chaves": ordering keys with unfinished tasks, "tarefas": those tasks}; None when
+    the queue has no chave_ordem column (not upgraded) or it cannot be read."""
+    try:
+        row = session.fetch_one(Queries(session.dialect, queue_table,
+                                        filename="limits.sql")["order_overview"]) or {}
+    except Exception as exc:
+        from nsj_queue_lib.exceptions import DatabaseUnavailable
+
+        if isinstance(exc, DatabaseUnavailable):
+            raise
+        if session.in_transaction:
+            session.rollback()
+        return None
+    return {"chaves": int(row.get("chaves") or 0), "tarefas": int(row.get("tarefas") or 0)}

@@ -36,7 +36,7 @@ from nsj_queue_lib.db.queries import raw_queries, read_sql
 
 # Bumped when the declared objects change meaning; the stamp also carries a digest of
 # the source text, so any edit of schema.sql/views.sql is seen by verify.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 VERSION_PREFIX = "nsj_queue_lib schema "
 # Indexes the original 1.2.2 db_gen created (idx_<fila>_...): replaced by the
 # current ones and dropped by upgrade.
@@ -100,7 +100,7 @@ def render(dialect: Dialect, schema: str, fila: str) -> str:
     }
     for ix in ("claim", "due", "running", "data_hora", "chain", "equivalent", "publication",
                "live", "sub", "delivery_sub", "delivery_chain", "delivery_data_hora",
-               "unique"):
+               "unique", "ordem"):
         names[f"ix_{ix}"] = q(object_name("ix", fila, ix))
     return _template(dialect).format(**names)
 

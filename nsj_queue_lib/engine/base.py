@@ -237,8 +237,9 @@ class Capabilities:
     # Running tasks are owned through a lease in their row (DB_POOL_MODE=transaction):
     # the rescue takes expired leases (backend.lease_seconds), not free session locks.
     leases: bool = False
-    # The guard honours the queue's concurrency limits (nsj-queue limit; db/limits.py).
-    # False: a worker of this backend claims nothing while the queue has limits.
+    # The guard honours the queue's concurrency limits (nsj-queue limit) and ordering keys
+    # (db/limits.py).  False: a worker of this backend claims nothing while the queue
+    # uses either.
     concurrency_limits: bool = False
 
 

@@ -252,8 +252,12 @@ class QueueGauges:
         from nsj_queue_lib.db.limits import LimitStore
 
         limits = LimitStore(s, self.settings.queue_table).overview()
+        from nsj_queue_lib.db.limits import ordering_overview
+
+        ordering = ordering_overview(s, self.settings.queue_table)
         return {
             "limits": limits,
+            "ordering": ordering,
             "breakers": breakers,
             "schedules": None if schedules is None else len(schedules["agendamentos"]),
             "schedule_lag": None if schedules is None else schedules["atraso_segundos"],
@@ -335,6 +339,10 @@ class QueueGauges:
                  "Há quantos segundos o horário mais atrasado de uma tarefa periódica espera "
                  "um worker (0 sem atraso)", [(labels, g["schedule_lag"])]),
             ]
+        if g.get("ordering") is not None:
+            out.append(("nsj_queue_ordering_keys", "gauge",
+                        "Chaves de ordem (ordering_key) com tarefas esperando ou em execução",
+                        [(labels, g["ordering"]["chaves"])]))
         if g.get("limits"):
             out += [
                 ("nsj_queue_limit", "gauge",

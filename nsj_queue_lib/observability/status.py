@@ -125,7 +125,11 @@ class StatusReader:
         from nsj_queue_lib.db.limits import LimitStore
 
         limits = LimitStore(s, self.queue_table).overview()
+        from nsj_queue_lib.db.limits import ordering_overview
+
+        ordering = ordering_overview(s, self.queue_table)
         return {
+            "ordenacao": ordering,
             "fila": self.queue_table,
             "banco": self.dialect.name,
             "pausa": {"pausada": pause["pausada"], "motivo": pause["motivo"],
@@ -245,6 +249,10 @@ def render_text(status: Dict[str, Any]) -> str:
         lines.append(f"  Limites de concorrência:    {len(limits)}")
         for r in limits:
             lines.append(f"    {r['processo']}: {r['em_execucao']} de {r['maximo']} em execução")
+    ordering = status.get("ordenacao")
+    if ordering and ordering["chaves"]:
+        lines.append(f"  Execução ordenada:          {ordering['chaves']} chave(s), "
+                     f"{ordering['tarefas']} tarefa(s) esperando ou em execução")
     dead = status["mortas_24h"]
     lines.append(f"  Mortas nas últimas {DEAD_WINDOW_HOURS} h:    {dead['total']}"
                  + (f" ({_fmt_counts(dead['por_status'])})" if dead["total"] else ""))

@@ -70,7 +70,7 @@ class PauseGate:
         except Exception as exc:  # no privilege on the table, odd schema: never block work
             logger.warning("Não foi possível ler a pausa da fila (%s); seguindo sem pausa",
                            str(exc).strip().splitlines()[0] if str(exc).strip() else exc)
-            state = {"pausada": False, "motivo": None, "controle": False}
+            state = {"pausada": False, "motivo": None, "controle": False, "erro": True}
         self._missing = not state["controle"]
         self._seen = bool(state["controle"])
         self._update(bool(state["pausada"]), state.get("motivo"))
@@ -78,7 +78,8 @@ class PauseGate:
             self.fleet.note(state.get("compat_1_2_2"))
         if "agenda_proximo" in state:
             self.schedules.note(state["agenda_proximo"])
-        self.limits.note(state.get("limites"))
+        if not state.get("erro"):  # (a failed read keeps what the last one said)
+            self.limits.note(state.get("limites"), state.get("ordenacao"))
         return self.paused
 
     @property

@@ -43,7 +43,7 @@ def test_db_gen_output_applies_cleanly_to_an_empty_schema(pg_server):
                                                    "fila_gerada_subscriber"]
             cur.execute("SELECT count(*) FROM information_schema.columns "
                         "WHERE table_schema = %s AND table_name = 'fila_gerada'", (schema,))
-            assert cur.fetchone()[0] == 31  # (2.x: + chave_unica; schema 7: the lease columns)
+            assert cur.fetchone()[0] == 32  # (2.x: + chave_unica; 7: the leases; 9: chave_ordem)
             # Storage settings of the queue table (reasons in schema.sql).
             cur.execute("SELECT c.reloptions FROM pg_class c JOIN pg_namespace n "
                         "ON n.oid = c.relnamespace WHERE n.nspname = %s "

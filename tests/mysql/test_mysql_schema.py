@@ -47,7 +47,7 @@ def test_schema_applies_with_the_expected_columns_and_indexes(mariadb_queue):
         " table_schema = %s AND table_name = %s ORDER BY ordinal_position",
         (mariadb_queue.database, mariadb_queue.fila))
     types = {r["c"]: r["t"] for r in cols}
-    assert len(types) == 30  # schema 6: chave_unica and its generated chave_unica_ativa
+    assert len(types) == 31  # schema 6: chave_unica, chave_unica_ativa; schema 9: chave_ordem
     assert types["id"].startswith("bigint")
     assert types["data_hora"] == types["data_hora_inicial"] == "datetime(6)"
     assert types["payload"] == "longtext"

@@ -169,7 +169,7 @@ class MysqlGuard(TaskGuard):
 
     def claim_batch(self, limit: int) -> List[dict]:
         if self.limits.active:
-            return self._limited_claim().claim(limit, batch=True)
+            return self._limited_claim().claim(limit, batch=True, ordered=self.limits.ordering)
         return super().claim_batch(limit)
 
     def _claim_limited(self, limit: int) -> List[dict]:
@@ -178,7 +178,7 @@ class MysqlGuard(TaskGuard):
         session = self.session
         session.begin()
         try:
-            rows = limited.claim(limit)
+            rows = limited.claim(limit, ordered=self.limits.ordering)
             session.commit()
         except BaseException:
             session.rollback()

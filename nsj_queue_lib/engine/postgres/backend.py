@@ -208,7 +208,7 @@ class PgGuard(TaskGuard):
         session = self.repo.session
         session.begin()
         try:
-            rows = self.limited.claim(limit)
+            rows = self.limited.claim(limit, ordered=self.limits.ordering)
             session.commit()
         except BaseException:
             session.rollback()
@@ -219,7 +219,7 @@ class PgGuard(TaskGuard):
     def claim_batch(self, limit: int) -> List[dict]:
         if self._limits_apply():
             assert self.limited is not None
-            return self.limited.claim(limit, batch=True)
+            return self.limited.claim(limit, batch=True, ordered=self.limits.ordering)
         return super().claim_batch(limit)
 
     @property

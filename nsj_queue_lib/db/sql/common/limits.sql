@@ -20,3 +20,9 @@ DELETE FROM {limit_table} WHERE processo = %(processo)s
 -- name: limit_running
 -- Tasks of a processo 'processando' now (nsj-queue limit set tells when above the limit).
 SELECT count(*) FROM {table} WHERE status = 'processando' AND processo = %(processo)s
+
+-- name: order_overview
+-- Ordered execution for status, dashboard and metrics: keys with unfinished tasks (ix_ordem).
+SELECT count(DISTINCT chave_ordem) AS chaves, count(*) AS tarefas
+  FROM {table}
+ WHERE chave_ordem IS NOT NULL AND status IN ('pendente', 'agendada', 'processando')

@@ -62,18 +62,19 @@ INSERT INTO {table} (id_inicial, data_hora_inicial, data_hora, origem, destino, 
                      chave_externa, tentativa, status, id_anterior, data_hora_anterior,
                      status_anterior, mensagem_anterior, tenant, grupo_empresarial, payload_hash,
                      pub_sub, publication_id, subscriber_id, dead, live_id, prioridade,
-                     chave_unica)
+                     chave_unica, chave_ordem)
 SELECT coalesce(t.id_inicial, t.id), t.data_hora_inicial, t.proxima_tentativa, t.origem,
        t.destino, t.processo, t.chave_externa, t.tentativa + 1, 'agendada', t.id, t.data_hora,
        t.status, t.mensagem, t.tenant, t.grupo_empresarial, t.payload_hash,
        t.pub_sub, t.publication_id, t.subscriber_id, t.dead, t.live_id, t.prioridade,
-       t.chave_unica
+       t.chave_unica, t.chave_ordem
   FROM {table} t
  WHERE t.id = %(id)s
 {returning_id}
 
 -- name: task_insert_dead
--- (without chave_unica: a dead letter is the end of the keyed task, it frees the key)
+-- (without chave_unica nor chave_ordem: a dead letter is the end of the keyed task, it
+-- frees both keys)
 INSERT INTO {table} (origem, destino, processo, chave_externa, tentativa, status, payload,
                      payload_hash, tenant, grupo_empresarial, pub_sub, publication_id,
                      subscriber_id, dead, live_id, prioridade)

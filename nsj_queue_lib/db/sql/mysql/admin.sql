@@ -7,12 +7,14 @@
 
 -- name: queue_pause_get
 -- (no mixed-fleet mode on MySQL: 1.2.2 never ran natively here).  The next schedule slot
--- is row id = 3 (scheduling/hint.py), the concurrency limits' flag row id = 4
+-- is row id = 3 (scheduling/hint.py), the concurrency limits' flag row id = 4, the
+-- ordering keys' row id = 5
 -- (db/limits.py); one row even without row id = 1 (never paused).
 SELECT c.pausada, c.motivo, c.alterado_por, c.alterado_em, NULL AS compat_1_2_2,
        NULL AS compat_alterado_em, NULL AS compat_alterado_por,
        (SELECT alterado_em FROM {control_table} WHERE id = 3) AS agenda_proximo,
-       (SELECT pausada FROM {control_table} WHERE id = 4) AS limites
+       (SELECT pausada FROM {control_table} WHERE id = 4) AS limites,
+       (SELECT pausada FROM {control_table} WHERE id = 5) AS ordenacao
   FROM (SELECT 1 AS um) o
   LEFT JOIN {control_table} c ON c.id = 1
 

@@ -18,10 +18,11 @@ ON DUPLICATE KEY UPDATE pausada = VALUES(pausada), alterado_em = VALUES(alterado
 -- See sql/postgres/limits.sql, for one waiting status (%(status)s) at a time: one ordered
 -- range of ix_claim, so that the locking read stops at its first row (with both statuses
 -- the sort would read, and lock, every due row).  /*blocked*/ becomes nothing or the
--- repository's "AND (t.processo IS NULL OR t.processo NOT IN (...))".
+-- repository's "AND (t.processo IS NULL OR t.processo NOT IN (...))"; /*ordered*/ nothing
+-- or part_order_check (see limit_pick_ordered in sql/postgres/limits.sql).
 SELECT {tarefa_json}
   FROM {table} t
- WHERE t.status = %(status)s AND t.data_hora <= UTC_TIMESTAMP(6) /*blocked*/
+ WHERE t.status = %(status)s AND t.data_hora <= UTC_TIMESTAMP(6) /*blocked*/ /*ordered*/
  ORDER BY t.prioridade DESC, t.data_hora, t.id
  LIMIT 1
    FOR UPDATE SKIP LOCKED
@@ -39,3 +40,30 @@ UPDATE {table}
 UPDATE {table}
    SET status = 'processando'
  WHERE id = %(id)s AND status IN ('pendente', 'agendada')
+
+-- name: part_order_check
+AND (t.chave_ordem IS NULL OR NOT EXISTS (
+     SELECT 1 FROM {table} o
+      WHERE o.chave_ordem = t.chave_ordem AND o.id <> t.id
+        AND o.status IN ('pendente', 'agendada', 'processando')
+        AND (o.status = 'processando'
+             OR coalesce(o.id_inicial, o.id) < coalesce(t.id_inicial, t.id))))
+
+-- name: order_state
+SELECT FALSE AS misto, (SELECT alterado_em FROM {control_table} WHERE id = 5) AS desde
+
+-- name: order_flag_set
+-- The first ordered insert: the control table's row id = 5 (its time is alterado_em).
+INSERT INTO {control_table} (id, pausada, motivo, alterado_em)
+VALUES (5, TRUE, 'ordem', UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE id = id
+
+-- name: task_insert_ordered
+-- See sql/postgres/limits.sql.
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial,
+                     chave_ordem)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        GREATEST(coalesce(%(data_hora)s, UTC_TIMESTAMP(6)), %(settle)s),
+        coalesce(%(data_hora)s, UTC_TIMESTAMP(6)), %(chave_ordem)s)

@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS {table} (
     -- index; a unique index ignores NULLs).  See sql/postgres/schema.sql.
     chave_unica_ativa VARCHAR(250) AS (CASE WHEN status IN ('pendente', 'agendada',
         'processando') THEN chave_unica END) STORED,
+    -- Ordered execution (insert_task(ordering_key=...)): see sql/postgres/schema.sql; the
+    -- control table's row id = 5 (pausada = TRUE) says a producer used it.
+    chave_ordem VARCHAR(250) NULL,
     -- Claim (native SKIP LOCKED and client/server candidates): one index range per waiting
     -- status, already in claim order.
     KEY {ix_claim} (status, prioridade DESC, data_hora, id),
@@ -66,7 +69,8 @@ CREATE TABLE IF NOT EXISTS {table} (
     -- Monitoring: fan-out and dead letters.
     KEY {ix_publication} (publication_id),
     KEY {ix_live} (live_id),
-    UNIQUE KEY {ix_unique} (chave_unica_ativa)
+    UNIQUE KEY {ix_unique} (chave_unica_ativa),
+    KEY {ix_ordem} (chave_ordem, status)
 ) DEFAULT CHARSET = utf8mb4;
 
 CREATE TABLE IF NOT EXISTS {sub_table} (

@@ -16,7 +16,8 @@ SELECT c.pausada, c.motivo, c.alterado_por, c.alterado_em,
        (to_jsonb(c) ->> 'compat_alterado_em')::timestamptz AS compat_alterado_em,
        to_jsonb(c) ->> 'compat_alterado_por' AS compat_alterado_por,
        (to_jsonb(c) ->> 'agenda_proximo')::timestamptz AS agenda_proximo,
-       (to_jsonb(c) ->> 'limites')::boolean AS limites
+       (to_jsonb(c) ->> 'limites')::boolean AS limites,
+       (to_jsonb(c) ->> 'ordenacao_desde') IS NOT NULL AS ordenacao
   FROM {control_table} c
  WHERE c.id = 1
 

@@ -58,3 +58,47 @@ UPDATE {table} t
          ((t.id & 4294967295) - CASE WHEN (t.id & 4294967295) >= 2147483648
                                      THEN 4294967296 ELSE 0 END)::int4)
 RETURNING {tarefa_cols}
+
+-- name: limit_pick_ordered
+-- limit_pick once a producer used ordering keys: a task whose key has a running task, or a
+-- waiting one first inserted before it (its chain's root id: a retry keeps its place), is
+-- not taken.  Read with the statement's snapshot: an earlier task of the key is always
+-- seen waiting or running until its success (or dead letter) commits.
+SELECT c.id, c.processo
+  FROM {table} c
+ WHERE c.status IN ('pendente', 'agendada') AND c.data_hora <= now()
+   AND (c.processo IS NULL OR c.processo <> ALL(%(blocked)s::varchar[]))
+   AND (c.chave_ordem IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {table} o
+         WHERE o.chave_ordem = c.chave_ordem AND o.id <> c.id
+           AND o.status IN ('pendente', 'agendada', 'processando')
+           AND (o.status = 'processando'
+                OR coalesce(o.id_inicial, o.id) < coalesce(c.id_inicial, c.id))))
+ ORDER BY c.prioridade DESC, c.data_hora, c.id
+ LIMIT 1
+   FOR UPDATE SKIP LOCKED
+
+-- name: order_state
+-- Ordered insert: the mixed-fleet mode (refused) and when ordering keys were first used.
+SELECT coalesce((SELECT compat_1_2_2 FROM {control_table} WHERE id = 1), TRUE) AS misto,
+       (SELECT (to_jsonb(c) ->> 'ordenacao_desde')::timestamptz
+          FROM {control_table} c WHERE c.id = 1) AS desde
+
+-- name: order_flag_set
+-- The first ordered insert of the queue, in the producer's transaction.
+UPDATE {control_table} SET ordenacao_desde = now()
+ WHERE id = 1 AND ordenacao_desde IS NULL
+RETURNING ordenacao_desde
+
+-- name: task_insert_ordered
+-- task_insert with an ordering key; due no earlier than %(settle)s (the flag's time plus
+-- the workers' longest read interval: no worker still claiming without the ordering check
+-- sees it).
+INSERT INTO {table} (origem, destino, processo, chave_externa, payload, payload_hash,
+                     tenant, grupo_empresarial, pub_sub, prioridade, data_hora, data_hora_inicial,
+                     chave_ordem)
+VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %(payload_hash)s,
+        %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
+        greatest(coalesce(%(data_hora)s::timestamptz, now()), %(settle)s::timestamptz),
+        coalesce(%(data_hora)s::timestamptz, now()), %(chave_ordem)s)
+RETURNING id
