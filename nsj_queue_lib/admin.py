@@ -233,7 +233,7 @@ class QueueAdmin:
                 notify_server(self.settings)
             except Exception as exc:  # the task is due anyway: the next poll finds it
                 logger.warning("Aviso aos workers não enviado: %s", exc)
-        elif self.dialect.name == "postgres":
+        elif self.dialect.listen_notify:
             self.session.execute("SELECT pg_notify(%(channel)s, '')",
                                  {"channel": self._channel()})
 
@@ -392,7 +392,7 @@ class QueueAdmin:
         value (no row, or a schema before this version): mixed-fleet then."""
         from nsj_queue_lib.compat.coexistence import read_signs
 
-        state: Dict[str, Any] = {"aplica": self.dialect.name == "postgres", "misto": False,
+        state: Dict[str, Any] = {"aplica": self.dialect.mixed_fleet, "misto": False,
                                  "gravado": None, "alterado_em": None, "alterado_por": None,
                                  "sinais": [], "ocultas": 0}
         if not state["aplica"]:
@@ -408,7 +408,7 @@ class QueueAdmin:
         return state
 
     def _write_compat(self, mixed: bool, por: Optional[str]) -> None:
-        if self.dialect.name != "postgres":
+        if not self.dialect.mixed_fleet:
             raise ConfigError("O modo de frota mista com a 1.2.2 só existe no PostgreSQL (a "
                               "1.2.2 não roda nativamente no MySQL)")
         *schema, table = self.control_table.split(".")
@@ -438,7 +438,7 @@ class QueueAdmin:
         from nsj_queue_lib.compat.coexistence import read_signs
 
         signs = (read_signs(self.session, self.queue_table, self._channel())
-                 if self.dialect.name == "postgres" else None)
+                 if self.dialect.mixed_fleet else None)
         seen = signs.describe() if signs is not None else []
         if signs is not None and signs.hidden:
             seen.append(signs.hidden_text())
@@ -459,8 +459,10 @@ class QueueAdmin:
         QUEUE_NAME (at commit, in a caller's transaction); client/server: through the
         server; MySQL native: the request is written to the control table and the
         workers see it within about a second."""
-        mysql = self.dialect.name == "mysql"
-        if mysql and not (self.settings is not None and self.settings.client_server_mode):
+        # without LISTEN/NOTIFY (MySQL native) the workers read the request from the
+        # control row
+        by_row = not self.dialect.listen_notify
+        if by_row and not (self.settings is not None and self.settings.client_server_mode):
             self.control.request_halt(truncate_message(por, 150) if por else None)
         elif self.settings is None:
             raise ConfigError("halt() precisa das configurações dos workers (QUEUE_NAME e, no "

@@ -24,6 +24,8 @@ from nsj_queue_lib.text import one_line
 logger = logging.getLogger(__name__)
 
 DRIVERS = ("POSTGRES", "MYSQL", "SINGLE_STORE")
+# The SQL dialect of each DB_DRIVER (db/dialect.py's names: identifier rules, SQL files).
+DIALECT_OF_DRIVER = {"POSTGRES": "postgres", "MYSQL": "mysql", "SINGLE_STORE": "mysql"}
 MYSQL_DRIVERS = ("auto", "pymysql", "mysqlclient")  # nsj_queue_lib.db.mysql_driver
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _EVERY_5 = "0,5,10,15,20,25,30,35,40,45,50,55"
@@ -438,7 +440,7 @@ class Settings:
         problems.extend(_breaker_problems(values))
         problems.extend(_pool_problems(values))
         if not problems:
-            dialect_name = "postgres" if values.get("db_driver") == "POSTGRES" else "mysql"
+            dialect_name = DIALECT_OF_DRIVER[values.get("db_driver") or "POSTGRES"]
             for key, (var_name, is_table) in _RESOLVED.items():
                 if values.get(key):
                     resolve = validate_table_name if is_table else validate_identifier
@@ -480,6 +482,11 @@ class Settings:
     @property
     def is_mysql(self) -> bool:
         return self.db_driver in ("MYSQL", "SINGLE_STORE")
+
+    @property
+    def dialect_name(self) -> str:
+        """The SQL dialect of DB_DRIVER ("postgres" or "mysql": db/dialect.py's names)."""
+        return DIALECT_OF_DRIVER[self.db_driver]
 
     def replace(self, **changes: Any) -> Settings:
         from dataclasses import replace

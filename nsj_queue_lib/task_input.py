@@ -274,7 +274,8 @@ class SizeRule:
 
     def __init__(self, session: Any) -> None:
         self._session = session
-        self.postgres = session.dialect.name == "postgres"
+        # max_allowed_packet bounds a statement (MySQL); else the largest text literal
+        self.packet_limit = session.dialect.packet_limit
         self._limit: Optional[int] = None
         self._read = False
 
@@ -290,7 +291,7 @@ class SizeRule:
         """PayloadTooLarge when `row` alone (of estimated `size`) exceeds the server."""
         prefix = f"{where}: " if where else ""
         statement = STATEMENT_OVERHEAD + size
-        if self.postgres:
+        if not self.packet_limit:
             payload = row.get("payload")
             n = utf8_size(payload) if isinstance(payload, str) else 0
             if n > PG_LITERAL_MAX:
@@ -318,7 +319,7 @@ class SizeRule:
         """Consecutive ranges of rows, each sent as one statement within the server's
         limit (and at most `max_rows` rows); a row that fits alone is never refused."""
         total = STATEMENT_OVERHEAD + sum(sizes)
-        if self.postgres:
+        if not self.packet_limit:
             budget: Optional[int] = PG_BATCH_BUDGET
         else:
             budget = self._mysql_limit(total)

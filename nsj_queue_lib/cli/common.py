@@ -177,7 +177,7 @@ def queue_settings(args: argparse.Namespace) -> Any:
     table = getattr(args, "tabela", None)
     if table:
         settings = settings.replace(queue_table=validate_table_name(
-            table, "--tabela", "postgres" if settings.db_driver == "POSTGRES" else "mysql"))
+            table, "--tabela", settings.dialect_name))
     if not settings.queue_table:
         raise ConfigError("Configuração inválida: variável QUEUE_TABLE não definida "
                           "(ou use --tabela)")

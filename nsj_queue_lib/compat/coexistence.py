@@ -73,7 +73,7 @@ class LegacySigns:
 
 def read_signs(session: Any, queue_table: str, channel: str) -> LegacySigns:
     """Look for 1.2.2 workers of `queue_table` (LISTEN channel `channel`) on `session`."""
-    if session.dialect.name != "postgres":
+    if not session.dialect.mixed_fleet:
         return LegacySigns()
     row = session.fetch_one(Queries(session.dialect, queue_table)["compat_evidence"],
                             {"channel": channel}) or {}
@@ -104,7 +104,7 @@ class CompatWatch:
 
     def run_slot(self, session: Any, busy: Collection[int] = ()) -> None:
         settings, mode = self.settings, self.mode
-        if session.dialect.name != "postgres":
+        if not session.dialect.mixed_fleet:
             return
         if mode.possible:
             mode.note(read_stored_mode(session, settings.queue_table))

@@ -121,7 +121,7 @@ class DashboardData:
                     "fila": table, "contagens": counts, "ultima_hora": minutes,
                     "mais_antiga_devida": oldest, "mortas": dead, "pausa": pause,
                     # the mixed-fleet mode with 1.2.2, from the same control row
-                    "frota_mista": fleet_state(s.dialect.name, pause),
+                    "frota_mista": fleet_state(s.dialect, pause),
                     "agora": s.fetch_value(q["dash_now"])}
 
         return self._run(read)

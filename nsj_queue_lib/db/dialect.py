@@ -43,11 +43,34 @@ DIALECT_WORDS: Dict[str, Dict[str, str]] = {
 class Dialect:
     """What differs between databases, as named capabilities instead of scattered ifs."""
 
-    name: str  # "postgres" or "mysql": also the folder of its SQL files
+    name: str  # "postgres" or "mysql": the folder of its SQL files (never compared)
     quote_char: str
     returning: bool  # INSERT/UPDATE ... RETURNING
     listen_notify: bool  # LISTEN/NOTIFY and the notify-on-insert trigger
     advisory_locks: bool  # session advisory locks usable inside SQL
+    # nsj-queue-lib 1.2.2 workers may share the queue (1.2.2 runs on PostgreSQL only): the
+    # mixed-fleet mode, its column in the control row and the look for 1.2.2 sessions
+    mixed_fleet: bool
+    # a list parameter is bound as one array (= ANY(%(ids)s), unnest(...)); else the
+    # repository writes one placeholder per item (IN (...), multi-row VALUES)
+    array_params: bool
+    # the driver answers which rows lock how without asking the server: SKIP LOCKED always
+    # (else db/server.py reads the server's version)
+    skip_locked_always: bool
+    # a deadlock rolls the whole transaction back while the client, whose error answer
+    # carries no status, still believes it open (InnoDB): a statement after it tells
+    silent_rollback: bool
+    # SAVEPOINT x replaces an earlier savepoint of the same name (MySQL); on PostgreSQL
+    # they stack, so the earlier one is released first
+    savepoint_replaces: bool
+    # the default isolation's locking range reads lock index gaps (InnoDB at REPEATABLE
+    # READ): batch claims switch the session to READ COMMITTED
+    gap_locks: bool
+    # a statement's size is bounded by the server's max_allowed_packet (MySQL); on
+    # PostgreSQL by the largest text literal (task_input.SizeRule)
+    packet_limit: bool
+    # an unquoted identifier is stored in lower case (PostgreSQL; db/identifiers.py)
+    folds_lower: bool
 
     @property
     def words(self) -> Dict[str, str]:
@@ -64,12 +87,23 @@ class Dialect:
         return ".".join(self.quote(part) for part in name.split("."))
 
 
-POSTGRES = Dialect("postgres", '"', returning=True, listen_notify=True, advisory_locks=True)
-MYSQL = Dialect("mysql", "`", returning=False, listen_notify=False, advisory_locks=False)
+POSTGRES = Dialect("postgres", '"', returning=True, listen_notify=True, advisory_locks=True,
+                   mixed_fleet=True, array_params=True, skip_locked_always=True,
+                   silent_rollback=False,
+                   savepoint_replaces=False, gap_locks=False, packet_limit=False,
+                   folds_lower=True)
+MYSQL = Dialect("mysql", "`", returning=False, listen_notify=False, advisory_locks=False,
+                mixed_fleet=False, array_params=False, skip_locked_always=False,
+                silent_rollback=True,
+                savepoint_replaces=True, gap_locks=True, packet_limit=True,
+                folds_lower=False)
+# By name (db/identifiers.py's rules take the name: config resolves names with them).
+DIALECTS = {d.name: d for d in (POSTGRES, MYSQL)}
 
 
 def dialect_for_driver(driver: str) -> Dialect:
-    """Dialect of a DB_DRIVER value (POSTGRES, MYSQL, SINGLE_STORE)."""
+    """Dialect of a DB_DRIVER value (POSTGRES, MYSQL, SINGLE_STORE).  (The one place a
+    driver name is compared: it is what picks the dialect object.)"""
     if driver == "POSTGRES":
         return POSTGRES
     if driver in ("MYSQL", "SINGLE_STORE"):

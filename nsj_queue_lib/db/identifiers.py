@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import List, Tuple
 
+from nsj_queue_lib.db.dialect import DIALECTS
 from nsj_queue_lib.exceptions import ConfigError
 
 MAX_IDENT_BYTES = 63  # PostgreSQL NAMEDATALEN - 1 (MySQL allows 64)
@@ -38,7 +39,8 @@ def resolve_identifier(text: str, what: str, dialect_name: str = "postgres") -> 
         raise ConfigError(f"{what}: identificador vazio.")
     if _CONTROL.search(text):
         raise _fail(what, text, "contém caracteres de controle, como quebra de linha")
-    quote = '"' if dialect_name == "postgres" else "`"
+    dialect = DIALECTS[dialect_name]
+    quote = dialect.quote_char
     if len(text) >= 2 and text[0] == text[-1] and text[0] in ('"', "`"):
         if text[0] != quote:
             raise _fail(what, text, f"neste banco as aspas de identificador são {quote}")
@@ -46,7 +48,7 @@ def resolve_identifier(text: str, what: str, dialect_name: str = "postgres") -> 
         if not name or _QUOTED_BAD.search(name):
             raise _fail(what, text, "entre aspas, use caracteres visíveis sem aspas nem ponto")
     elif _UNQUOTED.match(text):
-        name = text.lower() if dialect_name == "postgres" else text
+        name = text.lower() if dialect.folds_lower else text
     else:
         raise _fail(what, text, "sem aspas, use letras, dígitos e '_', começando por letra "
                                 "ou '_'")
@@ -96,10 +98,11 @@ def split_table(name: str) -> Tuple[str, str]:
 def display(name: str, dialect_name: str = "postgres") -> str:
     """A resolved (possibly qualified) name written as SQL for messages: parts that
     would not read back the same unquoted are quoted (PostgreSQL: not lower case)."""
-    q = '"' if dialect_name == "postgres" else "`"
+    dialect = DIALECTS[dialect_name]
+    q = dialect.quote_char
 
     def part(p: str) -> str:
-        plain = _UNQUOTED.match(p) and (dialect_name != "postgres" or p == p.lower())
+        plain = _UNQUOTED.match(p) and (not dialect.folds_lower or p == p.lower())
         return p if plain else f"{q}{p}{q}"
 
     return ".".join(part(p) for p in name.split("."))

@@ -160,7 +160,7 @@ class TaskRepository:
         self.session = session
         self.queue_table = queue_table
         self.fleet = legacy if isinstance(legacy, FleetMode) else FleetMode.fixed(legacy)
-        self._postgres = session.dialect.name == "postgres"
+        self._mixed_fleet = session.dialect.mixed_fleet
         self.dialect = session.dialect
         self.q = Queries(session.dialect, queue_table, subscriber_table)
         self._step: Optional[int] = None  # MySQL auto_increment_increment, read once
@@ -170,9 +170,10 @@ class TaskRepository:
         self._claim_probe: Optional[Tuple[Optional[float]]] = None
         self._claim_besides: Optional[Tuple[Optional[float]]] = None
         # PostgreSQL: where this session's claims and idle probes start reading
-        # (db/claim_position.py); MySQL's claim is another module's.
+        # (db/claim_position.py), for the claims that read from one (part_claim_pick);
+        # MySQL's claim is another module's.
         self.position: Optional[ClaimPosition] = (
-            ClaimPosition() if session.dialect.name == "postgres" else None)
+            ClaimPosition() if "part_claim_pick" in self.q.parts else None)
         # PostgreSQL: whether a claim that holds no listener turn must also answer the idle
         # probe when it finds nothing (take_empty_claim_due).  The consumer clears it when
         # it waits with the listener turn (its claims outside the turn never read that
@@ -187,7 +188,7 @@ class TaskRepository:
     def legacy(self) -> bool:
         """Mixed-fleet mode now (PostgreSQL): 1.2.2's keys are held too.  Never read yet
         (no claim of a worker did; in-process tools): read once on this session."""
-        if not self._postgres:
+        if not self._mixed_fleet:
             return False
         if self.fleet.unread:
             self.fleet.note(read_stored_mode(self.session, self.queue_table))
@@ -232,7 +233,7 @@ class TaskRepository:
     def task_insert_many(self, rows: Sequence[dict]) -> List[int]:
         if not rows:
             return []
-        if self.dialect.name == "postgres":
+        if self.dialect.array_params:
             columns = {key: [row[key] for row in rows] for key in _BULK_COLUMNS}
             return [r["id"] for r in self.session.fetch_all(self.q["task_insert_many"], columns)]
         return self._insert_many_mysql(rows)
@@ -263,7 +264,7 @@ class TaskRepository:
 
     def task_list_equivalent(self, **params: Any) -> List[dict]:
         sql = self.q["task_list_equivalent"]
-        if self.dialect.name == "postgres":
+        if self.dialect.array_params:
             params["status"] = list(params["status"])
         else:
             sql = _expand_in(sql, params, "status")
@@ -455,7 +456,7 @@ class TaskRepository:
         claim order (priority, then age, then id).  PostgreSQL: one statement (with
         transaction-level advisory locks); MySQL: the rows locked with SKIP LOCKED, then
         marked 'processando' (two statements, no named locks)."""
-        if self.dialect.name != "postgres":
+        if not self.dialect.advisory_locks:  # (PostgreSQL's claim takes them in its SQL)
             rows = self.task_claim_skip_locked(limit, max(16, 4 * limit))
             if rows:
                 params: dict = {"ids": [r["id"] for r in rows]}
@@ -535,7 +536,7 @@ class TaskRepository:
         """Client/server: the rows of `ids` still waiting, row-locked (in a transaction),
         as `tarefa` dicts."""
         params: dict = {"ids": list(ids)}
-        if self.dialect.name == "postgres":
+        if self.dialect.array_params:  # (else the rows come as JSON: sql/mysql)
             return [_normalize(r) for r in self.session.fetch_all(self.q["task_lock_waiting"],
                                                                   params)]
         sql = _expand_in(self.q["task_lock_waiting"], params, "ids")
@@ -546,7 +547,7 @@ class TaskRepository:
         (locked by task_lock_waiting) in one statement; rows changed (both)."""
         params: dict = {"id": task_id, "mensagem": self._message(mensagem),
                         "ids": [task_id, *ids]}
-        if self.dialect.name == "postgres":
+        if self.dialect.array_params:
             return self.session.execute(self.q["task_finish_mark"], params)
         return self.session.execute(_expand_in(self.q["task_finish_mark"], params, "ids"),
                                     params)
@@ -620,7 +621,7 @@ class TaskRepository:
         if not ids:
             return 0
         texts = [self._message(m) for m in mensagens]
-        if self.dialect.name == "postgres":
+        if self.dialect.array_params:
             return self.session.execute(self.q["task_finish_many"],
                                         {"ids": list(ids), "mensagens": texts})
         params: dict = {}

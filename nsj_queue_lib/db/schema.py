@@ -473,6 +473,7 @@ def _col_text(spec: dict) -> str:
 def _inspect(conn: Any, dialect: Dialect, schema: str, fila: str
              ) -> Tuple[_Snapshot, _Snapshot, str, str]:
     schema, fila = resolve_names(dialect, schema, fila)
+    # (a dialect branch kept in db/: each database's catalog is read by its own code)
     if dialect is MYSQL:
         expected, actual = _mysql_inspect(conn, schema, fila)
         return expected, actual, schema, fila
@@ -503,6 +504,8 @@ def upgrade_statements(conn: Any, dialect: Dialect, schema: str, fila: str) -> L
     diffs, _ = _compare(expected, actual, fila_r)
     if not diffs:
         return []
+    # (a dialect branch kept in db/: MySQL's upgrade is ALTER TABLE of its own DDL, see
+    # _mysql_upgrade; PostgreSQL's below builds indexes CONCURRENTLY)
     if dialect is MYSQL:
         return _mysql_upgrade(diffs, expected, actual, schema_r, fila_r)
     q = dialect.quote
@@ -681,6 +684,7 @@ def apply_statements(conn: Any, statements: List[str]) -> None:
 def apply(conn: Any, dialect: Dialect, schema: str, fila: str) -> None:
     """Create the queue's objects that do not exist yet (the idempotent DDL of `render`)."""
     stmts = split_statements(render(dialect, schema, fila))
+    # (a dialect branch kept in db/: PostgreSQL's DDL runs in autocommit, below)
     if dialect is MYSQL:
         apply_statements(conn, stmts)
         return

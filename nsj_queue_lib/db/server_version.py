@@ -79,7 +79,7 @@ def session_row_lock_mode(session: DbSession, singlestore: bool = False) -> str:
     DB_DRIVER=SINGLE_STORE (else asked of the server)."""
     mode = session.server.get(_MODE)
     if mode is None:
-        if session.dialect.name == "postgres":
+        if session.dialect.skip_locked_always:
             mode = SKIP_LOCKED
         else:
             version = str(session.fetch_value("SELECT VERSION()") or "")

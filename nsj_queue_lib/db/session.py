@@ -27,7 +27,7 @@ from typing import (
 
 from nsj_queue_lib.config import Settings
 from nsj_queue_lib.db import mysql_driver
-from nsj_queue_lib.db.dialect import Dialect, detect_dialect, dialect_for_driver
+from nsj_queue_lib.db.dialect import MYSQL, POSTGRES, Dialect, detect_dialect, dialect_for_driver
 from nsj_queue_lib.exceptions import ConfigError, DatabaseRefused, DatabaseUnavailable
 from nsj_queue_lib.task_input import PayloadTooLarge
 from nsj_queue_lib.text import one_line
@@ -310,7 +310,20 @@ class CommitRider:
 
 
 class DbSession:
-    """Owns one connection: runs named statements and explicit transactions."""
+    """Owns one connection: runs named statements and explicit transactions.
+
+    `DbSession(conn, dialect)` makes the dialect's subclass (PostgresSession,
+    MysqlSession): what differs between the databases' sessions (prepared statements,
+    the transaction status the driver shows, the COMMIT rider) lives there, so no caller
+    and no method here branches on the dialect."""
+
+    KEEP_CURSOR = False  # one cursor kept for the queue's own statements (see _run)
+    COMMIT_RIDER = False  # statements sent in one message with the COMMIT (send_with_commit)
+
+    def __new__(cls, conn: Any, dialect: Optional[Dialect] = None) -> DbSession:
+        if cls is DbSession:
+            cls = _SESSION_CLASSES[dialect or detect_dialect(conn)]
+        return super().__new__(cls)
 
     def __init__(self, conn: Any, dialect: Optional[Dialect] = None) -> None:
         self.conn = conn
@@ -334,7 +347,7 @@ class DbSession:
         # connection of the pooler only); the statements are sent as text every time
         self.unprepared = False
         self.server: Dict[str, Any] = {}  # facts about the server, read once (db/server_version.py)
-        self._keep = self.dialect.name == "postgres"  # _run(keep=...) for the queue's own
+        self._keep = self.KEEP_CURSOR  # _run(keep=...) for the queue's own
         self._kept_cursor: Any = None
 
     @classmethod
@@ -450,120 +463,16 @@ class DbSession:
         return self._run_prepared(name, sql, params, "none")
 
     def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
-        if self.dialect.name == "mysql":
-            return self._run_prepared_mariadb(name, sql, params, fetch)
-        if self.unprepared:
-            return self._run(sql, params, fetch)
-        if name not in self._prepared:
-            self._prepare(name, sql)
-        text, args = self._execute_text(name, params)
-        return self._run(text, args, fetch, True)
-
-    def _prepare(self, name: str, sql: str) -> None:
-        """PostgreSQL: PREPARE `name` (the last statement of `sql`) and build its EXECUTE."""
-        *before, main = [part for part in sql.split(";\n") if part.strip()]
-        order: List[str] = []
-
-        def positional(match: Any) -> str:
-            key = match.group(1)
-            if key not in order:
-                order.append(key)
-            return f"${order.index(key) + 1}"
-
-        self.execute(f"PREPARE {name} AS " + _NAMED_PARAM.sub(positional, main))
-        self._prepared[name] = order
-        prefix = "".join(f"{stmt.strip()}; " for stmt in before)
-        # (a name always stands for the same text: built once, like the PREPARE)
-        self._calls[name] = f"{prefix}EXECUTE {name}(" if order else f"{prefix}EXECUTE {name}"
+        """`sql` through the server-side prepared statement `name` (per dialect)."""
+        raise NotImplementedError
 
     def prepare(self, name: str, sql: str) -> None:
-        """PostgreSQL: PREPARE `name` now if not yet (also inside a transaction: a
-        prepared statement outlives the transaction's rollback)."""
-        if self.dialect.name == "postgres" and name not in self._prepared and not self.unprepared:
-            self._prepare(name, sql)
+        """PostgreSQL: PREPARE `name` now if not yet (PostgresSession); nothing elsewhere."""
 
     def prepared_text(self, name: str, params: Mapping[str, Any]) -> Optional[Tuple[str, tuple]]:
-        """PostgreSQL: (EXECUTE text, the arguments psycopg2 still binds) of the prepared
-        statement `name` with `params`, for `send_with_commit`; None when `name` is not
-        prepared on this session yet (nothing is sent here)."""
-        if self.dialect.name != "postgres" or name not in self._prepared:
-            return None
-        return self._execute_text(name, params)
-
-    def _execute_text(self, name: str, params: Mapping[str, Any]) -> Tuple[str, tuple]:
-        order = self._prepared[name]
-        if not order:
-            return self._calls[name], ()
-        # The arguments psycopg2 would adapt one by one (an adapter object per value, ~9k
-        # instructions per int) written in here as the very text it makes of them: int
-        # as str() (a space before a minus), None as NULL, bool as true/false; any other
-        # value stays a %s for psycopg2.  The query sent is byte for byte the same.
-        texts: List[str] = []
-        rest: List[Any] = []
-        for key in order:
-            value = params[key]
-            kind = type(value)
-            if kind is int:
-                texts.append(f" {value}" if value < 0 else str(value))
-            elif value is None:
-                texts.append("NULL")
-            elif kind is bool:
-                texts.append("true" if value else "false")
-            else:
-                texts.append("%s")
-                rest.append(value)
-        return self._calls[name] + ", ".join(texts) + ")", tuple(rest)
-
-    def _is_mariadb(self) -> bool:
-        """MariaDB, from the connection's handshake (no statement); asked once."""
-        if self._mariadb is None:
-            version = getattr(self.conn, "server_version", None)  # pymysql
-            if version is None and hasattr(self.conn, "get_server_info"):  # mysqlclient
-                version = self.conn.get_server_info()
-            self._mariadb = "mariadb" in str(version or "").lower()
-        return self._mariadb
-
-    def _run_prepared_mariadb(self, name: str, sql: str, params: Mapping[str, Any],
-                              fetch: str, again: bool = True) -> Any:
-        """MariaDB: PREPARE once per connection (`?` for each %(name)s, in order), then
-        EXECUTE ... USING the values, bound by the driver as literals.  The statement's
-        text is parsed once instead of at every call (the native claim: about a third
-        of its server CPU)."""
-        if not self._is_mariadb():
-            return self._run(sql, params, fetch)
-        order = self._prepared.get(name)
-        if order is None:
-            if self._unpreparable:
-                return self._run(sql, params, fetch)
-            order = _NAMED_PARAM.findall(sql)
-            text = _NAMED_PARAM.sub("?", sql).replace("%%", "%")
-            try:
-                self.execute(f"PREPARE {name} FROM %(nsjq_text)s", {"nsjq_text": text})
-            except Exception as exc:
-                if mysql_driver.error_code(exc) != 1461:  # ER_MAX_PREPARED_STMT_COUNT_REACHED
-                    raise
-                # The server's prepared statements are all taken (other applications, a
-                # low max_prepared_stmt_count): the same statement as text, values bound
-                # by the driver.  A failed PREPARE leaves the transaction as it was.
-                self._unpreparable = True
-                logger.warning("MariaDB recusou o PREPARE dos comandos da fila: o limite de "
-                               "prepared statements do servidor (max_prepared_stmt_count) "
-                               "foi atingido (erro 1461). Até reconectar, esta conexão envia "
-                               "o texto dos comandos a cada vez (mais CPU do servidor por "
-                               "tarefa); aumente max_prepared_stmt_count para voltar ao "
-                               "PREPARE")
-                return self._run(sql, params, fetch)
-            self._prepared[name] = order
-            using = ", ".join(f"%({key})s" for key in order)
-            self._calls[name] = f"EXECUTE {name} USING {using}" if order else f"EXECUTE {name}"
-        try:
-            return self._run(self._calls[name], params, fetch)
-        except Exception as exc:
-            if not again or mysql_driver.error_code(exc) != 1243:  # ER_UNKNOWN_STMT_HANDLER
-                raise
-            # Deallocated behind the library's back (task code on bd_conn): once more.
-            del self._prepared[name]
-            return self._run_prepared_mariadb(name, sql, params, fetch, again=False)
+        """PostgreSQL: the EXECUTE text of `name` (PostgresSession.prepared_text); None
+        elsewhere (no statement rides on a COMMIT)."""
+        return None
 
     def insert_lastrowid(self, sql: str, params: Params = None) -> int:
         return self._run(sql, params, "lastrowid")
@@ -591,37 +500,25 @@ class DbSession:
         driver cannot show that answer (mysqlclient over Oracle's libmysqlclient): plain
         COMMIT, then BEGIN.  On PostgreSQL before 12 (no AND CHAIN, a syntax error that
         would abort the task's transaction at its COMMIT): plain COMMIT, then BEGIN."""
-        if self.in_transaction and (
-                postgres_chains(self.conn.server_version) if self.dialect.name == "postgres"
-                else self._status_readable()):
+        if self.in_transaction and self._chains():
             self._chain_next = True
 
-    def _status_readable(self) -> bool:
-        """Whether the driver shows the server's status flags (asked once per session)."""
-        if self._readable is None:
-            self._readable = mysql_driver.server_status(self.conn) is not None
-        return self._readable
+    def _chains(self) -> bool:
+        """Whether COMMIT AND CHAIN can be used on this session (per dialect)."""
+        raise NotImplementedError
 
     def _server_in_transaction(self) -> bool:
         """Whether the server reported an open transaction in its last answer (the
         status flags of the last OK packet: db/mysql_driver.py; libpq's transaction
         status on PostgreSQL); False when the driver does not tell."""
-        if self.dialect.name == "postgres":
-            return self.transaction_usable()
-        status = mysql_driver.server_status(self.conn)
-        return status is not None and bool(status & _SERVER_STATUS_IN_TRANS)
+        raise NotImplementedError
 
     def transaction_usable(self) -> bool:
         """Whether the explicit transaction is open and usable as far as the client knows,
         without a round trip: on PostgreSQL, not aborted by an error (libpq's status of
         the last answer); on MySQL, the server's last answer showed a transaction open
         (an error answer carries no status: a statement after it tells)."""
-        if self.dialect.name == "postgres":
-            import psycopg2.extensions
-
-            return (self.conn.info.transaction_status
-                    == psycopg2.extensions.TRANSACTION_STATUS_INTRANS)
-        return self._server_in_transaction()
+        raise NotImplementedError
 
     def _end_chained(self) -> None:
         """Close the (empty) transaction a COMMIT AND CHAIN opened; no `begin()` took it."""
@@ -642,8 +539,9 @@ class DbSession:
         `rider.on_rows` gets the rows of the last statement.  The server answers one
         error for the whole message: it tells `rider.on_error` where (asking
         `rider.committed` when the transaction is over), and the commit raises unless the
-        COMMIT went through.  A rollback (or the next BEGIN) drops the rider unsent."""
-        if self.in_transaction and self.dialect.name == "postgres":
+        COMMIT went through.  A rollback (or the next BEGIN) drops the rider unsent.
+        Elsewhere nothing (MysqlSession): the caller sends its statements itself."""
+        if self.in_transaction and self.COMMIT_RIDER:
             self._rider = rider
 
     def commit(self) -> None:
@@ -740,12 +638,7 @@ class DbSession:
             return text
 
     def _codec(self) -> str:
-        encoding = getattr(self.conn, "encoding", None) or "utf-8"
-        if self.dialect.name == "postgres":
-            import psycopg2.extensions
-
-            return psycopg2.extensions.encodings.get(encoding, "utf-8")
-        return encoding
+        return getattr(self.conn, "encoding", None) or "utf-8"
 
     def is_alive(self) -> bool:
         try:
@@ -757,6 +650,176 @@ class DbSession:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.conn.close()
+
+
+class PostgresSession(DbSession):
+    """The PostgreSQL session (psycopg2): server-side prepared statements as PREPARE and
+    EXECUTE text, libpq's transaction status, statements riding on the COMMIT."""
+
+    KEEP_CURSOR = True
+    COMMIT_RIDER = True
+
+    def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any], fetch: str) -> Any:
+        if self.unprepared:
+            return self._run(sql, params, fetch)
+        if name not in self._prepared:
+            self._prepare(name, sql)
+        text, args = self._execute_text(name, params)
+        return self._run(text, args, fetch, True)
+
+    def _prepare(self, name: str, sql: str) -> None:
+        """PostgreSQL: PREPARE `name` (the last statement of `sql`) and build its EXECUTE."""
+        *before, main = [part for part in sql.split(";\n") if part.strip()]
+        order: List[str] = []
+
+        def positional(match: Any) -> str:
+            key = match.group(1)
+            if key not in order:
+                order.append(key)
+            return f"${order.index(key) + 1}"
+
+        self.execute(f"PREPARE {name} AS " + _NAMED_PARAM.sub(positional, main))
+        self._prepared[name] = order
+        prefix = "".join(f"{stmt.strip()}; " for stmt in before)
+        # (a name always stands for the same text: built once, like the PREPARE)
+        self._calls[name] = f"{prefix}EXECUTE {name}(" if order else f"{prefix}EXECUTE {name}"
+
+    def prepare(self, name: str, sql: str) -> None:
+        """PostgreSQL: PREPARE `name` now if not yet (also inside a transaction: a
+        prepared statement outlives the transaction's rollback)."""
+        if name not in self._prepared and not self.unprepared:
+            self._prepare(name, sql)
+
+    def prepared_text(self, name: str, params: Mapping[str, Any]) -> Optional[Tuple[str, tuple]]:
+        """PostgreSQL: (EXECUTE text, the arguments psycopg2 still binds) of the prepared
+        statement `name` with `params`, for `send_with_commit`; None when `name` is not
+        prepared on this session yet (nothing is sent here)."""
+        if name not in self._prepared:
+            return None
+        return self._execute_text(name, params)
+
+    def _execute_text(self, name: str, params: Mapping[str, Any]) -> Tuple[str, tuple]:
+        order = self._prepared[name]
+        if not order:
+            return self._calls[name], ()
+        # The arguments psycopg2 would adapt one by one (an adapter object per value, ~9k
+        # instructions per int) written in here as the very text it makes of them: int
+        # as str() (a space before a minus), None as NULL, bool as true/false; any other
+        # value stays a %s for psycopg2.  The query sent is byte for byte the same.
+        texts: List[str] = []
+        rest: List[Any] = []
+        for key in order:
+            value = params[key]
+            kind = type(value)
+            if kind is int:
+                texts.append(f" {value}" if value < 0 else str(value))
+            elif value is None:
+                texts.append("NULL")
+            elif kind is bool:
+                texts.append("true" if value else "false")
+            else:
+                texts.append("%s")
+                rest.append(value)
+        return self._calls[name] + ", ".join(texts) + ")", tuple(rest)
+
+    def _chains(self) -> bool:
+        return postgres_chains(self.conn.server_version)
+
+    def _server_in_transaction(self) -> bool:
+        """libpq's transaction status of the last answer (see DbSession)."""
+        return self.transaction_usable()
+
+    def transaction_usable(self) -> bool:
+        """Not aborted by an error: libpq's status of the last answer (see DbSession)."""
+        import psycopg2.extensions
+
+        return (self.conn.info.transaction_status
+                == psycopg2.extensions.TRANSACTION_STATUS_INTRANS)
+
+    def _codec(self) -> str:
+        import psycopg2.extensions
+
+        return psycopg2.extensions.encodings.get(super()._codec(), "utf-8")
+
+
+class MysqlSession(DbSession):
+    """The MySQL / MariaDB / SingleStore session (pymysql, mysqlclient): MariaDB's
+    PREPARE ... EXECUTE USING, the server status flags of the last OK packet."""
+
+    def _is_mariadb(self) -> bool:
+        """MariaDB, from the connection's handshake (no statement); asked once."""
+        if self._mariadb is None:
+            version = getattr(self.conn, "server_version", None)  # pymysql
+            if version is None and hasattr(self.conn, "get_server_info"):  # mysqlclient
+                version = self.conn.get_server_info()
+            self._mariadb = "mariadb" in str(version or "").lower()
+        return self._mariadb
+
+    def _run_prepared(self, name: str, sql: str, params: Mapping[str, Any],
+                      fetch: str, again: bool = True) -> Any:
+        """MariaDB: PREPARE once per connection (`?` for each %(name)s, in order), then
+        EXECUTE ... USING the values, bound by the driver as literals.  The statement's
+        text is parsed once instead of at every call (the native claim: about a third
+        of its server CPU)."""
+        if not self._is_mariadb():
+            return self._run(sql, params, fetch)
+        order = self._prepared.get(name)
+        if order is None:
+            if self._unpreparable:
+                return self._run(sql, params, fetch)
+            order = _NAMED_PARAM.findall(sql)
+            text = _NAMED_PARAM.sub("?", sql).replace("%%", "%")
+            try:
+                self.execute(f"PREPARE {name} FROM %(nsjq_text)s", {"nsjq_text": text})
+            except Exception as exc:
+                if mysql_driver.error_code(exc) != 1461:  # ER_MAX_PREPARED_STMT_COUNT_REACHED
+                    raise
+                # The server's prepared statements are all taken (other applications, a
+                # low max_prepared_stmt_count): the same statement as text, values bound
+                # by the driver.  A failed PREPARE leaves the transaction as it was.
+                self._unpreparable = True
+                logger.warning("MariaDB recusou o PREPARE dos comandos da fila: o limite de "
+                               "prepared statements do servidor (max_prepared_stmt_count) "
+                               "foi atingido (erro 1461). Até reconectar, esta conexão envia "
+                               "o texto dos comandos a cada vez (mais CPU do servidor por "
+                               "tarefa); aumente max_prepared_stmt_count para voltar ao "
+                               "PREPARE")
+                return self._run(sql, params, fetch)
+            self._prepared[name] = order
+            using = ", ".join(f"%({key})s" for key in order)
+            self._calls[name] = f"EXECUTE {name} USING {using}" if order else f"EXECUTE {name}"
+        try:
+            return self._run(self._calls[name], params, fetch)
+        except Exception as exc:
+            if not again or mysql_driver.error_code(exc) != 1243:  # ER_UNKNOWN_STMT_HANDLER
+                raise
+            # Deallocated behind the library's back (task code on bd_conn): once more.
+            del self._prepared[name]
+            return self._run_prepared(name, sql, params, fetch, again=False)
+
+    def _chains(self) -> bool:
+        return self._status_readable()
+
+    def _status_readable(self) -> bool:
+        """Whether the driver shows the server's status flags (asked once per session)."""
+        if self._readable is None:
+            self._readable = mysql_driver.server_status(self.conn) is not None
+        return self._readable
+
+    def _server_in_transaction(self) -> bool:
+        """Whether the server reported an open transaction in its last answer (the
+        status flags of the last OK packet: db/mysql_driver.py; libpq's transaction
+        status on PostgreSQL); False when the driver does not tell."""
+        status = mysql_driver.server_status(self.conn)
+        return status is not None and bool(status & _SERVER_STATUS_IN_TRANS)
+
+    def transaction_usable(self) -> bool:
+        """The server's last answer showed a transaction open (see DbSession)."""
+        return self._server_in_transaction()
+
+
+# The session class of each dialect (DbSession.__new__).
+_SESSION_CLASSES: Dict[Dialect, type] = {POSTGRES: PostgresSession, MYSQL: MysqlSession}
 
 
 class TaskConnection:

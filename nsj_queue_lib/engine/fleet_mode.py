@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Dict, Tuple
 # FleetMode, the mode as one process knows it, is the db layer's (the repository's claim
 # follows it): db/control.py.  Here: one FleetMode per queue for the whole process.
 from nsj_queue_lib.db.control import FleetMode
+from nsj_queue_lib.db.dialect import dialect_for_driver
 
 if TYPE_CHECKING:
     from nsj_queue_lib.config import Settings
@@ -40,7 +41,8 @@ _modes: Dict[Tuple, FleetMode] = {}
 def fleet_mode(settings: Settings) -> FleetMode:
     """The process-wide mode of the settings' queue (one object per queue and database,
     so every thread and repository of a worker follows the same reads)."""
-    possible = settings.db_driver == "POSTGRES" and not settings.client_server_mode
+    possible = (dialect_for_driver(settings.db_driver).mixed_fleet
+                and not settings.client_server_mode)
     key = (settings.queue_table, settings.db_host, settings.db_port, settings.db_name,
            settings.queue_compat_1_2_2, possible)
     with _lock:

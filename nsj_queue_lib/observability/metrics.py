@@ -264,7 +264,7 @@ class QueueGauges:
             "paused": bool(pause["pausada"]),
             # (the same row: None when the queue keeps no value, i.e. mixed-fleet)
             "compat": (pause.get("compat_1_2_2") is not False
-                       if s.dialect.name == "postgres" else None),
+                       if s.dialect.mixed_fleet else None),
             "depth": depth,
             "due": int(s.fetch_value(q["status_due_count"]) or 0),
             "oldest_due_age": float(oldest["atraso"] or 0) if oldest else 0.0,

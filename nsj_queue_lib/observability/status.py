@@ -30,6 +30,7 @@ from nsj_queue_lib.cli.common import (
     queue_settings,
 )
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.dialect import Dialect
 from nsj_queue_lib.db.queries import Queries
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.base import task_lock_key
@@ -56,11 +57,11 @@ def _num(value: Any) -> Optional[float]:
     return None if value is None else round(float(value), 3)
 
 
-def fleet_state(dialect: str, pause: Dict[str, Any]) -> Dict[str, Any]:
+def fleet_state(dialect: Dialect, pause: Dict[str, Any]) -> Dict[str, Any]:
     """The queue's mixed-fleet mode with nsj-queue-lib 1.2.2 (engine/fleet_mode.py),
     from the control row already read for the pause flag: "misto" is True when the queue
     keeps no value (no row, no column, no control table).  Not on MySQL (None)."""
-    if dialect != "postgres":
+    if not dialect.mixed_fleet:
         return {"aplica": False, "misto": None, "gravado": None, "desde": None, "por": None}
     stored = pause.get("compat_1_2_2")
     return {"aplica": True, "misto": stored is not False,
@@ -135,7 +136,7 @@ class StatusReader:
             "pausa": {"pausada": pause["pausada"], "motivo": pause["motivo"],
                       "por": pause["alterado_por"], "desde": _iso(pause["alterado_em"]),
                       "tabela_de_controle": pause["controle"]},
-            "frota_mista": fleet_state(self.dialect.name, pause),
+            "frota_mista": fleet_state(self.dialect, pause),
             "gerado_em": _iso(now),
             "por_status": self._counts("status_counts"),
             "cadeias_por_status": self._counts("status_counts_chains"),

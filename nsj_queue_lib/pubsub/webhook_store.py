@@ -203,7 +203,7 @@ class WebhookStore:
 
     def task_insert_redelivery(self, task_id: int, mensagem: str) -> int:
         params = {"id": int(task_id), "mensagem": mensagem}
-        if self.session.dialect.name == "postgres":
+        if self.session.dialect.returning:
             return int(self.session.fetch_value(self.q["task_insert_redelivery"], params) or 0)
         return int(self.session.insert_lastrowid(self.q["task_insert_redelivery"], params) or 0)
 

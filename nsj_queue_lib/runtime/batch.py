@@ -141,7 +141,7 @@ class BatchClaimer:
         self.guard = guard
         self.session = guard.repo.session
         self.size = size
-        if self.session.dialect.name == "mysql":
+        if self.session.dialect.gap_locks:
             # At REPEATABLE READ the claim's range scan leaves next-key locks that block
             # every producer's INSERT of a waiting task until the batch commits; at READ
             # COMMITTED (PostgreSQL's default) only the claimed rows are locked.  A server
@@ -176,7 +176,10 @@ class BatchRunner:
         self.session = repo.session
         self.router = router
         self.observer = observer
-        self.postgres = self.session.dialect.name == "postgres"
+        # MySQL: a deadlock may have ended the batch's transaction unseen (_check_open)
+        self.silent_rollback = self.session.dialect.silent_rollback
+        # PostgreSQL: savepoints of one name stack, the last task's is released
+        self.release_savepoint = not self.session.dialect.savepoint_replaces
         self._release = False  # PostgreSQL: the last task's savepoint is still open
         self._defer_after = 0.0  # monotonic time from which success marks are joint again
         # task id -> (runs that ended the batch's transaction, the last error raised)
@@ -217,7 +220,7 @@ class BatchRunner:
                     outcomes.append(self._run_one(tarefa, marks, previous))
                 seconds.append(time.monotonic() - started)
                 previous = tarefa
-            if marks and not self.postgres:
+            if marks and self.silent_rollback:
                 self._check_open(previous)  # (else the UPDATE below could run in autocommit)
             if marks and not self._mark_successes(marks):
                 self.session.rollback()
@@ -323,11 +326,11 @@ class BatchRunner:
         else:
             # (MySQL: a SAVEPOINT replaces the one of the same name, no release needed)
             self.session.execute(f"SAVEPOINT {SAVEPOINT}")
-            if not self.postgres and not self.session.transaction_usable():
+            if self.silent_rollback and not self.session.transaction_usable():
                 # The server ended the batch's transaction (a deadlock the last task's
                 # code caught): what follows would run in autocommit.
                 raise _BatchEnded(previous)
-        self._release = self.postgres
+        self._release = self.release_savepoint
 
     def _check_open(self, culprit: Optional[dict], error: Optional[str] = None) -> None:
         """MySQL: raise _BatchEnded (blaming `culprit`, which raised `error`) unless the
@@ -360,7 +363,7 @@ class BatchRunner:
                 ok = True
                 return ok
             # At once: a broken transaction makes this UPDATE fail, a failure of this task.
-            if not self.postgres:
+            if self.silent_rollback:
                 self._check_open(tarefa)
             if not self.repo.task_finish(task_id, message):  # never: the row is locked here
                 session.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
@@ -377,7 +380,7 @@ class BatchRunner:
             if not isinstance(exc, TaskDeferred):
                 logger.error("Tarefa %s falhou: %s", task_id, error_text(exc),
                              exc_info=_wants_traceback(exc))
-            if not self.postgres:
+            if self.silent_rollback:
                 # A deadlock (raised by the task, or caught before it raised) ended the
                 # whole transaction and its savepoints: give the batch up.
                 self._check_open(tarefa, error_text(exc))

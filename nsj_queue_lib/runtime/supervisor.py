@@ -8,6 +8,7 @@ from typing import Any, Callable, List, Optional
 
 from nsj_queue_lib.compat.coexistence import CompatWatch
 from nsj_queue_lib.config import Settings
+from nsj_queue_lib.db.dialect import dialect_for_driver
 from nsj_queue_lib.db.session import DbSession
 from nsj_queue_lib.engine.select import make_backend
 from nsj_queue_lib.exceptions import ConfigError, CoordinationError, DatabaseUnavailable
@@ -48,7 +49,7 @@ class WorkerRuntime:
             self.slots.add(ScheduleJob(settings.queue_table))
         # The look for 1.2.2 workers (and the mode of the queue), at start and every minute.
         self.compat_watch: Optional[CompatWatch] = None
-        if settings.db_driver == "POSTGRES":
+        if dialect_for_driver(settings.db_driver).mixed_fleet:
             self.compat_watch = CompatWatch(settings)
             self.slots.add(self.compat_watch)
         self.services: List[Any] = list(extra_services or [])

@@ -10,6 +10,7 @@ import pytest
 
 from nsj_queue_lib.admin import QueueAdmin
 from nsj_queue_lib.dashboard import pages
+from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
 from nsj_queue_lib.observability.status import fleet_state
 
 
@@ -47,9 +48,9 @@ def test_queue_page_and_overview_show_the_mode(pg_queue, dashboard):
 
 
 @pytest.mark.parametrize("dialect, pause, want", [
-    ("mysql", {"pausada": False, "compat_1_2_2": None}, ""),
-    ("postgres", {"pausada": False, "controle": False}, "ligado"),
-    ("postgres", {"pausada": False, "compat_1_2_2": False}, "desligado"),
+    (MYSQL, {"pausada": False, "compat_1_2_2": None}, ""),
+    (POSTGRES, {"pausada": False, "controle": False}, "ligado"),
+    (POSTGRES, {"pausada": False, "compat_1_2_2": False}, "desligado"),
 ])
 def test_fleet_line_per_database(dialect, pause, want):
     line = pages.fleet_line(fleet_state(dialect, pause))

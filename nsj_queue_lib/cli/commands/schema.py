@@ -101,7 +101,7 @@ def _target_connection(args: argparse.Namespace) -> Iterator[Tuple[Any, Any, str
 
     dialect, schema, fila = _target(args)
     schema_mod.resolve_names(dialect, schema, fila)
-    with contextlib.closing(connect_db(dialect.name == "mysql",
+    with contextlib.closing(connect_db(args.mysql,
                                        "nsj_queue_lib:schema")) as conn:
         yield conn, dialect, schema, fila
 
