@@ -93,3 +93,23 @@ def test_detector_sees_the_forms() -> None:
 def test_what_remains_is_inside_db():
     """The runtime, batch, maintenance, admin and tools use capabilities only."""
     assert all(path.startswith("db/") for path in KNOWN)
+
+
+def test_a_session_is_made_as_its_dialect_class():
+    """DbSession(conn, dialect) is the dialect's session class (no method branches on
+    the dialect); neither constructor talks to the connection."""
+    from dataclasses import fields
+
+    from nsj_queue_lib.db.dialect import MYSQL, POSTGRES
+    from nsj_queue_lib.db.session import DbSession, MysqlSession, PostgresSession
+
+    pg, my = DbSession(object(), POSTGRES), DbSession(object(), MYSQL)
+    assert type(pg) is PostgresSession and type(my) is MysqlSession
+    assert isinstance(pg, DbSession) and isinstance(my, DbSession)
+    assert pg.dialect is POSTGRES and my.dialect is MYSQL
+    assert (pg._keep, my._keep) == (True, False)
+    assert my.prepared_text("x", {}) is None and pg.prepared_text("x", {}) is None
+    # every capability is a named flag, set on both dialects
+    flags = [f.name for f in fields(POSTGRES) if f.type in (bool, "bool")]
+    assert len(flags) >= 10
+    assert all(isinstance(getattr(d, f), bool) for d in (POSTGRES, MYSQL) for f in flags)
