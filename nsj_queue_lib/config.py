@@ -306,6 +306,9 @@ class Settings:
     queue_schedules: bool = _v("QUEUE_SCHEDULES", parse=_bool, default=True,
                                doc="o worker roda as tarefas periódicas da fila (nsj-queue "
                                    "schedule); false: não as roda (outros workers rodam)")
+    queue_fair_tenants: bool = _v("QUEUE_FAIR_TENANTS", parse=_bool, default=False,
+                                  doc="entre tarefas devidas de mesma prioridade, o claim "
+                                      "alterna entre os valores de tenant")
     queue_compat_1_2_2: Optional[bool] = _v(
         "QUEUE_COMPAT_1_2_2", parse=_bool, default=None,
         doc="força o modo de frota mista com a 1.2.2 (true) ou o desliga (false); sem valor, "

@@ -73,10 +73,11 @@ class LimitsHint:
     def __init__(self) -> None:
         self.limits = False
         self.ordering = False
+        self.fair = False  # QUEUE_FAIR_TENANTS (the worker's setting, not the row's)
 
     @property
     def active(self) -> bool:
-        return self.limits or self.ordering
+        return self.limits or self.ordering or self.fair
 
     def note(self, limits: Any, ordering: Any = None) -> None:
         self.limits, self.ordering = bool(limits), bool(ordering)
@@ -160,8 +161,12 @@ class LimitedClaim:
         self.slot_name = slot_name
         self.held: Dict[int, Tuple[str, int]] = {}  # task id -> (processo, slot key)
         self.marking: List[int] = []  # ids the last claim tried to mark (their task locks)
+        # QUEUE_FAIR_TENANTS: the tenant (its rotation value) this session served last.
+        # Fairness only: each worker rotates on its own, the database keeps the claim safe.
+        self.last_tenant: Optional[int] = None
 
-    def claim(self, limit: int, batch: bool = False, ordered: bool = False) -> List[dict]:
+    def claim(self, limit: int, batch: bool = False, ordered: bool = False,
+              fair: bool = False) -> List[dict]:
         """Up to `limit` due tasks in claim order, each of a processo under its limit (and,
         `ordered`, the first of its ordering key with none running), marked 'processando'
         in the caller's open transaction (the caller commits)."""
@@ -174,7 +179,9 @@ class LimitedClaim:
         try:
             while len(rows) < limit:
                 slot = None
-                row = self._pick(blocked, ordered)
+                row = self._pick(blocked, ordered, self._next_tenant() if fair else None)
+                if row is None and fair:
+                    row = self._pick(blocked, ordered, None)
                 if row is None:
                     break
                 processo: Optional[str] = row.get("processo")
@@ -191,6 +198,8 @@ class LimitedClaim:
                     self.held[int(tarefa["id"])] = (processo, slot)
                     slot = None
                 rows.append(tarefa)
+                if fair:
+                    self.last_tenant = _rotation(tarefa.get("tenant"))
         except BaseException:
             # The caller rolls back; session locks are not undone by a rollback.
             self._quietly(slot)
@@ -210,17 +219,31 @@ class LimitedClaim:
         except Exception as exc:  # the session is gone (its locks with it) or unusable
             logger.debug("Vaga de limite não liberada após erro: %s", exc)
 
-    def _pick(self, blocked: Sequence[str], ordered: bool) -> Optional[dict]:
+    def _next_tenant(self) -> Optional[int]:
+        """QUEUE_FAIR_TENANTS: the rotation value of the tenant to serve now: the next one
+        after the last served among the due tasks of the top priority (wrapping round)."""
+        got = self.session.fetch_value(self.q["fair_tenant"], {"last": self.last_tenant})
+        return None if got is None else int(got)
+
+    def _pick(self, blocked: Sequence[str], ordered: bool,
+              tenant: Optional[int]) -> Optional[dict]:
         from nsj_queue_lib.db.repository import _expand_in, _from_json
 
         if self.postgres:
-            return self.session.fetch_one(self.q["limit_pick_ordered" if ordered
-                                                 else "limit_pick"],
-                                          {"blocked": list(blocked)})
+            sql = self.q["limit_pick_ordered" if ordered else "limit_pick"]
+            if tenant is not None:
+                sql = sql.replace("ORDER BY c.prioridade DESC",
+                                  f"AND {FAIR_KEY.format(t='c')} = %(tenant)s\n"
+                                  " ORDER BY c.prioridade DESC")
+            return self.session.fetch_one(sql, {"blocked": list(blocked), "tenant": tenant})
         best: Optional[dict] = None
         for status in ("pendente", "agendada"):
             params: dict = {"status": status}
             sql = self.q["limit_pick"]
+            if tenant is not None:
+                params["tenant"] = tenant
+                sql = sql.replace("/*ordered*/", f"AND {FAIR_KEY.format(t='t')} = %(tenant)s "
+                                  "/*ordered*/")
             if ordered:
                 sql = sql.replace("/*ordered*/", self.q.parts["part_order_check"])
             if blocked:
@@ -296,6 +319,15 @@ class LimitedClaim:
         """A claim that failed: the slots of its tasks (taken, not undone by the rollback)."""
         for task_id in task_ids:
             self.release(task_id)
+
+
+# QUEUE_FAIR_TENANTS: a task's tenant as a rotation value (NULL as the smallest bigint).
+FAIR_KEY = "coalesce({t}.tenant, -9223372036854775807)"
+TENANT_NULL = -9223372036854775807
+
+
+def _rotation(tenant: Any) -> int:
+    return TENANT_NULL if tenant is None else int(tenant)
 
 
 ORDER_SETTLE = 3.0  # seconds: FULL_READ_EVERY of runtime/pause.py plus a margin

@@ -169,7 +169,8 @@ class MysqlGuard(TaskGuard):
 
     def claim_batch(self, limit: int) -> List[dict]:
         if self.limits.active:
-            return self._limited_claim().claim(limit, batch=True, ordered=self.limits.ordering)
+            return self._limited_claim().claim(limit, batch=True, ordered=self.limits.ordering,
+                                              fair=self.limits.fair)
         return super().claim_batch(limit)
 
     def _claim_limited(self, limit: int) -> List[dict]:
@@ -178,7 +179,7 @@ class MysqlGuard(TaskGuard):
         session = self.session
         session.begin()
         try:
-            rows = limited.claim(limit, ordered=self.limits.ordering)
+            rows = limited.claim(limit, ordered=self.limits.ordering, fair=self.limits.fair)
             session.commit()
         except BaseException:
             session.rollback()
@@ -603,7 +604,9 @@ class MysqlBackend:
         # (binlog_format=STATEMENT): there InnoDB refuses every write at READ COMMITTED.
         if not self._statement_binlog:
             session.execute(READ_COMMITTED)
-        return MysqlGuard(repo, self.settings.queue_table, self.prefix)
+        guard = MysqlGuard(repo, self.settings.queue_table, self.prefix)
+        guard.limits.fair = self.settings.queue_fair_tenants  # (QUEUE_FAIR_TENANTS)
+        return guard
 
     def notifier(self, session: DbSession,
                  has_idle: Optional[Callable[[], bool]] = None) -> ProbeNotifier:

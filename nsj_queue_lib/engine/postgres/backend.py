@@ -208,7 +208,8 @@ class PgGuard(TaskGuard):
         session = self.repo.session
         session.begin()
         try:
-            rows = self.limited.claim(limit, ordered=self.limits.ordering)
+            rows = self.limited.claim(limit, ordered=self.limits.ordering,
+                                      fair=self.limits.fair)
             session.commit()
         except BaseException:
             session.rollback()
@@ -219,7 +220,8 @@ class PgGuard(TaskGuard):
     def claim_batch(self, limit: int) -> List[dict]:
         if self._limits_apply():
             assert self.limited is not None
-            return self.limited.claim(limit, batch=True, ordered=self.limits.ordering)
+            return self.limited.claim(limit, batch=True, ordered=self.limits.ordering,
+                                      fair=self.limits.fair)
         return super().claim_batch(limit)
 
     @property
@@ -546,7 +548,9 @@ class PostgresBackend:
             self._checked = True
 
     def guard(self, session: DbSession, repo: TaskRepository) -> PgGuard:
-        return PgGuard(repo, self.settings.queue_table)
+        guard = PgGuard(repo, self.settings.queue_table)
+        guard.limits.fair = self.settings.queue_fair_tenants  # (QUEUE_FAIR_TENANTS)
+        return guard
 
     def notifier(self, session: DbSession,
                  has_idle: Optional[Callable[[], bool]] = None) -> PgNotifier:

@@ -67,3 +67,18 @@ VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %
         %(tenant)s, %(grupo_empresarial)s, %(pub_sub)s, %(prioridade)s,
         GREATEST(coalesce(%(data_hora)s, UTC_TIMESTAMP(6)), %(settle)s),
         coalesce(%(data_hora)s, UTC_TIMESTAMP(6)), %(chave_ordem)s)
+
+-- name: fair_tenant
+-- QUEUE_FAIR_TENANTS: among the due tasks of the top priority, the tenant (NULL as the
+-- smallest bigint) right after %(last)s, or the first one (wrapping round); the claim then
+-- picks that tenant's oldest task.  Read without locks: the pick decides.
+SELECT coalesce(
+         (SELECT min(coalesce(c.tenant, -9223372036854775807)) FROM {table} c
+           WHERE c.status IN ('pendente', 'agendada') AND c.data_hora <= UTC_TIMESTAMP(6)
+             AND c.prioridade = p.topo
+             AND coalesce(c.tenant, -9223372036854775807) > coalesce(%(last)s, -9223372036854775808)),
+         (SELECT min(coalesce(c.tenant, -9223372036854775807)) FROM {table} c
+           WHERE c.status IN ('pendente', 'agendada') AND c.data_hora <= UTC_TIMESTAMP(6)
+             AND c.prioridade = p.topo)) AS tenant
+  FROM (SELECT max(prioridade) AS topo FROM {table}
+         WHERE status IN ('pendente', 'agendada') AND data_hora <= UTC_TIMESTAMP(6)) p

@@ -102,3 +102,18 @@ VALUES (%(origem)s, %(destino)s, %(processo)s, %(chave_externa)s, %(payload)s, %
         greatest(coalesce(%(data_hora)s::timestamptz, now()), %(settle)s::timestamptz),
         coalesce(%(data_hora)s::timestamptz, now()), %(chave_ordem)s)
 RETURNING id
+
+-- name: fair_tenant
+-- QUEUE_FAIR_TENANTS: among the due tasks of the top priority, the tenant (NULL as the
+-- smallest bigint) right after %(last)s, or the first one (wrapping round); the claim then
+-- picks that tenant's oldest task.  Read without locks: the pick decides.
+SELECT coalesce(
+         (SELECT min(coalesce(c.tenant, -9223372036854775807)) FROM {table} c
+           WHERE c.status IN ('pendente', 'agendada') AND c.data_hora <= now()
+             AND c.prioridade = p.topo
+             AND coalesce(c.tenant, -9223372036854775807) > coalesce(%(last)s::int8, -9223372036854775808)),
+         (SELECT min(coalesce(c.tenant, -9223372036854775807)) FROM {table} c
+           WHERE c.status IN ('pendente', 'agendada') AND c.data_hora <= now()
+             AND c.prioridade = p.topo)) AS tenant
+  FROM (SELECT max(prioridade) AS topo FROM {table}
+         WHERE status IN ('pendente', 'agendada') AND data_hora <= now()) p
