@@ -10,6 +10,7 @@ processo "p" from a fresh schema-8 queue, in rounds alternating between
 * "limite 4 em p": processo p limited to 4 (each task takes and frees a slot),
 * "ordenação, chave por tarefa": ordering keys in use (the order-aware claim), each task
   with a key of its own (nothing waits for another task),
+* "QUEUE_FAIR_TENANTS": the worker with the setting (all tasks of one tenant),
 * with --main DIR, "main, sem limites": the same no-limits run with the worker's code
   from DIR (the branch point), for the statement counts and rate before the feature.
 Prints, per mode, the median tasks/s and the statements and round trips per task
@@ -131,12 +132,13 @@ def _drop(conn: Any, db: str, schema: str) -> None:
 
 
 def run(db: str, tasks: int, limit: Optional[Tuple[str, int]],
-        code: Path, ordered: bool = False) -> Dict[str, float]:
+        code: Path, ordered: bool = False, fair: bool = False) -> Dict[str, float]:
     schema = f"bl_{uuid.uuid4().hex[:8]}"
     conn = _setup(db, schema, tasks, limit, ordered)
     directory = tempfile.mkdtemp(prefix="nsjq-limits-")
     env = dict(os.environ, QUEUE_NAME=f"bl_{schema}", QUEUE_TABLE=f"{schema}.fila",
-               LOG_DEBUG="false", PYTHONPATH=str(code), NSJQ_BENCH_COUNT_DIR=directory)
+               LOG_DEBUG="false", PYTHONPATH=str(code), NSJQ_BENCH_COUNT_DIR=directory,
+               QUEUE_FAIR_TENANTS="true" if fair else "false")
     if db == "my":
         env.update(DB_HOST=os.environ.get("NSJQ_TEST_MYSQL_HOST", "127.0.0.1"),
                    DB_PORT=os.environ.get("NSJQ_TEST_MYSQL_PORT", "3306"),
@@ -180,14 +182,16 @@ def main() -> None:
     modes = [("sem limites", None, ROOT, False),
              ("limite noutro processo", ("outro", 1), ROOT, False),
              ("limite 4 em p", ("p", 4), ROOT, False),
-             ("ordenação, chave por tarefa", None, ROOT, True)]
+             ("ordenação, chave por tarefa", None, ROOT, True),
+             ("QUEUE_FAIR_TENANTS", None, ROOT, None)]
     if args.main:
         modes.insert(0, ("main, sem limites", None, args.main.resolve(), False))
     for db in ("pg", "my"):
         got: Dict[str, list] = {name: [] for name, _, _, _ in modes}
         for _ in range(args.rounds):
             for name, limit, code, ordered in modes:
-                got[name].append(run(db, args.tasks, limit, code, ordered))
+                got[name].append(run(db, args.tasks, limit, code, bool(ordered),
+                                     fair=ordered is None))
         print(f"\n{'PostgreSQL' if db == 'pg' else 'MariaDB'} ({args.tasks} tarefas, "
               f"{args.rounds} rodadas, 1 worker)")
         for name, results in got.items():

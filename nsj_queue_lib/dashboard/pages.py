@@ -292,6 +292,10 @@ def queue_page(s: Dict[str, Any], dead: List[Dict[str, Any]], csrf: Optional[str
         f'</thead><tbody>{limit_rows}</tbody></table></div></section>'
         if limit_rows else "")
     ordering = s.get("ordenacao") or {}
+    if ordering.get("tenants_devidos", 0) > 1:
+        limits_html += (
+            f'<section><h2>Tenants</h2><p data-campo="tenants">{e(ordering["tenants_devidos"])} '
+            'tenants com tarefas devidas (QUEUE_FAIR_TENANTS alterna entre eles).</p></section>')
     if ordering.get("chaves"):
         limits_html += (
             f'<section><h2>Execução ordenada</h2><p data-campo="ordenacao">'

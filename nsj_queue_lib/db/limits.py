@@ -380,7 +380,8 @@ def insert_ordered(session: DbSession, queue_table: str, row: Dict[str, Any]) ->
 
 
 def ordering_overview(session: DbSession, queue_table: str) -> Optional[Dict[str, int]]:
-    """{"chaves": ordering keys with unfinished tasks, "tarefas": those tasks}; None when
+    """{"chaves": ordering keys with unfinished tasks, "tarefas": those tasks,
+    "tenants_devidos": tenants with due tasks (QUEUE_FAIR_TENANTS rotates over them)}; None when
     the queue has no chave_ordem column (not upgraded) or it cannot be read."""
     try:
         row = session.fetch_one(Queries(session.dialect, queue_table,
@@ -393,4 +394,7 @@ def ordering_overview(session: DbSession, queue_table: str) -> Optional[Dict[str
         if session.in_transaction:
             session.rollback()
         return None
-    return {"chaves": int(row.get("chaves") or 0), "tarefas": int(row.get("tarefas") or 0)}
+    tenants = session.fetch_value(Queries(session.dialect, queue_table,
+                                          filename="limits.sql")["tenant_overview"])
+    return {"chaves": int(row.get("chaves") or 0), "tarefas": int(row.get("tarefas") or 0),
+            "tenants_devidos": int(tenants or 0)}

@@ -343,6 +343,9 @@ class QueueGauges:
             out.append(("nsj_queue_ordering_keys", "gauge",
                         "Chaves de ordem (ordering_key) com tarefas esperando ou em execução",
                         [(labels, g["ordering"]["chaves"])]))
+            out.append(("nsj_queue_due_tenants", "gauge",
+                        "Tenants com tarefas devidas (QUEUE_FAIR_TENANTS alterna entre eles)",
+                        [(labels, g["ordering"]["tenants_devidos"])]))
         if g.get("limits"):
             out += [
                 ("nsj_queue_limit", "gauge",

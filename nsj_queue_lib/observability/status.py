@@ -254,6 +254,8 @@ def render_text(status: Dict[str, Any]) -> str:
     if ordering and ordering["chaves"]:
         lines.append(f"  Execução ordenada:          {ordering['chaves']} chave(s), "
                      f"{ordering['tarefas']} tarefa(s) esperando ou em execução")
+    if ordering and ordering.get("tenants_devidos", 0) > 1:
+        lines.append(f"  Tenants com tarefas devidas: {ordering['tenants_devidos']}")
     dead = status["mortas_24h"]
     lines.append(f"  Mortas nas últimas {DEAD_WINDOW_HOURS} h:    {dead['total']}"
                  + (f" ({_fmt_counts(dead['por_status'])})" if dead["total"] else ""))

@@ -32,3 +32,33 @@ def test_without_the_setting_the_claim_stays_in_order(each_db_queue):
     eventually(lambda: dbq.count("tenant = 2 AND status = 'sucesso'") == 3, 60,
                message="tudo executado")
     assert dbq.count("tenant = 1 AND status = 'sucesso'") == 30  # (FIFO: all of tenant 1 first)
+
+
+def test_status_metrics_and_dashboard_count_the_tenants_with_due_tasks(each_db_queue):
+    import json
+
+    from nsj_queue_lib.dashboard.data import DashboardData
+    from nsj_queue_lib.dashboard.pages import queue_page
+    from nsj_queue_lib.observability.metrics import QueueGauges
+    from tests.fixtures.processes import run_python
+
+    dbq = each_db_queue
+    dbq.insert_many([{}] * 3, tenant=1)
+    dbq.insert_many([{}] * 2, tenant=2)
+    dbq.insert_many([{}])  # (no tenant: one more)
+    res = run_python(["-m", "nsj_queue_lib", "status"], env=dbq.env(), timeout=60)
+    assert "Tenants com tarefas devidas: 3" in res.stdout, res.stdout + res.stderr
+    res = run_python(["-m", "nsj_queue_lib", "status", "--json"], env=dbq.env(), timeout=60)
+    assert json.loads(res.stdout)["ordenacao"]["tenants_devidos"] == 3
+    gauges = QueueGauges(dbq.settings())
+    try:
+        families = {f[0]: f[3] for f in gauges.families({"queue": "q"})}
+    finally:
+        gauges.close_session()
+    assert families["nsj_queue_due_tenants"] == [({"queue": "q"}, 3)]
+    data = DashboardData(dbq.settings())
+    try:
+        summary = data.summary(dbq.table)
+    finally:
+        data.close()
+    assert 'data-campo="tenants"' in queue_page(summary, [], None)

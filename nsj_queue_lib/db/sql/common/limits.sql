@@ -26,3 +26,9 @@ SELECT count(*) FROM {table} WHERE status = 'processando' AND processo = %(proce
 SELECT count(DISTINCT chave_ordem) AS chaves, count(*) AS tarefas
   FROM {table}
  WHERE chave_ordem IS NOT NULL AND status IN ('pendente', 'agendada', 'processando')
+
+-- name: tenant_overview
+-- QUEUE_FAIR_TENANTS, for status, dashboard and metrics: tenants with due tasks (NULL is one).
+SELECT count(DISTINCT coalesce(tenant, -9223372036854775807)) AS tenants
+  FROM {table}
+ WHERE status IN ('pendente', 'agendada') AND data_hora <= {now}
