@@ -194,9 +194,9 @@ class PgGuard(TaskGuard):
         if self.repo.legacy:
             if not self._legacy_limits_told:
                 self._legacy_limits_told = True
-                logger.error("Fila %s com limites de concorrência em modo misto (1.2.2): os "
-                             "limites não valem nesse modo; `nsj-queue compat off`",
-                             self.queue_table)
+                logger.error("Fila %s em modo misto (1.2.2): limites de concorrência, "
+                             "ordering_key e QUEUE_FAIR_TENANTS não valem nesse modo; "
+                             "`nsj-queue compat off`", self.queue_table)
             return False
         if self.limited is None:
             self.limited = LimitedClaim(self.repo.session, self.queue_table, self.lock_ns)
