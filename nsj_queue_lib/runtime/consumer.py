@@ -116,13 +116,14 @@ class Consumer:
                 claim = BatchClaimer(guard, self.backend.capabilities,
                                      settings.queue_batch_size).claim
                 batch_runner = BatchRunner(settings, repo, self.router, self.observer)
-            logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
             if (settings.queue_fair_tenants
                     and not self.backend.capabilities.concurrency_limits):
                 logger.warning("QUEUE_FAIR_TENANTS não vale neste modo (cliente/servidor ou "
                                "DB_POOL_MODE=transaction): o claim segue a ordem de sempre")
             if self.on_connect is not None:
                 self.on_connect(session)
+            # (after the start checks of on_connect: 'connected' means ready to claim)
+            logger.info("Worker conectado; aguardando tarefas da fila %s", settings.queue_table)
             busy = BUSY_FIRST
             gate = self._gate = PauseGate(session, settings.queue_table, fleet=repo.fleet,
                                           limits=getattr(guard, "limits", None))
